@@ -1,0 +1,101 @@
+"""Write small real test videos with PyAV (libx264 ships inside the PyAV wheel; no system ffmpeg needed).
+
+Every frame carries its own index as a row of black/white stripes in its top half (`frame_index` reads it back),
+so tests can check which source frames a decoder returned even after the frames were resized.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+
+INDEX_BITS = 14  # up to 16383 frames, enough for 600 s at 25 fps
+_LO, _HI = 16, 235
+
+
+def frame_image(index: int, width: int, height: int, texture: np.ndarray | None = None) -> np.ndarray:
+    """RGB uint8 (height, width, 3): index stripes on top, a moving pattern below."""
+    img = np.empty((height, width, 3), np.uint8)
+    top = height // 2
+    cols = np.arange(width) * INDEX_BITS // width  # stripe number of each column
+    bits = (index >> (INDEX_BITS - 1 - cols)) & 1  # most significant bit on the left
+    img[:top] = np.where(bits, _HI, _LO).astype(np.uint8)[None, :, None]
+    if texture is not None:
+        shift = (index * 7) % (texture.shape[1] - width)
+        img[top:] = texture[: height - top, shift : shift + width]
+    else:
+        ramp = ((np.arange(width) + index * 4) % 256).astype(np.uint8)
+        img[top:] = ramp[None, :, None]
+        img[top:, :, 1] = (index * 3) % 256
+    return img
+
+
+def frame_index(frame: np.ndarray) -> int:
+    """Read back the index written by `frame_image` from a (possibly resized) RGB frame."""
+    height, width = frame.shape[:2]
+    row = frame[height // 4].astype(np.int32).mean(axis=1)
+    centers = ((np.arange(INDEX_BITS) + 0.5) * width / INDEX_BITS).astype(int)
+    value = 0
+    for c in centers:
+        value = (value << 1) | int(row[c] > 128)
+    return value
+
+
+def write_video(
+    path: Path,
+    *,
+    frames: int | None = None,
+    seconds: float | None = None,
+    fps: int = 30,
+    width: int = 160,
+    height: int = 96,
+    gop: int = 60,
+    textured: bool = False,
+) -> Path:
+    """Encode an H.264 mp4 with `frames` frames (or `seconds` * fps). Width and height must be even."""
+    if frames is None:
+        if seconds is None:
+            raise ValueError("give frames or seconds")
+        frames = int(round(seconds * fps))
+    texture = None
+    if textured:
+        rng = np.random.default_rng(0)
+        small = rng.integers(0, 256, (height // 8 + 1, (width * 2) // 8 + 1, 3), dtype=np.uint8)
+        texture = np.kron(small, np.ones((8, 8, 1), np.uint8))[:height, : width * 2]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=Fraction(fps))
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.options = {"preset": "ultrafast", "g": str(gop), "crf": "28"}
+        for i in range(frames):
+            frame = av.VideoFrame.from_ndarray(frame_image(i, width, height, texture), format="rgb24")
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+    return path
+
+
+def write_audio_only(path: Path, seconds: float = 1.0, rate: int = 16000) -> Path:
+    """An mp4 holding one AAC audio stream and no video stream."""
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("aac", rate=rate)
+        stream.layout = "mono"
+        samples = int(seconds * rate)
+        tone = (0.1 * np.sin(np.arange(samples) * 2 * np.pi * 440 / rate)).astype(np.float32)
+        for start in range(0, samples, 1024):
+            chunk = tone[None, start : start + 1024]
+            frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(chunk), format="fltp", layout="mono")
+            frame.sample_rate = rate
+            frame.pts = start
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+    return path
+
+
+def truncate(path: Path, keep_fraction: float = 0.5) -> Path:
+    """Cut a file to a fraction of its size in place (a download that stopped half way)."""
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep_fraction)])
+    return path

@@ -1,0 +1,102 @@
+"""The backend protocol: `Request` in, `Completion` out, whatever serves the model.
+
+Backends own every engine-specific detail (vLLM's `(frames, metadata)` tuples and processor kwargs, the OpenAI message
+format, HF processor calls). The pipeline and the trainer's rollouts speak only these types.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class VideoInput:
+    """Pre-sampled, pre-resized frames and the metadata that says where they came from in the source video."""
+
+    frames: np.ndarray  # uint8 (T, H, W, 3)
+    metadata: dict[str, Any]  # fps (source), duration, total_num_frames, frames_indices, width, height
+    uuid: str  # stable id (the frame-cache key): lets vLLM reuse processed inputs across requests
+
+
+@dataclass(frozen=True)
+class ImageInput:
+    pixels: np.ndarray  # uint8 (H, W, 3)
+    uuid: str
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Greedy by default, so the same command gives the same outputs."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = disabled
+    max_tokens: int = 256
+    seed: int = 0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Request:
+    request_id: str
+    prompt: str  # the user's text; the backend applies the model's chat template around media + text
+    videos: tuple[VideoInput, ...] = ()
+    images: tuple[ImageInput, ...] = ()  # shown after the videos
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    n: int = 1  # samples per prompt (RL rollouts); evaluation uses 1
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    finish_reason: str | None = None
+    latency_s: float = 0.0  # submit -> final output
+    engine_wait_s: float = 0.0  # submit -> first output (queueing + prefill)
+    texts: list[str] | None = None  # all n samples when n > 1
+    token_ids: list[list[int]] | None = None  # per sample, when the backend can give them (RL)
+
+
+class EngineDead(RuntimeError):
+    """The engine is gone (crashed process, lost server): stop the run, keep what finished."""
+
+
+class Backend(Protocol):
+    name: str
+
+    async def start(self) -> None: ...
+
+    async def generate(self, request: Request) -> Completion:
+        """Generate for one request. Per-request problems raise SampleError; a dead engine raises EngineDead."""
+        ...
+
+    async def close(self) -> None: ...
+
+    def describe(self) -> dict[str, Any]:
+        """Backend and engine settings for the run manifest."""
+        ...
+
+
+def messages_for(request: Request) -> list[dict[str, Any]]:
+    """The chat messages every backend renders: media first (video, then images), then the text. No system prompt."""
+    content: list[dict[str, Any]] = [{"type": "video"} for _ in request.videos]
+    content += [{"type": "image"} for _ in request.images]
+    content.append({"type": "text", "text": request.prompt})
+    return [{"role": "user", "content": content}]
+
+
+def array_uuid(array: np.ndarray) -> str:
+    """Content id for an in-memory array (images that don't come from the frame cache)."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(str(array.shape).encode())
+    h.update(np.ascontiguousarray(array).data)
+    return h.hexdigest()

@@ -1,0 +1,147 @@
+"""Any OpenAI-compatible chat server (vLLM's API server, SGLang, hosted APIs) over HTTP.
+
+Videos travel as the cached frames, not as a file for the server to re-sample: a `data:video/jpeg` URL holding one
+base64 image per frame, with the source metadata (fps, frame indices, total frames) in `media_io_kwargs`, which vLLM's
+server accepts per request. Frames are PNG-encoded (PIL reads them whatever the declared subtype), so the model sees
+exactly the cached pixels. Servers that don't know `media_io_kwargs` ignore it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import os
+import random
+import time
+from typing import Any
+
+import numpy as np
+
+from ..errors import SampleError
+from .base import Completion, EngineDead, Request
+
+RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+def _png_b64(array: np.ndarray) -> str:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(array).save(buf, format="PNG", compress_level=1)  # lossless; level 1 is fast
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def video_part(frames: np.ndarray, metadata: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The message part for a pre-sampled video, and the media_io_kwargs that carry its source metadata."""
+    url = "data:video/jpeg;base64," + ",".join(_png_b64(f) for f in frames)
+    io_kwargs = {
+        "num_frames": -1,  # take every frame we send (the server default would keep only 32)
+        "fps": float(metadata["fps"]),
+        "frames_indices": [int(i) for i in metadata["frames_indices"]],
+        "total_num_frames": int(metadata["total_num_frames"]),
+        "duration": float(metadata["duration"]),
+    }
+    return {"type": "video_url", "video_url": {"url": url}}, io_kwargs
+
+
+class OpenAIBackend:
+    name = "openai"
+
+    def __init__(self, model: str, base_url: str, api_key: str | None = None, timeout_s: float = 600.0,
+                 max_retries: int = 4, concurrency: int = 16, backoff_s: float = 0.5):
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key or os.environ.get("OPENAI_API_KEY")
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self._limit = asyncio.Semaphore(concurrency)  # per-server concurrency, whatever the pipeline asks
+        self._client = None
+
+    async def start(self) -> None:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        self._client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=self.timeout_s)
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "base_url": self.base_url, "model": self.model, "timeout_s": self.timeout_s,
+                "max_retries": self.max_retries}
+
+    def payload(self, request: Request) -> dict[str, Any]:
+        content: list[dict[str, Any]] = []
+        io_kwargs: dict[str, Any] = {}
+        for v in request.videos:
+            part, io_kwargs = video_part(v.frames, v.metadata)
+            content.append(part)
+        for img in request.images:
+            content.append({"type": "image_url", "image_url": {"url": "data:image/png;base64," + _png_b64(img.pixels)}})
+        content.append({"type": "text", "text": request.prompt})
+        s = request.sampling
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": s.max_tokens,
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "seed": s.seed,
+            "n": request.n,
+        }
+        if s.top_k > 0:
+            body["top_k"] = s.top_k
+        if s.presence_penalty:
+            body["presence_penalty"] = s.presence_penalty
+        if s.repetition_penalty != 1.0:
+            body["repetition_penalty"] = s.repetition_penalty
+        if io_kwargs:
+            body["media_io_kwargs"] = {"video": io_kwargs}
+            body["mm_processor_kwargs"] = {"do_resize": False, "do_sample_frames": False}
+        return body
+
+    async def generate(self, request: Request) -> Completion:
+        import httpx
+
+        if self._client is None:
+            raise EngineDead("the HTTP client is not started")
+        body = self.payload(request)
+        last = ""
+        async with self._limit:
+            start = time.perf_counter()
+            for attempt in range(self.max_retries + 1):
+                if attempt:
+                    # Exponential backoff with jitter, so many workers don't retry in lockstep.
+                    await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1) * (0.5 + random.random()))
+                try:
+                    resp = await self._client.post("/chat/completions", json=body)
+                except (httpx.TimeoutException, httpx.TransportError) as exc:
+                    last = f"{type(exc).__name__}: {exc}"
+                    continue
+                if resp.status_code in RETRY_STATUS:
+                    last = f"HTTP {resp.status_code}: {resp.text[:200]}"
+                    continue
+                if resp.status_code != 200:
+                    raise SampleError("server_error", f"HTTP {resp.status_code}: {resp.text[:300]}")
+                try:
+                    data = resp.json()
+                    choices = data["choices"]
+                    usage = data.get("usage") or {}
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise SampleError("server_error", f"malformed response: {exc}") from exc
+                end = time.perf_counter()
+                texts = [c.get("message", {}).get("content") or "" for c in choices]
+                return Completion(
+                    text=texts[0] if texts else "",
+                    prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                    output_tokens=int(usage.get("completion_tokens") or 0),
+                    finish_reason=choices[0].get("finish_reason") if choices else None,
+                    latency_s=end - start,
+                    engine_wait_s=end - start,
+                    texts=texts if request.n > 1 else None,
+                )
+        raise SampleError("server_error", f"gave up after {self.max_retries + 1} attempts; last error: {last}")

@@ -1,0 +1,205 @@
+"""In-process vLLM `AsyncLLM` backend (vLLM V1; `AsyncLLMEngine` is an alias of the same class).
+
+Videos go in as `(frames, metadata)` tuples with `do_sample_frames=False` and `do_resize=False`: the frame cache already
+sampled and resized them, and the metadata (source fps, source frame indices) is what Qwen3-VL's timestamps and
+Qwen2.5-VL's temporal M-RoPE are computed from. The cache key is passed as the multimodal uuid, so repeated questions on
+one video reuse vLLM's processed-input cache and the prefix cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..errors import SampleError
+from .base import Completion, EngineDead, Request, messages_for
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class VLLMSettings:
+    """Engine knobs, exposed on the CLI. `kv_cache_bytes` matters on CPU: without it vLLM takes 90% of RAM."""
+
+    max_model_len: int = 8192
+    max_num_seqs: int = 16
+    max_num_batched_tokens: int | None = None
+    gpu_memory_utilization: float = 0.85
+    kv_cache_bytes: int | None = None  # explicit KV cache size; default 64 MiB on CPU
+    tensor_parallel_size: int = 1
+    data_parallel_size: int = 1
+    dtype: str = "auto"
+    enforce_eager: bool = False
+    enable_prefix_caching: bool = True
+    max_images: int = 1
+    max_videos: int = 1
+    seed: int = 0
+    # Profile vLLM's memory with a dummy video of the run's real size, not the model's maximum (start-up time).
+    profile_frames: int | None = None
+    profile_pixels: int | None = None
+
+
+def on_cpu() -> bool:
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:  # pragma: no cover - vllm missing is reported at start()
+        return True
+    return current_platform.is_cpu()
+
+
+class VLLMBackend:
+    name = "vllm"
+
+    def __init__(self, model: str, settings: VLLMSettings | None = None):
+        self.model = model
+        self.settings = settings or VLLMSettings()
+        self.engine = None
+        self._processor = None
+        self._sampling_cache: dict[Any, Any] = {}
+
+    # -- lifecycle -------------------------------------------------------------------------------------------------
+    def engine_args(self):
+        from vllm.engine.arg_utils import AsyncEngineArgs
+
+        s = self.settings
+        cpu = on_cpu()
+        kv = s.kv_cache_bytes if s.kv_cache_bytes is not None else (64 << 20 if cpu else None)
+        limit: dict[str, Any] = {"video": s.max_videos, "image": s.max_images}
+        if s.profile_frames and s.profile_pixels:
+            # vLLM >= 0.11 accepts per-modality dummy sizes: profile with the run's real budget.
+            side = int(s.profile_pixels**0.5)
+            limit["video"] = {"count": s.max_videos, "num_frames": s.profile_frames, "width": side, "height": side}
+        kwargs: dict[str, Any] = dict(
+            model=self.model,
+            dtype=("bfloat16" if cpu and s.dtype == "auto" else s.dtype),
+            max_model_len=s.max_model_len,
+            max_num_seqs=s.max_num_seqs,
+            tensor_parallel_size=s.tensor_parallel_size,
+            data_parallel_size=s.data_parallel_size,
+            enforce_eager=s.enforce_eager or cpu,  # torch.compile on CPU costs ~30 s of start-up for tiny gains
+            enable_prefix_caching=s.enable_prefix_caching,
+            limit_mm_per_prompt=limit,
+            seed=s.seed,
+            disable_log_stats=True,
+        )
+        if s.max_num_batched_tokens:
+            kwargs["max_num_batched_tokens"] = s.max_num_batched_tokens
+        if kv is not None:
+            kwargs["kv_cache_memory_bytes"] = kv
+        else:
+            kwargs["gpu_memory_utilization"] = s.gpu_memory_utilization
+        return AsyncEngineArgs(**kwargs)
+
+    async def start(self) -> None:
+        os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+        try:
+            from vllm.v1.engine.async_llm import AsyncLLM
+        except ImportError as exc:
+            raise RuntimeError(
+                "vLLM is not installed: on a GPU machine `pip install -e '.[vllm]'`; on CPU run scripts/setup_env.sh"
+            ) from exc
+        from transformers import AutoProcessor
+
+        def build():
+            # Runs in a worker thread with no event loop, so the engine binds its output handler to the caller's
+            # loop at the first request; meanwhile the caller's loop keeps loading frames.
+            self._processor = AutoProcessor.from_pretrained(self.model)
+            return AsyncLLM.from_engine_args(self.engine_args())
+
+        self.engine = await asyncio.get_running_loop().run_in_executor(None, build)
+
+    async def close(self) -> None:
+        if self.engine is not None:
+            self.engine.shutdown()
+            self.engine = None
+
+    def describe(self) -> dict[str, Any]:
+        try:
+            import vllm
+
+            version = vllm.__version__
+        except ImportError:  # pragma: no cover
+            version = None
+        return {"backend": self.name, "vllm_version": version, "cpu": on_cpu(), **asdict(self.settings)}
+
+    # -- requests --------------------------------------------------------------------------------------------------
+    def render_prompt(self, request: Request) -> str:
+        return self._processor.apply_chat_template(messages_for(request), tokenize=False, add_generation_prompt=True)
+
+    def engine_input(self, request: Request) -> dict[str, Any]:
+        inp: dict[str, Any] = {"prompt": self.render_prompt(request)}
+        mm: dict[str, Any] = {}
+        uuids: dict[str, Any] = {}
+        if request.videos:
+            mm["video"] = [(v.frames, {**v.metadata, "do_sample_frames": False}) for v in request.videos]
+            uuids["video"] = [v.uuid for v in request.videos]
+            inp["mm_processor_kwargs"] = {"do_resize": False, "do_sample_frames": False}
+        if request.images:
+            mm["image"] = [img.pixels for img in request.images]
+            uuids["image"] = [img.uuid for img in request.images]
+        if mm:
+            inp["multi_modal_data"] = mm
+            inp["multi_modal_uuids"] = uuids
+        return inp
+
+    def sampling_params(self, request: Request):
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        key = (request.sampling, request.n)
+        sp = self._sampling_cache.get(key)
+        if sp is None:
+            s = request.sampling
+            sp = SamplingParams(
+                n=request.n,
+                temperature=s.temperature,
+                top_p=s.top_p,
+                top_k=s.top_k if s.top_k > 0 else -1,
+                max_tokens=s.max_tokens,
+                seed=s.seed,
+                repetition_penalty=s.repetition_penalty,
+                presence_penalty=s.presence_penalty,
+                output_kind=RequestOutputKind.FINAL_ONLY,  # one message per request, not one per token
+            )
+            self._sampling_cache[key] = sp
+        return sp
+
+    async def generate(self, request: Request) -> Completion:
+        from vllm.v1.engine.exceptions import EngineDeadError
+
+        if self.engine is None:
+            raise EngineDead("the vLLM engine is not running")
+        start = time.perf_counter()
+        first = None
+        final = None
+        try:
+            async for out in self.engine.generate(
+                self.engine_input(request), self.sampling_params(request), request.request_id
+            ):
+                first = first or time.perf_counter()
+                final = out
+        except EngineDeadError as exc:
+            raise EngineDead(f"the vLLM engine died: {exc}") from exc
+        except (ValueError, RuntimeError, TypeError) as exc:
+            # vLLM rejects one bad input (prompt too long, processor error) without dying: a per-sample failure.
+            if self.engine is not None and getattr(self.engine, "errored", False):
+                raise EngineDead(f"the vLLM engine died: {exc}") from exc
+            raise SampleError("engine_error", f"{type(exc).__name__}: {exc}") from exc
+        end = time.perf_counter()
+        if final is None:
+            raise SampleError("engine_error", "the engine returned no output")
+        outs = final.outputs
+        return Completion(
+            text=outs[0].text,
+            prompt_tokens=len(final.prompt_token_ids or ()),
+            output_tokens=sum(len(o.token_ids) for o in outs),
+            finish_reason=outs[0].finish_reason,
+            latency_s=end - start,
+            engine_wait_s=(first or end) - start,
+            texts=[o.text for o in outs] if request.n > 1 else None,
+            token_ids=[list(o.token_ids) for o in outs],
+        )

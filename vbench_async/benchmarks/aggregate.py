@@ -1,0 +1,223 @@
+"""Official aggregations: per-sample results -> headline score and breakdowns. Pure functions.
+
+Every kind follows one rule: a failed sample (error set) or an unscored one (score None) counts as 0 in every
+denominator it belongs to, so a run that loses samples can never score higher for it. `n_failed` and `n_pending`
+say how many there were. Scores are fractions in [0, 1].
+
+Kinds (card `aggregation.kind`):
+    micro            mean over all samples (optionally `field`: its breakdown is the one the benchmark reports)
+    macro            unweighted mean over groups of `field`; `merge` folds sub-groups first (VSI-Bench directions)
+    hierarchical     `levels: [task, category]`: task means -> category means -> overall mean (OVO-Bench)
+    temporal_grounding  mIoU and R@thresholds (Charades-STA)
+    stvg             official m_tIoU / m_sIoU / m_vIoU and hit rates, plus the predecessor's combined score
+    videomathqa      MCQ accuracy, MBin (all binary variants of a question right) and the predecessor's micro mean
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any, Callable, Iterable, Mapping
+
+from .cards import Aggregation, Category
+
+Result = Mapping[str, Any]
+
+
+def value(r: Result) -> float:
+    """A result's contribution: its score, or 0 when it failed or was never scored."""
+    if r.get("error"):
+        return 0.0
+    score = r.get("score")
+    return float(score) if isinstance(score, (int, float)) and math.isfinite(score) else 0.0
+
+
+def mean(values: Iterable[float]) -> float | None:
+    values = list(values)
+    return sum(values) / len(values) if values else None
+
+
+def _group(results: list[Result], key: Callable[[Result], Any]) -> dict[str, list[Result]]:
+    groups: dict[str, list[Result]] = defaultdict(list)
+    for r in results:
+        k = key(r)
+        if k is not None:
+            groups[str(k)].append(r)
+    return dict(sorted(groups.items()))
+
+
+def _stats(results: list[Result]) -> dict[str, Any]:
+    return {"score": mean(value(r) for r in results), "n": len(results)}
+
+
+def _field(r: Result, name: str) -> Any:
+    fields = r.get("fields") or {}
+    v = fields.get(name)
+    return None if v in (None, "") else v
+
+
+def _category_key(cat: Category) -> Callable[[Result], Any]:
+    def key(r: Result) -> Any:
+        v = _field(r, cat.field)
+        if v is None:
+            return None
+        if cat.bins:
+            try:
+                x = float(v)
+            except (TypeError, ValueError):
+                return "unknown"
+            edges = [-math.inf, *cat.bins, math.inf]
+            for lo, hi in zip(edges, edges[1:]):
+                if lo <= x < hi:
+                    return f"{'' if lo == -math.inf else f'{lo:g}'}-{'' if hi == math.inf else f'{hi:g}'}"
+        return cat.labels.get(str(v).lower(), v) if cat.labels else v
+
+    return key
+
+
+def breakdowns(results: list[Result], categories: Iterable[Category]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    task_groups = _group(results, lambda r: r.get("task_type"))
+    if len(task_groups) > 1:
+        out["by_task_type"] = {k: _stats(v) for k, v in task_groups.items()}
+    for cat in categories:
+        groups = _group(results, _category_key(cat))
+        if groups:
+            out[f"by_{cat.name}"] = {k: _stats(v) for k, v in groups.items()}
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------- kinds
+
+
+def _micro(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"score": mean(value(r) for r in results), "headline": "mean over all samples"}
+    if params.get("field"):
+        out["headline"] += f" (breakdown by {params['field']})"
+    return out
+
+
+def _macro(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
+    field = params["field"]
+    groups = _group(results, lambda r: _field(r, field))
+    if not groups:
+        return {"score": mean(value(r) for r in results),
+                "headline": f"mean over all samples (records carry no {field!r} field for the official macro mean)"}
+    scores = {k: mean(value(r) for r in v) for k, v in groups.items()}
+    for merged, parts in (params.get("merge") or {}).items():
+        present = [scores.pop(p) for p in parts if p in scores]
+        if present:
+            scores[merged] = mean(present)
+    missing = sum(1 for r in results if _field(r, field) is None)
+    out = {"score": mean(scores.values()), "headline": f"unweighted mean over {len(scores)} {field} groups",
+           f"by_{params.get('name', field)}": {k: scores[k] for k in sorted(scores)}}
+    if missing:
+        out["n_without_group"] = missing  # not in any group: reported, never silently dropped
+    return out
+
+
+def _hierarchical(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
+    task_field, category_field = params["levels"]
+    tasks: dict[str, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
+    for r in results:
+        tasks[str(_field(r, category_field))][str(_field(r, task_field))].append(r)
+    by_task, by_category = {}, {}
+    for category, task_map in sorted(tasks.items()):
+        task_scores = {t: mean(value(r) for r in rs) for t, rs in sorted(task_map.items())}
+        by_task.update({t: {"score": s, "n": len(task_map[t]), category_field: category} for t, s in task_scores.items()})
+        by_category[category] = {"score": mean(task_scores.values()), "n_tasks": len(task_scores)}
+    return {"score": mean(c["score"] for c in by_category.values()),
+            "headline": f"mean of {category_field} scores, each the mean of its {task_field} scores",
+            f"by_{task_field}": by_task, f"by_{category_field}": by_category}
+
+
+def _temporal_grounding(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
+    from ..scoring import recall_at_iou
+
+    ious = [value(r) for r in results]
+    thresholds = tuple(params.get("thresholds", (0.3, 0.5, 0.7)))
+    return {"score": mean(ious), "headline": "mIoU", "mIoU": mean(ious), **recall_at_iou(ious, thresholds)}
+
+
+def _stvg_item(r: Result) -> dict[str, float | None]:
+    """Official per-item metrics of one result; frames are the whole seconds that carry boxes."""
+    from ..scoring import box_iou, interval_iou
+    from ..scoring.grounding import parse_span_boxes
+
+    gt = parse_span_boxes(str(r.get("answer") or ""))
+    pred = None if r.get("error") or not r.get("extracted") else parse_span_boxes(str(r["extracted"]))
+    gt_boxes = {k: b for k, b in (gt[1] if gt else {}).items() if b is not None}
+    if gt is None:
+        return {"tiou": 0.0, "siou": None, "viou": None}
+    if pred is None:
+        return {"tiou": 0.0, "siou": 0.0 if gt_boxes else None, "viou": 0.0 if gt_boxes else None}
+    (span, boxes), (gt_span, _) = pred, gt
+    tiou = interval_iou(span, gt_span)
+    if not gt_boxes:
+        return {"tiou": tiou, "siou": None, "viou": None}
+    pred_boxes = {k: b for k, b in boxes.items() if b is not None}
+    inter = [box_iou(pred_boxes[k], gt_boxes[k]) for k in gt_boxes if k in pred_boxes]
+    union = len(set(gt_boxes) | set(pred_boxes))
+    return {"tiou": tiou, "siou": mean(inter) or 0.0, "viou": sum(inter) / union}
+
+
+def _stvg(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
+    from ..scoring import recall_at_iou
+
+    items = [_stvg_item(r) for r in results]
+    spatial = [i for i in items if i["viou"] is not None]
+    thresholds = tuple(params.get("thresholds", (0.3, 0.5, 0.7)))
+    official: dict[str, Any] = {"m_tIoU": mean(i["tiou"] for i in items), "n_with_boxes": len(spatial)}
+    official.update({k.replace("R@", "tIoU@"): v for k, v in recall_at_iou([i["tiou"] for i in items], thresholds).items()})
+    if spatial:
+        official["m_sIoU"] = mean(i["siou"] for i in spatial)
+        official["m_vIoU"] = mean(i["viou"] for i in spatial)
+        official.update({k.replace("R@", "vIoU@"): v
+                         for k, v in recall_at_iou([i["viou"] for i in spatial], thresholds).items()})
+    predecessor = mean(value(r) for r in results)
+    headline = params.get("headline", "m_vIoU" if spatial else "m_tIoU")
+    return {"score": official.get(headline), "headline": f"{headline} (official ST-Align metric)",
+            "official": official,
+            "predecessor_combined": {"score": predecessor,
+                                     "definition": "mean of 0.5*tIoU + 0.5*box IoU (tIoU alone without boxes); "
+                                                   "EasyVideoR1's number, not an official metric"}}
+
+
+def _videomathqa(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
+    mcq = [r for r in results if _field(r, "mbin_group") is None]
+    groups = _group([r for r in results if _field(r, "mbin_group") is not None], lambda r: _field(r, "mbin_group"))
+    mbin = mean(1.0 if all(value(r) == 1.0 for r in g) else 0.0 for g in groups.values())
+    parts = {"mcq": {"score": mean(value(r) for r in mcq), "n": len(mcq)},
+             "mbin": {"score": mbin, "n_questions": len(groups), "n": sum(map(len, groups.values()))},
+             "predecessor_micro": {"score": mean(value(r) for r in results), "n": len(results),
+                                   "definition": "mean over every record, MCQ and binary alike (EasyVideoR1's number)"}}
+    headline = params.get("headline", "mcq")
+    return {"score": parts[headline]["score"], "headline": f"{headline} (VideoMathQA)", **parts}
+
+
+KINDS: dict[str, Callable[[list[Result], Mapping[str, Any]], dict[str, Any]]] = {
+    "micro": _micro,
+    "by_field": _micro,
+    "macro": _macro,
+    "hierarchical": _hierarchical,
+    "temporal_grounding": _temporal_grounding,
+    "stvg": _stvg,
+    "videomathqa": _videomathqa,
+}
+
+
+def aggregate(results: list[Result], spec: Aggregation, categories: Iterable[Category] = (), metric: str = "") -> dict:
+    if spec.kind not in KINDS:
+        raise ValueError(f"unknown aggregation kind {spec.kind!r}; known: {', '.join(KINDS)}")
+    failed = sum(1 for r in results if r.get("error"))
+    pending = sum(1 for r in results if not r.get("error") and r.get("score") is None)
+    needs_judge = sum(1 for r in results if not r.get("error") and (r.get("details") or {}).get("needs_judge")
+                      and not (r.get("details") or {}).get("judge"))
+    out: dict[str, Any] = {"score": None, "metric": metric, "n_total": len(results),
+                           "n_scored": len(results) - failed - pending, "n_failed": failed, "n_pending": pending}
+    if needs_judge:
+        out["n_needs_judge"] = needs_judge  # open-ended items still carrying their offline (ROUGE-L) value
+    if results:
+        out.update(KINDS[spec.kind](results, spec.params))
+        out.update({k: v for k, v in breakdowns(results, categories).items() if k not in out})
+    return out

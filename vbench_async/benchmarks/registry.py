@@ -1,0 +1,195 @@
+"""The benchmark registry: cards and suites from the top-level `benchmarks/` folder, and the `Benchmark` object the
+pipeline works with (samples, media paths, frame spec, prompt, aggregation)."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from ..errors import SampleError, UserError
+from ..resources import data_dir
+from ..samples import Sample
+from . import aggregate as _aggregate
+from . import prompts
+from .cards import Card, apply_preset, load_card
+from .sources import Resolved, load_records, resolve, to_samples
+
+
+class Benchmark:
+    """One benchmark (or one preset of it): everything between a card and the pipeline."""
+
+    def __init__(self, card: Card):
+        self.id = card.id
+        self.card = card
+        self._resolved: dict[tuple[str, str], Resolved] = {}
+
+    def __repr__(self) -> str:
+        return f"Benchmark({self.id!r})"
+
+    # -- data ------------------------------------------------------------------------------------------------
+    def _key(self, data_root: Path | str | None) -> str:
+        return str(data_root)
+
+    def resolve_source(self, data_root: Path | str | None, source: str = "auto") -> Resolved:
+        key = (self._key(data_root), source)
+        if key not in self._resolved:
+            self._resolved[key] = resolve(self.card, data_root, source)
+            if source != "auto":  # media of explicitly loaded samples resolve against that source from now on
+                self._resolved[(self._key(data_root), "auto")] = self._resolved[key]
+        return self._resolved[key]
+
+    def load_samples(self, data_root: Path | str | None, source: str = "auto") -> list[Sample | SampleError]:
+        resolved = self.resolve_source(data_root, source)
+        return to_samples(load_records(self.card, resolved, data_root), self.card, resolved)
+
+    def record_count(self, data_root: Path | str | None) -> int | None:
+        """How many records the benchmark has under this data root, or None when its annotations are absent."""
+        try:
+            return len(load_records(self.card, self.resolve_source(data_root), data_root))
+        except UserError:
+            return None
+
+    def video_root(self, data_root: Path | str | None) -> Path:
+        return self.resolve_source(data_root).video_root
+
+    def video_path(self, sample: Sample, data_root: Path | str | None, allow_outside: bool = False) -> Path:
+        """The sample's video file. Raises SampleError("path_unsafe") for a path that escapes its root."""
+        if not sample.video:
+            raise SampleError("record_invalid", f"{sample.key} has no video")
+        resolved = self.resolve_source(data_root)
+        root = resolved.clip_root if "clip_source" in sample.fields and resolved.clip_root else resolved.video_root
+        return safe_join(root, sample.video, allow_outside, "video")
+
+    def image_paths(self, sample: Sample, data_root: Path | str | None) -> list[Path]:
+        root = self.resolve_source(data_root).image_root
+        return [safe_join(root, image, False, "image") for image in sample.images]
+
+    # -- model inputs ----------------------------------------------------------------------------------------
+    def frame_spec(self, family: str, overrides: Mapping[str, Any] | None = None) -> Any:
+        """The card's frame settings (preset included), then `overrides` (CLI flags; None values are ignored)."""
+        from ..frames.spec import FrameSpec
+
+        settings = {**self.card.frames, **{k: v for k, v in (overrides or {}).items() if v is not None}}
+        try:
+            return FrameSpec(family=family, **settings)
+        except (TypeError, ValueError) as exc:
+            raise UserError(f"{self.id}: invalid frame settings {settings}: {exc}") from exc
+
+    def template_for(self, sample: Sample) -> str:
+        return self.card.template_for(sample.task_type, prompts._canonical(sample.task_type))
+
+    def render_prompt(self, sample: Sample, thinking: bool = False) -> str:
+        return prompts.render(self.template_for(sample), sample, thinking)
+
+    def prompt_template_hash(self) -> str:
+        return prompts.template_hash(dict(self.card.prompt))
+
+    # -- results ---------------------------------------------------------------------------------------------
+    def aggregate(self, results: list[dict]) -> dict:
+        return _aggregate.aggregate(results, self.card.aggregation, self.card.categories, self.card.metric)
+
+
+def safe_join(root: Path, relative: str, allow_outside: bool, what: str) -> Path:
+    """`root / relative`, refusing absolute paths, "..", and symlinks that lead out of `root` unless allowed."""
+    path = Path(relative)
+    if path.is_absolute():
+        if allow_outside:
+            return path
+        raise SampleError("path_unsafe", f"{what} path {relative!r} is absolute; paths must be relative to {root} "
+                                         "(pass --allow-outside-root to accept it)")
+    candidate = root.absolute() / path
+    if allow_outside:
+        return candidate
+    if ".." in path.parts:
+        raise SampleError("path_unsafe", f"{what} path {relative!r} climbs out of {root} with '..'")
+    real_root = root.resolve()
+    if not candidate.resolve().is_relative_to(real_root):
+        raise SampleError("path_unsafe", f"{what} path {relative!r} resolves outside {root} (a symlink?); "
+                                         "pass --allow-outside-root to accept it")
+    return candidate
+
+
+# ----------------------------------------------------------------------------------------------- registry
+
+
+@cache
+def _card_files(folder: Path) -> dict[str, tuple[Card, dict]]:
+    cards: dict[str, tuple[Card, dict]] = {}
+    for path in sorted(folder.glob("*.yaml")):
+        card = load_card(path)
+        if card.id in cards:
+            raise UserError(f"{path}: id {card.id!r} is already used by {cards[card.id][0].file}")
+        cards[card.id] = (card, yaml.safe_load(path.read_text(encoding="utf-8")))
+    return cards
+
+
+def _cards() -> dict[str, tuple[Card, dict]]:
+    return _card_files(data_dir("benchmarks"))
+
+
+def list_benchmarks() -> list[str]:
+    """Card ids, sorted (presets are not listed; see each card's `presets`)."""
+    return sorted(_cards())
+
+
+def get_benchmark(name: str) -> Benchmark:
+    """A benchmark by id, or `<id>@<preset>` for a preset."""
+    base, _, preset = name.strip().partition("@")
+    cards = _cards()
+    if base not in cards:
+        raise UserError(f"unknown benchmark {base!r}; known benchmarks: {', '.join(sorted(cards))}")
+    card, raw = cards[base]
+    return Benchmark(apply_preset(card, preset, raw) if preset else card)
+
+
+def suite_files() -> dict[str, Path]:
+    folder = data_dir("benchmarks") / "suites"
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
+
+
+def list_suites() -> list[str]:
+    return sorted(suite_files())
+
+
+def load_suite(path: Path) -> tuple[str, list[str]]:
+    """(description, benchmark names) of a suite file: `{description: ..., benchmarks: [id, id@preset, ...]}`."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise UserError(f"cannot read suite {path}: {exc}") from exc
+    if isinstance(data, list):  # a bare list of names is a suite too
+        data = {"benchmarks": data}
+    if not isinstance(data, Mapping) or not set(data) <= {"id", "name", "description", "benchmarks"}:
+        raise UserError(f"{path}: a suite is a mapping with 'benchmarks' (and optional id, name, description)")
+    names = data.get("benchmarks")
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+        raise UserError(f"{path}: 'benchmarks' must be a non-empty list of benchmark ids")
+    return str(data.get("description", "")), names
+
+
+def _suite_path(suite: str) -> Path:
+    files = suite_files()
+    if suite in files:
+        return files[suite]
+    path = Path(suite).expanduser()
+    if path.is_file():
+        return path
+    raise UserError(f"unknown suite {suite!r}; built-in suites: {', '.join(files) or 'none'} "
+                    "(or give the path of a suite YAML file)")
+
+
+def resolve_benchmarks(suite: str | None, names: list[str] | None) -> list[Benchmark]:
+    """Benchmarks of a suite (built-in name or YAML path) followed by any named ones, without repeats."""
+    if not suite and not names:
+        raise UserError("choose benchmarks: --suite NAME (" + ", ".join(list_suites()) + ") or benchmark names")
+    wanted = list(load_suite(_suite_path(suite))[1]) if suite else []
+    wanted += [n for name in names or [] for n in name.split(",") if n.strip()]
+    out: list[Benchmark] = []
+    for name in wanted:
+        bench = get_benchmark(name)
+        if all(b.id != bench.id for b in out):
+            out.append(bench)
+    return out

@@ -1,0 +1,220 @@
+"""Where a benchmark's annotations and videos are, and loading them into Samples, from any of the three sources.
+
+- unified: the predecessor's JSON/JSONL file and video folder under the data root (what a migrating user has);
+- hub: a local snapshot of the official release, `<data root>/hub/<owner>/<name>` (see `data fetch`);
+- demo: the generated synthetic suite, treated as a unified source rooted in its folder.
+
+The data root is `--data-root`, else $VBENCH_DATA_ROOT, else ./data. It may also be a YAML file mapping benchmarks
+to folders, for data spread over several disks:
+
+    root: /data                      # optional; relative paths below are relative to it (default: the file's folder)
+    benchmarks:
+      videomme: {annotation: /ssd/videomme.json, video_dir: /hdd/Video-MME}
+      mvbench: {hub_dir: /mnt/hf/MVBench}
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from ..errors import SampleError, UserError
+from ..samples import Sample, iter_samples, read_records
+from .cards import Card
+from .quirks import SAMPLE_HOOKS, ClipResolver, add_path_fields, dedupe_ids
+
+DATA_ROOT_ENV = "VBENCH_DATA_ROOT"
+SOURCE_KINDS = ("auto", "unified", "hub", "demo")
+_OVERRIDE_KEYS = {"annotation", "video_dir", "image_dir", "hub_dir"}
+
+
+@dataclass(frozen=True)
+class DataRoot:
+    root: Path
+    overrides: Mapping[str, Mapping[str, str]]
+
+    def override(self, card: Card) -> Mapping[str, str]:
+        return self.overrides.get(card.id) or self.overrides.get(card.base_id) or {}
+
+    def path(self, value: str) -> Path:
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else self.root / p
+
+
+@cache
+def _data_map(path: Path) -> DataRoot:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise UserError(f"cannot read data map {path}: {exc}") from exc
+    if not isinstance(data, Mapping) or not set(data) <= {"root", "benchmarks"}:
+        raise UserError(f"{path}: a data map has the keys 'root' and 'benchmarks'")
+    root = Path(str(data.get("root") or path.parent)).expanduser()
+    root = root if root.is_absolute() else path.parent / root
+    overrides = data.get("benchmarks") or {}
+    for name, entry in overrides.items():
+        if not isinstance(entry, Mapping) or not set(entry) <= _OVERRIDE_KEYS:
+            raise UserError(f"{path}: benchmarks.{name} may set only {', '.join(sorted(_OVERRIDE_KEYS))}")
+    return DataRoot(root.absolute(), {str(k): {kk: str(vv) for kk, vv in v.items()} for k, v in overrides.items()})
+
+
+def data_root(path: Path | str | None) -> DataRoot:
+    """Resolve `--data-root`: a folder, a YAML data map, or (None) $VBENCH_DATA_ROOT or ./data."""
+    if path is None:
+        path = os.environ.get(DATA_ROOT_ENV) or "data"
+    path = Path(path).expanduser()
+    if path.suffix.lower() in (".yaml", ".yml") and path.is_file():
+        return _data_map(path.absolute())
+    return DataRoot(path.absolute(), {})
+
+
+def hub_dir(card: Card, root: DataRoot) -> Path:
+    """The local snapshot folder of a card's hub release."""
+    if "hub_dir" in root.override(card):
+        return root.path(root.override(card)["hub_dir"])
+    if card.sources.hub is None:
+        raise UserError(f"benchmark {card.id!r} has no hub source")
+    owner, name = card.sources.hub.repo.split("/")
+    return root.root / "hub" / owner / name
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """One benchmark's files under one data root, for one source kind."""
+
+    kind: str
+    video_root: Path
+    image_root: Path
+    annotation: Path | None = None  # unified and demo
+    snapshot: Path | None = None  # hub
+    clip_root: Path | None = None  # full videos for missing pre-cut clips
+
+
+def _demo_root(group: str) -> Path:
+    try:
+        from ..demo.suite import ensure_demo_suite
+    except ImportError as exc:
+        raise UserError(f"the demo suite generator is not available: {exc}") from exc
+    return Path(ensure_demo_suite())
+
+
+def _unified(card: Card, root: DataRoot) -> Resolved:
+    src, over = card.sources.unified, root.override(card)
+    video_root = root.path(over.get("video_dir", src.video_dir))
+    image_dir = over.get("image_dir", src.image_dir)
+    clip = src.clip_fallback
+    return Resolved(
+        kind="unified",
+        annotation=root.path(over.get("annotation", src.annotation)),
+        video_root=video_root,
+        image_root=root.path(image_dir) if image_dir else video_root,
+        clip_root=root.path(clip.source_dir) if clip else None,
+    )
+
+
+def _hub(card: Card, root: DataRoot) -> Resolved:
+    snapshot = hub_dir(card, root)
+    return Resolved(kind="hub", snapshot=snapshot, video_root=snapshot / card.sources.hub.video_dir, image_root=snapshot)
+
+
+def _hub_present(card: Card, root: DataRoot) -> bool:
+    from .hub import annotation_files
+
+    snapshot = hub_dir(card, root)
+    return snapshot.is_dir() and bool(annotation_files(snapshot, card.sources.hub))
+
+
+def resolve(card: Card, data_root_path: Path | str | None, source: str = "auto") -> Resolved:
+    """Pick the source: `auto` prefers the demo, then a present unified file, then a present hub snapshot."""
+    if source not in SOURCE_KINDS:
+        raise UserError(f"unknown source {source!r}; choose from {', '.join(SOURCE_KINDS)}")
+    if source in ("auto", "demo") and card.sources.demo:
+        folder = _demo_root(card.sources.demo)
+        videos = folder / "videos"
+        return Resolved("demo", videos, videos, annotation=folder / "annotations" / f"{card.sources.demo}.json")
+    if source == "demo":
+        raise UserError(f"benchmark {card.id!r} has no demo source")
+    root = data_root(data_root_path)
+    if source == "unified" or (source == "auto" and card.sources.unified and not card.sources.hub):
+        if card.sources.unified is None:
+            raise UserError(f"benchmark {card.id!r} has no unified source; use --source hub")
+        return _unified(card, root)
+    if source == "hub":
+        return _hub(card, root)
+    unified = _unified(card, root) if card.sources.unified else None
+    if unified and unified.annotation.is_file():
+        return unified
+    if card.sources.hub and _hub_present(card, root):
+        return _hub(card, root)
+    return unified or _hub(card, root)  # neither present: the error at load time names what was looked for
+
+
+def _missing_message(card: Card, resolved: Resolved, root: Path | str | None) -> str:
+    wanted = [f"the annotation file {resolved.annotation}"] if resolved.annotation else []
+    if card.sources.hub:
+        wanted.append(f"a snapshot of {card.sources.hub.repo} in {hub_dir(card, data_root(root))} "
+                      f"(`vbench-async data fetch {card.base_id}`)")
+    return f"no annotations for {card.id!r}: expected " + " or ".join(wanted) + "; set --data-root or a data map"
+
+
+def load_records(card: Card, resolved: Resolved, root: Path | str | None) -> list[Any]:
+    """Unified-format records (dicts, or SampleErrors for records that could not be mapped)."""
+    if resolved.kind == "hub":
+        from .hub import load_hub_records
+
+        if not (resolved.snapshot and resolved.snapshot.is_dir()):
+            raise UserError(_missing_message(card, resolved, root))
+        return load_hub_records(resolved.snapshot, card.sources.hub, resolved.video_root)
+    if resolved.annotation is None or not resolved.annotation.is_file():
+        raise UserError(_missing_message(card, resolved, root))
+    try:
+        records = read_records(resolved.annotation)
+    except SampleError as exc:
+        raise UserError(f"cannot read {resolved.annotation}: {exc}") from exc
+    hub = card.sources.hub
+    first = records[0] if records else None
+    if hub and hub.record and not hub.hook and isinstance(first, Mapping) and "problem_type" not in first:
+        records = official_to_unified(records, card)  # an official-format file given as unified (VCR-Bench raw)
+    return records
+
+
+def official_to_unified(records: list[Any], card: Card) -> list[Any]:
+    from .hub import to_unified
+
+    out: list[Any] = []
+    for i, rec in enumerate(records):
+        try:
+            out.append(to_unified({**rec, "_index": i, "_file": "", "_dir": ""}, card.sources.hub.record, Path(".")))
+        except (SampleError, TypeError) as exc:
+            err = exc if isinstance(exc, SampleError) else SampleError("record_invalid", str(exc))
+            err.sample_id = f"#{i}"
+            out.append(err)
+    return out
+
+
+def to_samples(records: list[Any], card: Card, resolved: Resolved | None = None) -> list[Sample | SampleError]:
+    """Parse records and apply the card's per-sample steps (path fields, hooks, clip fallback, unique ids)."""
+    placeholders = [{} if isinstance(r, SampleError) else r for r in records]
+    items = [records[i] if isinstance(records[i], SampleError) else item
+             for i, item in enumerate(iter_samples(placeholders, card.id))]
+    unknown = [q for q in card.quirks if q not in SAMPLE_HOOKS]
+    if unknown:
+        raise UserError(f"{card.id}: unknown quirk(s) {unknown}; known: {', '.join(sorted(SAMPLE_HOOKS))}")
+    clip = None
+    if resolved is not None and resolved.clip_root is not None and card.sources.unified.clip_fallback:
+        clip = ClipResolver(card.sources.unified.clip_fallback, resolved.video_root, resolved.clip_root)
+    out: list[Sample | SampleError] = []
+    for item in items:
+        if isinstance(item, Sample):
+            item = add_path_fields(item, card.path_fields)
+            for name in card.quirks:
+                item = SAMPLE_HOOKS[name](item)
+            if clip is not None:
+                item = clip(item)
+        out.append(item)
+    return dedupe_ids(out, card.id)

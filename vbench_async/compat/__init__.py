@@ -1,0 +1,1 @@
+"""Workarounds for the CPU environment (kept out of the main code path)."""

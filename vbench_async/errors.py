@@ -1,0 +1,18 @@
+"""Errors meant for users: the CLI prints their message and exits non-zero, without a traceback."""
+
+
+class UserError(Exception):
+    """A mistake in the user's input (unknown name, missing path, bad option). Message must say what to do."""
+
+
+class SampleError(Exception):
+    """A per-sample failure (bad video, malformed record, engine error). Recorded as a result, never dropped.
+
+    `kind` is a short stable label ("video_missing", "decode_error", "record_invalid", "engine_error", ...)
+    used in summaries; the message explains the cause.
+    """
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+        self.sample_id: str | None = None  # set when the failure belongs to a record without a parsed Sample

@@ -1,0 +1,33 @@
+"""Frames: sampling rules (spec), decoders, the content-addressed frame cache, and batch preprocessing.
+
+Every consumer (vLLM, the HF processor, the trainer) gets the same uint8 frames plus their source metadata and
+passes `do_sample_frames=False, do_resize=False`, so nothing is sampled or resized twice.
+"""
+
+from .cache import FrameCache
+from .decoders import DECODERS, DEFAULT_DECODER
+from .errors import FrameError
+from .layout import FailureRecord, default_cache_dir
+from .preprocess import PreprocessReport, VideoFailure, VideoJob, preprocess
+from .resize import load_image
+from .spec import FrameSpec, family_from_model
+from .video import PROCESSOR_KWARGS, CachedVideo, VideoMeta
+
+__all__ = [
+    "DECODERS",
+    "DEFAULT_DECODER",
+    "PROCESSOR_KWARGS",
+    "CachedVideo",
+    "FailureRecord",
+    "FrameCache",
+    "FrameError",
+    "FrameSpec",
+    "PreprocessReport",
+    "VideoFailure",
+    "VideoJob",
+    "VideoMeta",
+    "default_cache_dir",
+    "family_from_model",
+    "load_image",
+    "preprocess",
+]

@@ -1,0 +1,209 @@
+"""`FrameCache`: content-addressed frames on disk, decoded on a miss in a worker process with a timeout.
+
+Thread-safe: the async pipeline calls `get_or_decode` from worker threads. Two threads asking for the same key
+share one decode; two processes may both decode the same key, which is harmless because entries are written
+atomically and identical. A failure is recorded next to the entries and re-raised from the record on later
+calls (no decode) unless `retry_failed` is set.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import weakref
+from concurrent.futures import Future
+from pathlib import Path
+
+from .decoders import DECODERS, DEFAULT_DECODER
+from .errors import DECODE_ERROR, WORKER_ERROR, FrameError
+from .keys import FingerprintMemo, cache_key
+from .layout import CacheLayout, FailureRecord, write_text_atomic
+from .pool import DecodePool, WorkerStartError
+from .spec import FrameSpec, Window, normalize_window
+from .store import TMP_PREFIX, CorruptEntry, read_entry, read_header
+from .video import CachedVideo
+
+log = logging.getLogger(__name__)
+
+REUSED, DECODED = "reused", "decoded"
+
+
+class FrameCache:
+    def __init__(
+        self,
+        root: Path,
+        decoder: str = DEFAULT_DECODER,
+        timeout_s: float = 120.0,
+        *,
+        workers: int | None = None,
+        retry_failed: bool = False,
+        fingerprint: str = "sampled",
+    ):
+        """`workers` caps the decode processes (started lazily; default: CPU count)."""
+        if decoder not in DECODERS:
+            raise ValueError(f"unknown decoder {decoder!r}; choose from {', '.join(DECODERS)}")
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
+        self.root = Path(root).expanduser()
+        self.layout = CacheLayout(self.root)
+        self.decoder = decoder
+        self.retry_failed = retry_failed
+        self._fingerprint = FingerprintMemo(fingerprint)
+        self._pool = DecodePool(workers or os.cpu_count() or 1, timeout_s, decoder)
+        self._finalizer = weakref.finalize(self, self._pool.close)
+        self._inflight: dict[str, Future] = {}
+        self._lock = threading.Lock()
+
+    # -- lookups ------------------------------------------------------------------------------------------
+    def key(self, video: Path, spec: FrameSpec, window: Window | None = None) -> str:
+        """Cache key of (video content, spec, window). FrameError if the video is missing or empty."""
+        return cache_key(self._fingerprint(Path(video)), spec, window)
+
+    def get(self, video: Path, spec: FrameSpec, window: Window | None = None) -> CachedVideo | None:
+        """The cached frames, or None (miss, missing video, or a corrupt entry, which is removed)."""
+        try:
+            key = self.key(video, spec, window)
+        except FrameError:
+            return None
+        return self._load(key)
+
+    def failure(self, video: Path, spec: FrameSpec, window: Window | None = None) -> FailureRecord | None:
+        try:
+            return FailureRecord.read(self.layout.failure_path(self.key(video, spec, window)))
+        except FrameError:
+            return None
+
+    def get_or_decode(
+        self, video: Path, spec: FrameSpec, window: Window | None = None, *, retry_failed: bool | None = None
+    ) -> CachedVideo:
+        """Cached frames, decoding on a miss. Raises FrameError (kind says why); never hangs past the timeout."""
+        key = self.key(video, spec, window)
+        hit = self._load(key)
+        if hit is not None:
+            return hit
+        self._decode(key, Path(video), spec, window, retry_failed)
+        hit = self._load(key)
+        if hit is None:
+            raise FrameError(DECODE_ERROR, f"the cache entry for {video} vanished or was unreadable after decoding")
+        return hit
+
+    def ensure(
+        self, video: Path, spec: FrameSpec, window: Window | None = None, *, retry_failed: bool | None = None
+    ) -> str:
+        """Make sure an entry exists without loading its frames: returns "reused" or "decoded"."""
+        key = self.key(video, spec, window)
+        if self._valid(key):
+            return REUSED
+        return self._decode(key, Path(video), spec, window, retry_failed)
+
+    # -- internals ----------------------------------------------------------------------------------------
+    def _load(self, key: str) -> CachedVideo | None:
+        path = self.layout.entry_path(key)
+        try:
+            frames, meta = read_entry(path)
+        except CorruptEntry as exc:
+            if path.exists():
+                log.warning("removing corrupt cache entry %s: %s", path, exc)
+                path.unlink(missing_ok=True)
+            return None
+        _touch(path)
+        return CachedVideo(key=key, frames=frames, meta=meta)
+
+    def _valid(self, key: str) -> bool:
+        path = self.layout.entry_path(key)
+        try:
+            read_header(path)
+            return True
+        except CorruptEntry as exc:
+            if path.exists():
+                log.warning("removing corrupt cache entry %s: %s", path, exc)
+                path.unlink(missing_ok=True)
+            return False
+
+    def _decode(self, key: str, video: Path, spec: FrameSpec, window: Window | None, retry: bool | None) -> str:
+        retry = self.retry_failed if retry is None else retry
+        if not retry:
+            record = FailureRecord.read(self.layout.failure_path(key))
+            if record is not None:
+                raise record.error()
+        with self._lock:
+            shared = self._inflight.get(key)
+            if shared is None:
+                shared = self._inflight[key] = Future()
+                owner = True
+            else:
+                owner = False
+        if not owner:  # another thread is decoding this key: wait for its outcome
+            outcome = shared.result()
+            if outcome is not None:
+                raise FrameError(*outcome)
+            return DECODED
+        outcome: tuple[str, str] | None = None
+        try:
+            outcome = self._decode_now(key, video, spec, window)
+        finally:
+            with self._lock:
+                del self._inflight[key]
+            shared.set_result(outcome)
+        if outcome is not None:
+            raise FrameError(*outcome)
+        return DECODED
+
+    def _decode_now(self, key: str, video: Path, spec: FrameSpec, window: Window | None) -> tuple[str, str] | None:
+        if self._valid(key):  # another process may have finished it meanwhile
+            return None
+        out = self.layout.entry_path(key)
+        job = {
+            "id": key,
+            "video": str(video.resolve()),
+            "spec": spec.to_dict(),
+            "window": normalize_window(window),
+            "decoder": self.decoder,
+            "out": str(out),
+        }
+        try:
+            reply = self._pool.run(job)
+        except WorkerStartError as exc:
+            return (WORKER_ERROR, str(exc))  # not the video's fault: not recorded
+        if reply.get("ok"):
+            self.layout.failure_path(key).unlink(missing_ok=True)
+            return None
+        for leftover in out.parent.glob(f"{TMP_PREFIX}{reply.get('pid')}-*"):  # a killed worker's partial file
+            leftover.unlink(missing_ok=True)
+        kind, message = reply.get("kind", DECODE_ERROR), reply.get("message", "unknown decode failure")
+        record = FailureRecord(
+            key=key,
+            kind=kind,
+            message=message,
+            decoder=self.decoder,
+            video=str(video),
+            time=time.time(),
+            window=normalize_window(window),
+            spec=spec.key_fields(),
+        )
+        write_text_atomic(self.layout.failure_path(key), record.to_json())
+        return (kind, message)
+
+    def set_max_workers(self, n: int) -> None:
+        """Allow up to n decode processes (preprocess raises it to its --workers)."""
+        self._pool.set_max_workers(n)
+
+    def close(self) -> None:
+        """Stop the decode workers (they also stop on their own when this process exits)."""
+        self._finalizer()
+
+    def __enter__(self) -> "FrameCache":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _touch(path: Path) -> None:
+    """Mark an entry as recently used (gc evicts by age); a read-only cache simply skips it."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass

@@ -1,0 +1,20 @@
+"""`FrameError`: a per-video failure of the frame pipeline (a `SampleError`, so the run records it and goes on)."""
+
+from __future__ import annotations
+
+from ..errors import SampleError
+
+# Stable kinds, used in summaries, failure records and tests.
+VIDEO_MISSING = "video_missing"  # the path does not exist (or is not a file)
+VIDEO_EMPTY = "video_empty"  # zero bytes, or a stream with no decodable frame
+NO_VIDEO_STREAM = "no_video_stream"  # a valid container without a video stream (audio-only mp4)
+DECODE_ERROR = "decode_error"  # the decoder could not open or read the file (truncated, not a video, ...)
+DECODE_TIMEOUT = "decode_timeout"  # the worker process ran past the timeout and was killed
+DECODER_CRASH = "decoder_crash"  # the worker process died (segfault, out of memory)
+WINDOW_INVALID = "window_invalid"  # the (start, end) window selects no frame of this video
+ASPECT_RATIO = "aspect_ratio"  # frames too thin for the Qwen resize rules (ratio above 200)
+WORKER_ERROR = "worker_error"  # the decode worker could not start: an environment problem, never recorded
+
+
+class FrameError(SampleError):
+    """A video that could not be turned into frames. `kind` is one of the constants above."""

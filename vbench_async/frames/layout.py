@@ -1,0 +1,99 @@
+"""Where things live in a cache directory, and the failure records.
+
+    <root>/vbf1/entries/<key[:2]>/<key>.safetensors   frames + metadata (store.py)
+    <root>/vbf1/failures/<key>.json                   why a video failed: kind, message, decoder, time
+    .tmp-<pid>-...                                     files being written (renamed into place when complete)
+
+The format version is a directory so a newer layout never misreads an older one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from .errors import FrameError
+from .store import TMP_PREFIX
+from .video import FORMAT_VERSION
+
+CACHE_ENV = "VBENCH_ASYNC_CACHE"
+
+
+def default_cache_dir() -> Path:
+    """$VBENCH_ASYNC_CACHE, else ~/.cache/vbench-async/frames."""
+    env = os.environ.get(CACHE_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "vbench-async" / "frames"
+
+
+@dataclass(frozen=True)
+class CacheLayout:
+    root: Path
+
+    @property
+    def base(self) -> Path:
+        return self.root / FORMAT_VERSION
+
+    def entry_path(self, key: str) -> Path:
+        return self.base / "entries" / key[:2] / f"{key}.safetensors"
+
+    def failure_path(self, key: str) -> Path:
+        return self.base / "failures" / f"{key}.json"
+
+    def entries(self) -> Iterator[Path]:
+        yield from sorted((self.base / "entries").glob("*/*.safetensors"))
+
+    def failures(self) -> Iterator[Path]:
+        yield from sorted((self.base / "failures").glob("*.json"))
+
+    def temp_files(self) -> Iterator[Path]:
+        yield from (self.base / "entries").glob(f"*/{TMP_PREFIX}*")
+        yield from (self.base / "failures").glob(f"{TMP_PREFIX}*")
+
+
+@dataclass(frozen=True)
+class FailureRecord:
+    """A video that failed, so later runs report it without decoding again (until retried on request)."""
+
+    key: str
+    kind: str
+    message: str
+    decoder: str
+    video: str  # path at the time of the failure (for people; the key does not depend on it)
+    time: float
+    window: tuple[float, float | None] | None = None
+    spec: Mapping[str, Any] = field(default_factory=dict)
+
+    def error(self) -> FrameError:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.time))
+        return FrameError(self.kind, f"{self.message} [recorded {when} with {self.decoder}; retry_failed / --retry-failed decodes it again]")
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d["spec"] = dict(self.spec)
+        return json.dumps(d, indent=1)
+
+    @classmethod
+    def read(cls, path: Path) -> "FailureRecord | None":
+        """The record at `path`, or None if absent or unreadable (an unreadable record is just retried)."""
+        try:
+            d = json.loads(path.read_text(encoding="utf-8"))
+            window = tuple(d["window"]) if d.get("window") is not None else None
+            return cls(**{**d, "window": window})
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{TMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}-{path.name}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,107 @@
+"""`preprocess`: fill the cache for many videos, once each, with a bounded number of decode workers."""
+
+from __future__ import annotations
+
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from .cache import DECODED, FrameCache
+from .errors import FrameError
+from .spec import FrameSpec, Window
+
+
+@dataclass(frozen=True)
+class VideoJob:
+    video: Path
+    spec: FrameSpec
+    window: Window | None = None
+
+
+@dataclass(frozen=True)
+class VideoFailure:
+    video: str
+    kind: str
+    message: str
+    jobs: int  # how many jobs (samples) needed this video
+
+
+@dataclass
+class PreprocessReport:
+    jobs: int = 0
+    unique: int = 0  # distinct cache keys (plus distinct unreadable paths)
+    cached: int = 0  # decoded and stored by this call
+    reused: int = 0  # already in the cache
+    failed: int = 0
+    seconds: float = 0.0
+    failures: list[VideoFailure] = field(default_factory=list)
+
+    def summary(self) -> str:
+        rate = f", {self.cached / self.seconds:.2f} videos/s decoded" if self.cached and self.seconds else ""
+        return (
+            f"{self.jobs} jobs, {self.unique} unique videos: {self.cached} cached, {self.reused} reused, "
+            f"{self.failed} failed in {self.seconds:.1f} s{rate}"
+        )
+
+
+def preprocess(
+    jobs: Iterable[VideoJob],
+    cache: FrameCache,
+    workers: int = 2,
+    retry_failed: bool = False,
+    progress: bool = True,
+) -> PreprocessReport:
+    """Decode every distinct (video content, spec, window) not yet cached. Failures are reported, never raised."""
+    started = time.perf_counter()
+    report = PreprocessReport()
+    todo: dict[str, tuple[VideoJob, int]] = {}  # key -> (first job, number of jobs)
+    bad_paths: dict[tuple[str, str], tuple[FrameError, int]] = {}
+    for job in jobs:
+        report.jobs += 1
+        try:
+            key = cache.key(job.video, job.spec, job.window)
+        except FrameError as exc:  # missing or empty file: nothing to decode, nothing to key on
+            error, count = bad_paths.get((str(job.video), exc.kind), (exc, 0))
+            bad_paths[(str(job.video), exc.kind)] = (error, count + 1)
+            continue
+        first, count = todo.get(key, (job, 0))
+        todo[key] = (first, count + 1)
+    report.unique = len(todo) + len(bad_paths)
+    for (video, kind), (error, count) in bad_paths.items():
+        report.failures.append(VideoFailure(video, kind, str(error), count))
+
+    cache.set_max_workers(workers)
+    bar = _progress_bar(len(todo), progress)
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="preprocess") as pool:
+        futures = {
+            pool.submit(cache.ensure, job.video, job.spec, job.window, retry_failed=retry_failed): (job, count)
+            for job, count in todo.values()
+        }
+        for future in as_completed(futures):
+            job, count = futures[future]
+            try:
+                if future.result() == DECODED:
+                    report.cached += 1
+                else:
+                    report.reused += 1
+            except FrameError as exc:
+                report.failures.append(VideoFailure(str(job.video), exc.kind, str(exc), count))
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(cached=report.cached, reused=report.reused, failed=len(report.failures))
+    if bar is not None:
+        bar.close()
+    report.failed = len(report.failures)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _progress_bar(total: int, enabled: bool):
+    if not enabled or total == 0:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="video", desc="preprocess", file=sys.stderr, dynamic_ncols=True)

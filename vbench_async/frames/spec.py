@@ -1,0 +1,276 @@
+"""`FrameSpec` and the pure frame math: how many frames, which source frames, and what size.
+
+The rules follow the Qwen reference utilities (qwen-vl-utils `smart_nframes`, `calculate_video_frame_range`,
+`smart_resize` and the per-frame budget in `fetch_video`), with one deliberate difference: where the reference
+raises (a video shorter than the requested frame count, a 1-frame video, a 1-frame window), we clamp to what the
+video has, repeat the last frame up to the temporal patch, and record it (`FrameCount.clamped`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import UserError
+from .errors import ASPECT_RATIO, WINDOW_INVALID, FrameError
+
+# Spatial resize factor (patch size x spatial merge 2) per model family.
+FAMILY_FACTORS = {"qwen2-vl": 28, "qwen2.5-vl": 28, "qwen3-vl": 32}
+_FAMILY_ALIASES = {
+    "qwen2_vl": "qwen2-vl",
+    "qwen2vl": "qwen2-vl",
+    "qwen2_5_vl": "qwen2.5-vl",
+    "qwen2.5vl": "qwen2.5-vl",
+    "qwen25-vl": "qwen2.5-vl",
+    "qwen3_vl": "qwen3-vl",
+    "qwen3vl": "qwen3-vl",
+    "qwen3.5-vl": "qwen3-vl",  # Qwen3.5 keeps Qwen3-VL's 16 px patches
+    "qwen3_5": "qwen3-vl",
+}
+FRAME_FACTOR = 2  # temporal patch: frames go to the model in pairs
+VIDEO_MIN_TOKENS, VIDEO_MAX_TOKENS = 128, 768  # per frame, in units of factor**2 pixels
+IMAGE_MIN_TOKENS, IMAGE_MAX_TOKENS = 4, 16384
+DEFAULT_SEQ_TOKENS = 128000  # qwen-vl-utils' MODEL_SEQ_LEN; the default video budget is 90 % of it
+MAX_ASPECT_RATIO = 200
+
+Window = tuple[float | None, float | None]
+
+
+def round_by_factor(number: float, factor: int) -> int:
+    return round(number / factor) * factor  # Python round: half to even, as in the reference
+
+
+def ceil_by_factor(number: float, factor: int) -> int:
+    return math.ceil(number / factor) * factor
+
+
+def floor_by_factor(number: float, factor: int) -> int:
+    return math.floor(number / factor) * factor
+
+
+def smart_resize(height: int, width: int, factor: int, min_pixels: float, max_pixels: float) -> tuple[int, int]:
+    """Target (height, width): multiples of `factor`, area in [min_pixels, max_pixels], aspect ratio kept."""
+    if min(height, width) <= 0:
+        raise FrameError(ASPECT_RATIO, f"frame size {width}x{height} is empty")
+    if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
+        raise FrameError(
+            ASPECT_RATIO, f"frame size {width}x{height} has an aspect ratio above {MAX_ASPECT_RATIO}"
+        )
+    h_bar = max(factor, round_by_factor(height, factor))
+    w_bar = max(factor, round_by_factor(width, factor))
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt((height * width) / max_pixels)
+        h_bar = floor_by_factor(height / beta, factor)
+        w_bar = floor_by_factor(width / beta, factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = ceil_by_factor(height * beta, factor)
+        w_bar = ceil_by_factor(width * beta, factor)
+    return h_bar, w_bar
+
+
+def normalize_window(window: Window | None) -> Window | None:
+    """Canonical form of a (start, end) window in seconds: None when it covers the whole video."""
+    if window is None:
+        return None
+    start, end = window
+    start = float(start) if start else 0.0
+    end = float(end) if end is not None else None
+    if not math.isfinite(start) or start < 0 or (end is not None and (not math.isfinite(end) or end <= start)):
+        raise FrameError(WINDOW_INVALID, f"window {window!r} is not a valid (start, end) range in seconds")
+    if start == 0.0 and end is None:
+        return None
+    return (start, end)
+
+
+def frame_range(total_frames: int, fps: float, window: Window | None) -> tuple[int, int, int]:
+    """(first, last, count) source frames inside the window (the reference's calculate_video_frame_range)."""
+    if window is None:
+        return 0, total_frames - 1, total_frames
+    start, end = window
+    max_duration = total_frames / fps
+    first = math.ceil(max(0.0, min(start, max_duration)) * fps) if start is not None else 0
+    last = total_frames - 1
+    if end is not None:
+        last = min(math.floor(max(0.0, min(end, max_duration)) * fps), total_frames - 1)
+    if first > last:
+        raise FrameError(
+            WINDOW_INVALID,
+            f"window {start}-{end} s selects no frame of a {max_duration:.2f} s video ({total_frames} frames)",
+        )
+    return first, last, last - first + 1
+
+
+def linspace_indices(first: int, last: int, n: int) -> list[int]:
+    """round(linspace(first, last, n)) computed exactly as the reference does (torch float32, half to even)."""
+    import torch
+
+    return torch.linspace(first, last, n).round().long().tolist()
+
+
+@dataclass(frozen=True)
+class FrameCount:
+    n: int  # frames to sample (even, at least FRAME_FACTOR)
+    requested: int  # what the rule asked for before the video's length capped it
+
+    @property
+    def clamped(self) -> bool:
+        return self.n < self.requested
+
+
+@dataclass(frozen=True)
+class FrameSpec:
+    """How to turn one video into model-ready frames. Hashable; `to_dict`/`from_dict` round-trip through JSON.
+
+    Pixel fields left as None take the family defaults: video frames between 128 and 768 tokens, a per-video
+    budget of 90 % of 128k tokens, images between 4 and 16384 tokens (a token is factor**2 pixels).
+    """
+
+    family: str
+    fps: float = 2.0
+    max_frames: int = 32
+    nframes: int | None = None  # exact frame count; overrides fps / max_frames
+    min_frames: int = 4
+    min_pixels: int | None = None  # per video frame
+    max_pixels: int | None = None  # per video frame (also capped by total_pixels / frames)
+    total_pixels: int | None = None  # per video
+    image_min_pixels: int | None = None
+    image_max_pixels: int | None = None
+
+    def __post_init__(self) -> None:
+        family = _FAMILY_ALIASES.get(str(self.family).lower(), str(self.family).lower())
+        if family not in FAMILY_FACTORS:
+            raise ValueError(f"unknown model family {self.family!r}; expected one of {sorted(FAMILY_FACTORS)}")
+        object.__setattr__(self, "family", family)
+        if not (isinstance(self.fps, (int, float)) and math.isfinite(self.fps) and self.fps > 0):
+            raise ValueError(f"fps must be a positive number, got {self.fps!r}")
+        object.__setattr__(self, "fps", float(self.fps))
+        _check_int("max_frames", self.max_frames, FRAME_FACTOR)
+        _check_int("min_frames", self.min_frames, 1)
+        if self.nframes is not None:
+            _check_int("nframes", self.nframes, FRAME_FACTOR)
+        for name in ("min_pixels", "max_pixels", "total_pixels", "image_min_pixels", "image_max_pixels"):
+            if getattr(self, name) is not None:
+                _check_int(name, getattr(self, name), 1)
+        if self.max_pixels is not None and self.max_pixels < self.video_min_pixels:
+            raise ValueError(f"max_pixels ({self.max_pixels}) is below min_pixels ({self.video_min_pixels})")
+        if self.image_max < self.image_min:
+            raise ValueError(f"image_max_pixels ({self.image_max}) is below image_min_pixels ({self.image_min})")
+
+    # -- resolved budgets ---------------------------------------------------------------------------------
+    @property
+    def factor(self) -> int:
+        return FAMILY_FACTORS[self.family]
+
+    @property
+    def video_min_pixels(self) -> int:
+        return self.min_pixels if self.min_pixels is not None else VIDEO_MIN_TOKENS * self.factor**2
+
+    @property
+    def video_total_pixels(self) -> int:
+        if self.total_pixels is not None:
+            return self.total_pixels
+        return round(DEFAULT_SEQ_TOKENS * self.factor**2 * 0.9)
+
+    @property
+    def image_min(self) -> int:
+        return self.image_min_pixels if self.image_min_pixels is not None else IMAGE_MIN_TOKENS * self.factor**2
+
+    @property
+    def image_max(self) -> int:
+        return self.image_max_pixels if self.image_max_pixels is not None else IMAGE_MAX_TOKENS * self.factor**2
+
+    # -- the rules ----------------------------------------------------------------------------------------
+    def frame_count(self, total_frames: int, source_fps: float) -> FrameCount:
+        """How many frames to take from `total_frames` source frames at `source_fps` (smart_nframes)."""
+        if self.nframes is not None:
+            requested = round_by_factor(self.nframes, FRAME_FACTOR)
+        else:
+            low = ceil_by_factor(self.min_frames, FRAME_FACTOR)
+            high = floor_by_factor(self.max_frames, FRAME_FACTOR)
+            wanted = total_frames / source_fps * self.fps
+            requested = floor_by_factor(min(max(wanted, low), high), FRAME_FACTOR)
+        n = min(requested, floor_by_factor(total_frames, FRAME_FACTOR))
+        # A 1-frame video (or window) still yields one temporal patch: the frame is repeated.
+        return FrameCount(n=max(n, FRAME_FACTOR), requested=requested)
+
+    def frame_cap(self, n: int) -> float:
+        """Per-frame pixel ceiling for an n-frame video: the total budget spread over the frames, within limits."""
+        limit = max(
+            min(VIDEO_MAX_TOKENS * self.factor**2, self.video_total_pixels / n * FRAME_FACTOR),
+            int(self.video_min_pixels * 1.05),
+        )
+        return limit if self.max_pixels is None else min(self.max_pixels, limit)
+
+    def frame_size(self, height: int, width: int, n: int) -> tuple[int, int]:
+        """Resized (height, width) of each frame of an n-frame video."""
+        return smart_resize(height, width, self.factor, self.video_min_pixels, self.frame_cap(n))
+
+    def image_size(self, height: int, width: int) -> tuple[int, int]:
+        """Resized (height, width) of a still image (independent image budget)."""
+        return smart_resize(height, width, self.factor, self.image_min, self.image_max)
+
+    # -- identity -----------------------------------------------------------------------------------------
+    def key_fields(self) -> dict[str, Any]:
+        """Exactly the settings that change the cached frames (not the family name, not image budgets)."""
+        exact = self.nframes is not None
+        return {
+            "factor": self.factor,
+            "nframes": self.nframes,
+            "fps": None if exact else self.fps,
+            "min_frames": None if exact else self.min_frames,
+            "max_frames": None if exact else self.max_frames,
+            "min_pixels": self.video_min_pixels,
+            "max_pixels": self.max_pixels,
+            "total_pixels": self.video_total_pixels,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "FrameSpec":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown FrameSpec field(s): {', '.join(unknown)}")
+        return cls(**dict(data))
+
+    def replace(self, **changes: Any) -> "FrameSpec":
+        """A copy with some fields changed (None values are ignored, so CLI overrides can be passed as-is)."""
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+_MODEL_TYPES = {"qwen2_vl": "qwen2-vl", "qwen2_5_vl": "qwen2.5-vl", "qwen3_vl": "qwen3-vl", "qwen3_vl_moe": "qwen3-vl"}
+
+
+def family_from_model(model: str) -> str:
+    """Model family of a hub id or local checkpoint ("Qwen/Qwen2.5-VL-7B-Instruct" -> "qwen2.5-vl")."""
+    config = Path(model) / "config.json"
+    if config.is_file():
+        try:
+            model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type", "")
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UserError(f"cannot read {config}: {exc}") from exc
+        if model_type in _MODEL_TYPES:
+            return _MODEL_TYPES[model_type]
+        if str(model_type).startswith("qwen3"):
+            return "qwen3-vl"
+    name = Path(model).name.lower()
+    if re.search(r"qwen3(\.5|_5)?", name):
+        return "qwen3-vl"
+    if re.search(r"qwen2(\.5|_5)[-_]?vl", name):
+        return "qwen2.5-vl"
+    if re.search(r"qwen2[-_]?vl", name):
+        return "qwen2-vl"
+    raise UserError(f"cannot tell the model family of {model!r}; pass --family ({', '.join(FAMILY_FACTORS)})")

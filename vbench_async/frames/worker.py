@@ -1,0 +1,67 @@
+"""Decode worker process: `python -m vbench_async.frames.worker`, driven by `pool.DecodePool`.
+
+Protocol: JSON lines. The worker first prints {"ready": true, "pid": N}; then for each job line
+{"id", "video", "spec", "window", "decoder", "out"} it decodes, writes the cache entry itself (atomically) and
+answers {"id", "ok": true, "bytes", "decode_seconds"} or {"id", "ok": false, "kind", "message"}. Frames never
+cross the pipe (no pickling; the parent reads the entry from disk). The worker exits when stdin closes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+THREADS_ENV = "VBENCH_ASYNC_DECODE_THREADS"
+DECODER_ENV = "VBENCH_ASYNC_DECODER"
+
+
+def _send(channel: TextIO, message: dict[str, Any]) -> None:
+    channel.write(json.dumps(message) + "\n")
+    channel.flush()
+
+
+def handle(job: dict[str, Any]) -> dict[str, Any]:
+    from .decode import decode_video
+    from .errors import FrameError
+    from .spec import FrameSpec
+    from .store import write_entry
+
+    try:
+        spec = FrameSpec.from_dict(job["spec"])
+        window = tuple(job["window"]) if job.get("window") is not None else None
+        threads = int(os.environ.get(THREADS_ENV, "1"))
+        frames, meta = decode_video(Path(job["video"]), spec, window, job["decoder"], threads)
+        size = write_entry(Path(job["out"]), frames, meta)
+        return {"id": job.get("id"), "ok": True, "bytes": size, "decode_seconds": meta.decode_seconds}
+    except FrameError as exc:
+        return {"id": job.get("id"), "ok": False, "kind": exc.kind, "message": str(exc)}
+    except MemoryError:
+        return {"id": job.get("id"), "ok": False, "kind": "decode_error", "message": "out of memory while decoding"}
+    except Exception as exc:  # a bug or an odd file: report it, keep serving
+        return {"id": job.get("id"), "ok": False, "kind": "decode_error", "message": f"{type(exc).__name__}: {exc}"}
+
+
+def main() -> int:
+    channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # decoder libraries may print; keep stdout for the protocol only
+    threads = int(os.environ.get(THREADS_ENV, "1"))
+    import torch  # noqa: F401  (import the heavy modules now, so the first job's timeout covers decoding only)
+
+    torch.set_num_threads(threads)
+    decoder = os.environ.get(DECODER_ENV, "pyav")
+    from .decoders import DECODER_MODULES
+
+    if decoder in DECODER_MODULES:
+        __import__(DECODER_MODULES[decoder])
+    _send(channel, {"ready": True, "pid": os.getpid()})
+    for line in sys.stdin:
+        if line.strip():
+            _send(channel, handle(json.loads(line)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""Which model: resolve a `--model` argument to a directory (or hub id), its family, and a content fingerprint."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import UserError
+
+# config.json model_type -> frame-pipeline family (decides the resize factor and the processor's metadata rules)
+FAMILIES = {
+    "qwen2_vl": "qwen2-vl",
+    "qwen2_5_vl": "qwen2.5-vl",
+    "qwen3_vl": "qwen3-vl",
+    "qwen3_vl_moe": "qwen3-vl",
+}
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    name: str  # as the user wrote it (tiny-qwen2.5-vl, a path, or a hub id)
+    path: str  # local directory or hub id, what engines load
+    family: str
+    fingerprint: str  # content hash of a local dir, or "hub:<id>@<revision>"
+
+    @property
+    def display_name(self) -> str:
+        p = Path(self.path)
+        if self.name.startswith("tiny-"):
+            return self.name
+        # "checkpoint-200" alone says nothing: prefix its parent, as users name runs that way.
+        if p.name.startswith(("checkpoint", "global_step")) and p.parent.name:
+            return f"{p.parent.name}_{p.name}"
+        return p.name or self.name
+
+
+def resolve(model: str) -> ModelRef:
+    from .demo.tiny_models import resolve_model
+
+    path = resolve_model(model)  # builds tiny-* models on first use; UserError for unknown names / missing paths
+    local = Path(path)
+    if local.is_dir():
+        cfg_file = local / "config.json"
+        if not cfg_file.exists():
+            raise UserError(f"{local} has no config.json: not a Hugging Face model directory")
+        model_type = json.loads(cfg_file.read_text()).get("model_type", "")
+        fingerprint = fingerprint_dir(local)
+    else:
+        try:
+            from transformers import AutoConfig
+
+            model_type = AutoConfig.from_pretrained(str(path)).model_type
+        except OSError as exc:
+            raise UserError(f"cannot load the config of {path!r}: {exc}") from exc
+        fingerprint = f"hub:{path}"
+    family = FAMILIES.get(model_type)
+    if family is None:
+        raise UserError(
+            f"model type {model_type!r} of {model!r} is not supported; supported: {', '.join(sorted(FAMILIES))}"
+        )
+    return ModelRef(name=model, path=str(path), family=family, fingerprint=fingerprint)
+
+
+def fingerprint_dir(directory: Path) -> str:
+    """Hash of file names, sizes and the head and tail of each file: changes when weights change, costs milliseconds."""
+    h = hashlib.blake2b(digest_size=12)
+    for f in sorted(p for p in directory.rglob("*") if p.is_file()):
+        rel = f.relative_to(directory).as_posix()
+        if rel.startswith(".") or "/." in rel:
+            continue
+        size = f.stat().st_size
+        h.update(f"{rel}\0{size}\0".encode())
+        with open(f, "rb") as fh:
+            h.update(fh.read(1 << 20))
+            if size > 2 << 20:
+                fh.seek(-(1 << 20), 2)
+                h.update(fh.read(1 << 20))
+    return h.hexdigest()

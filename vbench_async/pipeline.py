@@ -1,0 +1,264 @@
+"""The evaluation loop: loaders stream cached frames into a bounded queue; workers keep N requests in flight.
+
+    groups of samples sharing a video ──► loaders (frames from the cache, or decoded in a worker process on a miss)
+        ──► bounded queue ──► N workers: Request ─► backend ─► Completion ─► score ─► result line (fsynced)
+
+Memory is bounded by the queue size (plus the requests in flight), not by the suite size. Questions on the same video
+are queued back to back and share one frame array, so vLLM's prefix cache sees them together. Every sample ends as
+exactly one result line: a failure (missing video, engine error on one request) is a result with an error, counted in
+the denominator. A dead engine stops the run; finished lines are already on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .backends.base import Backend, Completion, EngineDead, ImageInput, Request, SamplingParams, VideoInput, array_uuid
+from .errors import SampleError
+from .results.store import ResultStore
+from .samples import Sample
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WorkItem:
+    """One sample to evaluate, with everything resolved except its frames."""
+
+    sample: Sample
+    prompt: str
+    store: ResultStore
+    error: SampleError | None = None  # known before any work (unsafe path, bad record): recorded as is
+
+
+@dataclass
+class VideoGroup:
+    """The samples that share one video (same file, frame spec and window): loaded once, queued together."""
+
+    video: Path | None
+    spec: Any  # frames.FrameSpec
+    window: tuple[float | None, float | None] | None
+    items: list[WorkItem]
+    images: dict[str, list[Path]] = field(default_factory=dict)  # sample key -> extra images
+
+
+@dataclass
+class LoopStats:
+    n_done: int = 0
+    n_failed: int = 0
+    output_tokens: int = 0
+    frame_wait_s: float = 0.0  # loader time spent getting frames (cache hits and misses)
+    engine_s: float = 0.0  # sum of request latencies
+    starved_gets: int = 0  # a worker found the queue empty
+    total_gets: int = 0
+    first_request_at: float | None = None
+    wall_s: float = 0.0
+    failures: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        wall = max(self.wall_s, 1e-9)
+        return {
+            "samples": self.n_done,
+            "failed": self.n_failed,
+            "loop_wall_s": round(self.wall_s, 3),
+            "samples_per_s": round(self.n_done / wall, 3),
+            "output_tokens_per_s": round(self.output_tokens / wall, 1),
+            "frame_wait_s": round(self.frame_wait_s, 3),
+            "engine_s": round(self.engine_s, 3),
+            "queue_empty_fraction": round(self.starved_gets / max(self.total_gets, 1), 3),
+            "failures_by_kind": dict(self.failures),
+        }
+
+
+_DONE = object()  # sentinel: no more work
+
+
+class Pipeline:
+    def __init__(
+        self,
+        backend: Backend,
+        load_video: Callable[[Path, Any, Any], Any],  # (video, spec, window) -> CachedVideo; raises SampleError
+        load_image: Callable[[Path], np.ndarray],
+        score: Callable[[Sample, str], Any],  # -> scoring.Score
+        sampling: SamplingParams,
+        concurrency: int = 16,
+        loaders: int = 2,
+        queue_size: int = 32,
+        progress: Any = None,  # tqdm-like: update(n), set_postfix_str(s)
+        engine_ready: asyncio.Event | None = None,
+    ):
+        self.backend = backend
+        self.load_video = load_video
+        self.load_image = load_image
+        self.score = score
+        self.sampling = sampling
+        self.concurrency = concurrency
+        self.loaders = loaders
+        self.queue_size = queue_size
+        self.progress = progress
+        self.engine_ready = engine_ready
+        self.stats = LoopStats()
+        self._correct = 0.0
+
+    async def run(self, groups: list[VideoGroup]) -> LoopStats:
+        queue: asyncio.Queue = asyncio.Queue(maxsize=self.queue_size)
+        pending = iter(groups)
+        start = time.perf_counter()
+        # Threads (not processes) suffice: cache loads release the GIL in file I/O and numpy copies, and cache misses
+        # are decoded in a separate worker process by the frame cache itself (with a timeout).
+        with ThreadPoolExecutor(max_workers=self.loaders, thread_name_prefix="frames") as pool:
+            try:
+                async with asyncio.TaskGroup() as tg:
+                    loaders = [tg.create_task(self._loader(pending, queue, pool)) for _ in range(self.loaders)]
+                    workers = [tg.create_task(self._worker(queue)) for _ in range(self.concurrency)]
+                    await asyncio.gather(*loaders)
+                    for _ in workers:
+                        await queue.put(_DONE)
+            except* EngineDead as group:
+                raise group.exceptions[0] from None
+            finally:
+                self.stats.wall_s = time.perf_counter() - start
+        return self.stats
+
+    # -- stages ------------------------------------------------------------------------------------------------------
+    async def _loader(self, pending, queue: asyncio.Queue, pool: ThreadPoolExecutor) -> None:
+        loop = asyncio.get_running_loop()
+        for group in pending:  # a shared iterator: each group goes to exactly one loader
+            video_input: VideoInput | None = None
+            group_error: SampleError | None = None
+            if group.video is not None and any(it.error is None for it in group.items):
+                t0 = time.perf_counter()
+                try:
+                    cached = await loop.run_in_executor(pool, self.load_video, group.video, group.spec, group.window)
+                    video_input = VideoInput(frames=cached.frames, metadata=cached.hf_metadata(), uuid=cached.key)
+                except SampleError as exc:
+                    group_error = exc
+                except Exception as exc:  # a loader bug must not hang the run: record it against the samples
+                    group_error = SampleError("frame_error", f"{type(exc).__name__}: {exc}")
+                self.stats.frame_wait_s += time.perf_counter() - t0
+            for item in group.items:
+                if item.error is None and group_error is not None:
+                    item.error = group_error
+                images: tuple[ImageInput, ...] = ()
+                if item.error is None and group.images.get(item.sample.key):
+                    try:
+                        arrays = [
+                            await loop.run_in_executor(pool, self.load_image, p) for p in group.images[item.sample.key]
+                        ]
+                        images = tuple(ImageInput(pixels=a, uuid=array_uuid(a)) for a in arrays)
+                    except SampleError as exc:
+                        item.error = exc
+                await queue.put((item, video_input, images))
+
+    async def _worker(self, queue: asyncio.Queue) -> None:
+        while True:
+            self.stats.total_gets += 1
+            if queue.empty():
+                self.stats.starved_gets += 1
+            entry = await queue.get()
+            if entry is _DONE:
+                return
+            item, video, images = entry
+            await self._evaluate(item, video, images)
+
+    async def _evaluate(self, item: WorkItem, video: VideoInput | None, images: tuple[ImageInput, ...]) -> None:
+        completion: Completion | None = None
+        error = item.error
+        if error is None:
+            if self.engine_ready is not None:
+                await self.engine_ready.wait()
+            request = Request(
+                request_id=f"{item.sample.key}#{item.store.config_hash}",
+                prompt=item.prompt,
+                videos=(video,) if video is not None else (),
+                images=images,
+                sampling=self.sampling,
+            )
+            if self.stats.first_request_at is None:
+                self.stats.first_request_at = time.perf_counter()
+            try:
+                completion = await self.backend.generate(request)
+            except SampleError as exc:
+                error = exc
+            # EngineDead propagates: the TaskGroup cancels everything else and the run stops.
+        result = self._result(item, completion, error)
+        item.store.append(result)
+        self._count(result, completion)
+
+    def _result(self, item: WorkItem, completion: Completion | None, error: SampleError | None) -> dict[str, Any]:
+        s = item.sample
+        result: dict[str, Any] = {
+            "sample_id": s.sample_id,
+            "benchmark": s.benchmark,
+            "config_hash": item.store.config_hash,
+            "task_type": s.task_type,
+            "question": s.question,
+            "options": list(s.options),
+            "answer": s.answer,
+            "video": s.video,
+            "fields": dict(s.fields),
+            "prompt": item.prompt,
+            "output": None,
+            "extracted": None,
+            "score": None,
+            "well_formed": False,
+            "details": {},
+            "error": None,
+        }
+        if completion is not None:
+            result.update(
+                output=completion.text,
+                prompt_tokens=completion.prompt_tokens,
+                output_tokens=completion.output_tokens,
+                finish_reason=completion.finish_reason,
+                latency_s=round(completion.latency_s, 4),
+            )
+            try:
+                sc = self.score(s, completion.text)
+                result.update(
+                    score=sc.value, extracted=sc.extracted, well_formed=sc.well_formed, details=dict(sc.details)
+                )
+            except ValueError as exc:  # unknown task type or unparsable ground truth: the record is at fault
+                error = SampleError("record_invalid", str(exc))
+        if error is not None:
+            result["error"] = {"kind": error.kind, "message": str(error)}
+            result["score"] = None
+        return result
+
+    def _count(self, result: dict[str, Any], completion: Completion | None) -> None:
+        st = self.stats
+        st.n_done += 1
+        if completion is not None:
+            st.output_tokens += completion.output_tokens
+            st.engine_s += completion.latency_s
+        if result["error"]:
+            st.n_failed += 1
+            kind = result["error"]["kind"]
+            st.failures[kind] = st.failures.get(kind, 0) + 1
+        else:
+            self._correct += result["score"] or 0.0
+        if self.progress is not None:
+            self.progress.update(1)
+            self.progress.set_postfix_str(f"mean={self._correct / st.n_done:.3f} failed={st.n_failed}", refresh=False)
+
+
+def group_by_video(items_with_media: list[tuple[WorkItem, Path | None, Any, Any, list[Path]]]) -> list[VideoGroup]:
+    """Group work items by (video, spec, window), keeping first-seen order so runs are deterministic."""
+    groups: dict[Any, VideoGroup] = {}
+    for item, video, spec, window, images in items_with_media:
+        key = (str(video) if video is not None else f"novideo:{item.sample.key}", spec, window)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = VideoGroup(video=video, spec=spec, window=window, items=[])
+        group.items.append(item)
+        if images:
+            group.images[item.sample.key] = images
+    return list(groups.values())

@@ -1,0 +1,169 @@
+"""Append-only, crash-safe result files: one JSONL per (run, benchmark, config), one line per sample.
+
+Each line is flushed and fsynced before the next sample counts as done, so a SIGKILL loses at most the line being
+written. A torn last line is cut off on the next open. Lines are keyed by `sample_id`; a resumed run skips exactly the
+ids already present. The file name carries the config hash, so a changed config (model, frames, prompt, sampling)
+writes a new file instead of mixing with old results.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+RESULTS_DIRNAME = "results"
+
+
+def config_hash(config: Mapping[str, Any]) -> str:
+    """Stable short hash of a JSON-serialisable config (key order does not matter)."""
+    blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def safe_name(benchmark_id: str) -> str:
+    """File-system safe form of a benchmark id ("videomme@64f" -> "videomme@64f", "a/b" -> "a_b")."""
+    return "".join(c if c.isalnum() or c in "-_.@" else "_" for c in benchmark_id)
+
+
+class StoreLocked(RuntimeError):
+    """Another process is writing the same result file."""
+
+
+@dataclass
+class ResultStore:
+    """Result file of one benchmark under one config, in `run_dir/results/`."""
+
+    run_dir: Path
+    benchmark_id: str
+    config_hash: str
+
+    @property
+    def path(self) -> Path:
+        return self.run_dir / RESULTS_DIRNAME / f"{safe_name(self.benchmark_id)}.{self.config_hash}.jsonl"
+
+    def __post_init__(self) -> None:
+        self._fh = None
+        self._lock_fh = None
+
+    # -- reading -----------------------------------------------------------------------------------------------------
+    def load(self) -> list[dict[str, Any]]:
+        """All results, one per sample id (a retried sample's latest line wins), in first-seen order."""
+        return list(read_results(self.path).values())
+
+    def completed_ids(self, retry_failed: bool = False) -> set[str]:
+        results = read_results(self.path)
+        if retry_failed:
+            return {sid for sid, r in results.items() if not r.get("error")}
+        return set(results)
+
+    # -- writing -----------------------------------------------------------------------------------------------------
+    def open(self) -> "ResultStore":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock_fh = open(self.path.with_suffix(".lock"), "a+")
+        try:
+            fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            self._lock_fh.close()
+            raise StoreLocked(f"{self.path} is being written by another process") from exc
+        _cut_torn_tail(self.path)
+        self._fh = open(self.path, "a", encoding="utf-8")
+        return self
+
+    def append(self, result: Mapping[str, Any]) -> None:
+        try:
+            line = json.dumps(result, ensure_ascii=False, default=_json_default, allow_nan=False)
+        except ValueError:  # NaN/inf somewhere in the details: store null, keep valid JSON for every reader
+            line = json.dumps(_finite(result), ensure_ascii=False, default=_json_default, allow_nan=False)
+        self._fh.write(line + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        if self._lock_fh is not None:
+            fcntl.flock(self._lock_fh, fcntl.LOCK_UN)
+            self._lock_fh.close()
+            self._lock_fh = None
+
+    def __enter__(self) -> "ResultStore":
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_results(path: Path) -> dict[str, dict[str, Any]]:
+    """Results keyed by sample id. Skips a torn (unterminated or unparsable) last line left by a crash."""
+    out: dict[str, dict[str, Any]] = {}
+    if not path.exists():
+        return out
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if not line.endswith("\n"):
+                break  # torn tail: the writer died mid-line; that sample was never done
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            sid = rec.get("sample_id")
+            if isinstance(sid, str):
+                out.pop(sid, None)  # keep insertion order of the latest line
+                out[sid] = rec
+    return out
+
+
+def result_files(run_dir: Path) -> Iterable[Path]:
+    return sorted((run_dir / RESULTS_DIRNAME).glob("*.jsonl"))
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """Truncate a partial last line so new lines start on a line boundary."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        fh.seek(max(0, size - 1))
+        if fh.read(1) == b"\n":
+            return
+        # Walk back to the last newline (lines are small; read the tail in blocks).
+        pos = size
+        while pos > 0:
+            step = min(65536, pos)
+            fh.seek(pos - step)
+            block = fh.read(step)
+            idx = block.rfind(b"\n")
+            if idx >= 0:
+                fh.truncate(pos - step + idx + 1)
+                return
+            pos -= step
+        fh.truncate(0)
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, Mapping):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _json_default(obj: Any) -> Any:
+    import numpy as np
+
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (set, tuple)):
+        return list(obj)
+    return str(obj)

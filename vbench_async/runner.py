@@ -1,0 +1,250 @@
+"""`vbench-async run` as a library call: plan the work, warm the cache while the engine starts, evaluate, summarise.
+
+Start-up counts: the engine is built in a thread while frames are preprocessed (or loaded) in parallel, so a newcomer
+waits for the slower of the two, not their sum.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .backends.base import SamplingParams
+from .errors import SampleError, UserError
+from .pipeline import Pipeline, WorkItem, group_by_video
+from .results.store import ResultStore, config_hash
+
+log = logging.getLogger(__name__)
+
+MODES = ("auto", "preprocess", "eval", "both")
+
+
+@dataclass
+class RunConfig:
+    model: str
+    suite: str | None = None
+    benchmarks: list[str] | None = None
+    data_root: Path | None = None
+    output_dir: Path | None = None
+    cache_dir: Path | None = None
+    backend: str = "vllm"
+    mode: str = "auto"
+    thinking: bool = False
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    frame_overrides: dict[str, Any] = field(default_factory=dict)
+    concurrency: int = 16
+    loaders: int = 2
+    queue_size: int = 32
+    preprocess_workers: int = 2
+    retry_failed: bool = False
+    max_samples: int | None = None
+    allow_outside_root: bool = False
+    backend_options: dict[str, Any] = field(default_factory=dict)  # engine settings / server url, per backend
+    progress: bool = True
+    write_site: bool = True
+
+
+@dataclass
+class BenchmarkPlan:
+    benchmark: Any  # benchmarks.Benchmark
+    store: ResultStore
+    spec: Any  # frames.FrameSpec
+    config: dict[str, Any]
+    n_total: int
+    entries: list[tuple[WorkItem, Path | None, Any, Any, list[Path]]]  # pending work
+
+
+def run(cfg: RunConfig) -> dict[str, Any]:
+    """Run an evaluation; return the summary dict (also written to OUTPUT_DIR/summary.json)."""
+    from . import models
+    from .benchmarks import resolve_benchmarks
+    from .frames import FrameCache
+    from .results import report
+
+    if cfg.mode not in MODES:
+        raise UserError(f"unknown --mode {cfg.mode!r}; choose from {', '.join(MODES)}")
+    t_start = time.time()
+    model = models.resolve(cfg.model)
+    benchmarks = resolve_benchmarks(cfg.suite, cfg.benchmarks)
+    run_dir = Path(cfg.output_dir or Path("runs") / model.display_name)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cache = FrameCache(cfg.cache_dir) if cfg.cache_dir else FrameCache.default()
+    plans = [_plan(b, model, cfg, run_dir) for b in benchmarks]
+
+    stats: dict[str, Any] = {}
+    pending = sum(len(p.entries) for p in plans)
+    if cfg.mode == "preprocess" or pending:
+        stats = _execute(cfg, model, plans, cache)
+    else:
+        log.info("every sample already has a result in %s (nothing to run)", run_dir)
+    summary = report.write_run_outputs(
+        run_dir=run_dir,
+        model=model,
+        cfg=cfg,
+        plans=plans,
+        loop_stats=stats,
+        started_at=t_start,
+        write_site=cfg.write_site and cfg.mode != "preprocess",
+    )
+    return summary
+
+
+def _plan(benchmark: Any, model: Any, cfg: RunConfig, run_dir: Path) -> BenchmarkPlan:
+    spec = benchmark.frame_spec(model.family, cfg.frame_overrides)
+    samples = benchmark.load_samples(cfg.data_root)
+    if cfg.max_samples is not None:
+        samples = samples[: cfg.max_samples]
+    config = {
+        "model": model.fingerprint,
+        "benchmark": benchmark.id,
+        "frames": spec.to_dict(),
+        "prompt": benchmark.prompt_template_hash(),
+        "thinking": cfg.thinking,
+        "sampling": cfg.sampling.to_dict(),
+    }
+    store = ResultStore(run_dir, benchmark.id, config_hash(config))
+    done = store.completed_ids(retry_failed=cfg.retry_failed)
+    entries = []
+    for s in samples:
+        if isinstance(s, SampleError):  # malformed record: still one result line, with its error
+            if s.sample_id in done:
+                continue
+            from .samples import Sample
+
+            stub = Sample(benchmark=benchmark.id, sample_id=s.sample_id, task_type="invalid", question="", answer="")
+            entries.append((WorkItem(stub, "", store, error=s), None, None, None, []))
+            continue
+        if s.sample_id in done:
+            continue
+        item = WorkItem(sample=s, prompt="", store=store)
+        video = images = None
+        try:
+            item.prompt = benchmark.render_prompt(s, thinking=cfg.thinking)
+            video = benchmark.video_path(s, cfg.data_root, allow_outside=cfg.allow_outside_root) if s.video else None
+            images = benchmark.image_paths(s, cfg.data_root) if s.images else []
+        except SampleError as exc:
+            item.error = exc
+        entries.append((item, video, spec if video else None, s.window if video else None, images or []))
+    return BenchmarkPlan(benchmark, store, spec, config, n_total=len(samples), entries=entries)
+
+
+def _execute(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any) -> dict[str, Any]:
+    from .frames import VideoJob, preprocess
+
+    jobs = [
+        VideoJob(video=v, spec=spec, window=w)
+        for p in plans
+        for (item, v, spec, w, _) in p.entries
+        if v is not None and item.error is None
+    ]
+    mode = cfg.mode
+    if mode == "auto":
+        unique = {(str(j.video), j.spec, j.window) for j in jobs}
+        cached = sum(1 for (v, s, w) in unique if cache.get(Path(v), s, w) is not None)
+        mode = "eval" if not unique or cached >= 0.9 * len(unique) else "both"
+        log.info("mode auto -> %s (%d of %d videos cached)", mode, cached, len(unique))
+
+    stats: dict[str, Any] = {"mode": mode}
+    if mode == "preprocess":
+        report = preprocess(jobs, cache, workers=cfg.preprocess_workers, progress=cfg.progress)
+        stats["preprocess"] = report.to_dict()
+        return stats
+
+    backend = make_backend(cfg, model, plans)
+    stats["backend"] = backend.describe()
+    t0 = time.perf_counter()
+
+    async def main() -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        # Backends build their engine off the event loop, so frames are preprocessed while the engine starts.
+        starter = asyncio.create_task(backend.start())
+        if mode == "both":
+            rep = await loop.run_in_executor(
+                None, lambda: preprocess(jobs, cache, workers=cfg.preprocess_workers, progress=cfg.progress)
+            )
+            stats["preprocess"] = rep.to_dict()
+        await starter
+        stats["startup_s"] = round(time.perf_counter() - t0, 3)
+        groups = group_by_video([e for p in plans for e in p.entries])
+        total = sum(len(g.items) for g in groups)
+        bar = _progress_bar(total, cfg.progress)
+        pipeline = Pipeline(
+            backend=backend,
+            load_video=cache.get_or_decode,
+            load_image=_image_loader(model.family),
+            score=_scorer(),
+            sampling=cfg.sampling,
+            concurrency=cfg.concurrency,
+            loaders=cfg.loaders,
+            queue_size=cfg.queue_size,
+            progress=bar,
+        )
+        stores = [p.store.open() for p in plans]
+        try:
+            loop_stats = await pipeline.run(groups)
+        finally:
+            for s in stores:
+                s.close()
+            if bar is not None:
+                bar.close()
+            await backend.close()
+        stats["loop"] = loop_stats.as_dict()
+        if loop_stats.first_request_at is not None:
+            stats["time_to_first_request_s"] = round(loop_stats.first_request_at - t0, 3)
+        return stats
+
+    return asyncio.run(main())
+
+
+def make_backend(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan]) -> Any:
+    opts = dict(cfg.backend_options)
+    if cfg.backend == "vllm":
+        from .backends.vllm import VLLMBackend, VLLMSettings
+
+        settings = VLLMSettings(**{k: v for k, v in opts.items() if k in VLLMSettings.__dataclass_fields__})
+        settings.seed = cfg.sampling.seed
+        # Profile memory with the run's real frame budget, not the model's maximum (faster start-up).
+        specs = [p.spec for p in plans]
+        settings.profile_frames = max((s.max_frames for s in specs), default=None)
+        settings.profile_pixels = max((s.max_pixels for s in specs), default=None)
+        return VLLMBackend(model.path, settings)
+    if cfg.backend == "openai":
+        from .backends.openai import OpenAIBackend
+
+        return OpenAIBackend(model=opts.pop("served_model", None) or model.path, **opts)
+    if cfg.backend == "hf":
+        from .backends.hf import HFBackend
+
+        return HFBackend(model.path, **opts)
+    raise UserError(f"unknown --backend {cfg.backend!r}; choose from vllm, openai, hf")
+
+
+def _scorer():
+    from .scoring import score
+
+    return score
+
+
+def _image_loader(family: str):
+    from .frames import load_image
+
+    return lambda path: load_image(path, family)
+
+
+def _progress_bar(total: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="evaluating", unit="q", dynamic_ncols=True)
+
+
+def config_summary(cfg: RunConfig) -> dict[str, Any]:
+    d = asdict(cfg)
+    for k in ("data_root", "output_dir", "cache_dir"):
+        d[k] = str(d[k]) if d[k] is not None else None
+    return d

@@ -1,0 +1,205 @@
+"""`Sample`: one benchmark question, parsed from an annotation record, and the parser of the unified format.
+
+The unified format is the predecessor's (EasyVideoR1) JSON/JSONL record: `problem`, `options`, `solution`,
+`problem_type`, `path`, `problem_id`, plus per-benchmark extras. Every other loader (hub releases, the demo
+generator) produces the same `Sample`, so nothing downstream knows where a record came from.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from .errors import SampleError
+
+# Keys that are parsed into Sample attributes; everything else is kept in `fields` (categories, quirks).
+_CORE_KEYS = {"problem_id", "problem", "problem_type", "options", "solution", "path", "image_path", "data_type"}
+_OPTION_RE = re.compile(r"^\s*\(?([A-Z])\s*[\.\):：]\s*", re.ASCII)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One question of one benchmark. Immutable; safe to share across coroutines and processes."""
+
+    benchmark: str
+    sample_id: str
+    task_type: str  # the record's problem_type, as written; scoring maps aliases to canonical types
+    question: str
+    answer: str  # raw ground truth (`solution`), e.g. "<answer>B</answer>"; scorers parse it
+    options: tuple[str, ...] = ()  # as written, each with its own letter prefix ("A. text" or "A: text")
+    video: str | None = None  # path relative to the benchmark's video root (or absolute if allowed)
+    window: tuple[float | None, float | None] | None = None  # (start, end) seconds to sample from, if any
+    images: tuple[str, ...] = ()  # extra images shown after the video (VideoMMMU)
+    fields: Mapping[str, Any] = field(default_factory=dict)  # category fields and extras (ovo_type, duration, ...)
+
+    @property
+    def key(self) -> str:
+        """Unique id within a run: benchmark and sample id."""
+        return f"{self.benchmark}/{self.sample_id}"
+
+    @property
+    def option_letters(self) -> list[str]:
+        """The letters the options actually use, in order (["A", "B", "C"] for three options)."""
+        letters = []
+        for i, opt in enumerate(self.options):
+            m = _OPTION_RE.match(opt)
+            letters.append(m.group(1) if m else chr(ord("A") + i))
+        return letters
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["fields"] = dict(self.fields)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Sample":
+        window = d.get("window")
+        return cls(
+            benchmark=d["benchmark"],
+            sample_id=d["sample_id"],
+            task_type=d["task_type"],
+            question=d["question"],
+            answer=d["answer"],
+            options=tuple(d.get("options") or ()),
+            video=d.get("video"),
+            window=tuple(window) if window is not None else None,
+            images=tuple(d.get("images") or ()),
+            fields=dict(d.get("fields") or {}),
+        )
+
+
+def _parse_options(raw: Any) -> tuple[str, ...]:
+    """Options arrive as a list, null, "[]", "None", or a Python-literal string of a list (hand-edited files)."""
+    if raw is None:
+        return ()
+    if isinstance(raw, str):
+        text = raw.strip()
+        if text in ("", "[]", "None", "null"):
+            return ()
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError:
+            try:
+                raw = ast.literal_eval(text)  # literal_eval never executes code
+            except (ValueError, SyntaxError) as exc:
+                raise SampleError("record_invalid", f"options is not a list: {text[:80]!r}") from exc
+    if not isinstance(raw, (list, tuple)):
+        raise SampleError("record_invalid", f"options must be a list, got {type(raw).__name__}")
+    if not all(isinstance(o, str) for o in raw):
+        raise SampleError("record_invalid", "every option must be a string")
+    return tuple(raw)
+
+
+def _as_seconds(value: Any, name: str) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError) as exc:
+        raise SampleError("record_invalid", f"{name} must be a number of seconds, got {value!r}") from exc
+    if not math.isfinite(seconds) or seconds < 0:
+        raise SampleError("record_invalid", f"{name} must be a finite, non-negative number, got {value!r}")
+    return seconds
+
+
+def parse_record(record: Any, benchmark: str, index: int) -> Sample:
+    """Parse one unified-format record into a Sample; raise SampleError("record_invalid", ...) if malformed.
+
+    `index` is the record's position in its file, used as the id when `problem_id` is missing.
+    """
+    if not isinstance(record, Mapping):
+        raise SampleError("record_invalid", f"record #{index} is a {type(record).__name__}, not an object")
+    missing = [k for k in ("problem_type", "solution") if k not in record]
+    if missing:
+        raise SampleError("record_invalid", f"record #{index} lacks required field(s): {', '.join(missing)}")
+    problem_type = record["problem_type"]
+    if not isinstance(problem_type, str) or not problem_type.strip():
+        raise SampleError("record_invalid", f"record #{index}: problem_type must be a non-empty string")
+    question = record.get("problem", "")
+    if not isinstance(question, str):
+        raise SampleError("record_invalid", f"record #{index}: problem must be a string")
+    solution = record["solution"]
+    if isinstance(solution, (int, float)) and not isinstance(solution, bool):
+        solution = str(solution)
+    if not isinstance(solution, str):
+        raise SampleError("record_invalid", f"record #{index}: solution must be a string")
+    path = record.get("path")
+    if path is not None and (not isinstance(path, str) or not path.strip()):
+        raise SampleError("record_invalid", f"record #{index}: path must be a non-empty string")
+    image = record.get("image_path")
+    if image is not None and not isinstance(image, str):
+        raise SampleError("record_invalid", f"record #{index}: image_path must be a string")
+    pid = record.get("problem_id", index)
+    sample_id = str(pid) if isinstance(pid, (str, int)) and not isinstance(pid, bool) else str(index)
+
+    start = _as_seconds(record.get("start"), "start")
+    end = _as_seconds(record.get("end"), "end")
+    if start is not None and end is not None and end <= start:
+        raise SampleError("record_invalid", f"record #{index}: end ({end}) must be after start ({start})")
+    window = (start, end) if (start is not None or end is not None) else None
+
+    extras = {k: v for k, v in record.items() if k not in _CORE_KEYS}
+    return Sample(
+        benchmark=benchmark,
+        sample_id=sample_id,
+        task_type=problem_type.strip(),
+        question=question,
+        answer=solution,
+        options=_parse_options(record.get("options")),
+        video=path.strip() if path else None,
+        window=window,
+        images=(image,) if image else (),
+        fields=extras,
+    )
+
+
+def read_records(path: Path) -> list[Any]:
+    """Read a JSON array, a single JSON object, or JSONL file of records (raises SampleError on bad syntax)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SampleError("record_invalid", f"{path} is not UTF-8 text: {exc}") from exc
+    if path.suffix == ".jsonl":
+        records = []
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                # Keep the line as a broken record so it is counted and reported, not silently skipped.
+                records.append(_BrokenLine(lineno, str(exc)))
+        return records
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SampleError("record_invalid", f"{path} is not valid JSON: {exc}") from exc
+    return [data] if isinstance(data, dict) else list(data) if isinstance(data, list) else [data]
+
+
+@dataclass(frozen=True)
+class _BrokenLine:
+    lineno: int
+    error: str
+
+
+def iter_samples(records: list[Any], benchmark: str) -> Iterator[Sample | SampleError]:
+    """Yield a Sample per valid record and a SampleError per invalid one, in file order."""
+    for i, rec in enumerate(records):
+        if isinstance(rec, _BrokenLine):
+            err = SampleError("record_invalid", f"line {rec.lineno} is not valid JSON: {rec.error}")
+            err.sample_id = f"#{i}"
+            yield err
+            continue
+        try:
+            yield parse_record(rec, benchmark, i)
+        except SampleError as exc:
+            pid = rec.get("problem_id") if isinstance(rec, Mapping) else None
+            # An invalid record still needs a stable id so its failure is stored (and resumed) like any result.
+            exc.sample_id = str(pid) if isinstance(pid, (str, int)) and not isinstance(pid, bool) else f"#{i}"
+            yield exc

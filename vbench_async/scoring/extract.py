@@ -1,0 +1,478 @@
+"""Answer extraction: named, reusable steps that turn a model output (or a ground-truth string) into answers.
+
+Two layers:
+- `candidates(text)` yields the places an answer may sit, most explicit first: the last `<answer>` tag, a
+  `\\boxed{}`, a "final answer is ..." phrase, the whole text outside `<think>`, and last the thinking itself.
+- Per-form parsers (`parse_choice`, `parse_number`, `parse_yes_no`, `json_objects`, ...) read one candidate.
+Scorers try the candidates in order and keep the first one their parser accepts, so one cascade serves every
+task type and ground truths go through exactly the same code as predictions.
+
+Every function here is pure and total: any string in, no exception out.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+# ----------------------------------------------------------------------------------------------- regions
+
+_THINK_BLOCK = re.compile(r"<(think|thought|thinking)>(.*?)</\1\s*>", re.S | re.I)
+_THINK_CLOSE = re.compile(r"</(?:think|thought|thinking)\s*>", re.I)
+_THINK_OPEN = re.compile(r"<(?:think|thought|thinking)>", re.I)
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer\s*>", re.S | re.I)
+_ANSWER_OPEN = re.compile(r"<answer>", re.I)
+_JUNK_TOKEN = re.compile(r"<\[[A-Za-z0-9_]*\]>|<\|[a-z_]+\|>")  # "<[PLHD21_never_used_...]>", "<|im_end|>"
+_PHRASE = re.compile(
+    r"(?:\b(?:final|correct|best|right)\s+answer|\bthe\s+answer|\banswer|\bfinal\s+choice|答案)"
+    r"\s*(?:is|would\s+be|should\s+be|will\s+be|[:：]|是|为)\s*[:：]?[ \t]*",
+    re.I,
+)
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+
+
+def split_think(text: str) -> tuple[str, list[str]]:
+    """Split an output into (body, thinking blocks).
+
+    Closed `<think>/<thought>/<thinking>` blocks are cut out. A closing tag with no opening one (the chat template
+    opened it in the prompt) makes everything before it thinking. An opening tag that is never closed is dropped
+    and its text kept in the body. Junk placeholder tokens (e.g. `<[PLHD21_never_used_...]>`) are removed.
+    """
+    thinks: list[str] = []
+
+    def cut(m: re.Match) -> str:
+        thinks.append(m.group(2))
+        return "\n"
+
+    body = _THINK_BLOCK.sub(cut, text)
+    closes = list(_THINK_CLOSE.finditer(body))
+    if closes:
+        thinks.insert(0, _THINK_OPEN.sub(" ", body[: closes[-1].start()]))
+        body = body[closes[-1].end():]
+    body = _THINK_OPEN.sub(" ", body)
+    body = _JUNK_TOKEN.sub(" ", body)
+    return body.strip(), [t.strip() for t in thinks if t.strip()]
+
+
+def answer_tag(text: str) -> str | None:
+    """Content of the last `<answer>...</answer>`; an unclosed last `<answer>` (cut-off output) runs to the end."""
+    last = None
+    for m in _ANSWER_TAG.finditer(text):
+        last = m
+    opens = list(_ANSWER_OPEN.finditer(text))
+    if opens and (last is None or opens[-1].start() > last.start()):
+        return text[opens[-1].end():].strip()
+    return last.group(1).strip() if last else None
+
+
+def has_answer_tag(text: str) -> bool:
+    return _ANSWER_OPEN.search(text) is not None
+
+
+def boxed(text: str) -> str | None:
+    """Content of the last `\\boxed{...}` (braces balanced), or None."""
+    starts = [m.end() for m in _BOXED.finditer(text)]
+    for start in reversed(starts):
+        depth = 1
+        for i in range(start, len(text)):
+            c = text[i]
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    return text[start:i].strip()
+    return None
+
+
+def final_phrase(text: str, multiline: bool = False) -> str | None:
+    """What follows the last "final answer is:", "the answer is", "Answer:", "答案是" ... .
+
+    Only to the end of that line (trailing reasoning on later lines is not part of the answer), or to the end of
+    the text with `multiline` (free-form answers that span lines). If the rest of the line is empty, the next
+    non-empty line is taken.
+    """
+    matches = list(_PHRASE.finditer(text))
+    for m in reversed(matches):
+        rest = text[m.end():]
+        if multiline:
+            value = rest.strip()
+        else:
+            lines = [ln.strip() for ln in rest.split("\n")]
+            value = lines[0] if lines[0] else next((ln for ln in lines[1:] if ln), "")
+        if value:
+            return value
+    return None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    source: str  # "answer_tag", "boxed", "phrase", "text" or "think": the step that found it
+    text: str
+
+
+def candidates(text: str, multiline: bool = False) -> Iterator[Candidate]:
+    """Where the answer may be, most explicit first (see the module docstring). Duplicates are skipped."""
+    if not isinstance(text, str):
+        return
+    body, thinks = split_think(text)
+    seen: set[str] = set()
+
+    def emit(source: str, value: str | None) -> Iterator[Candidate]:
+        if value is not None:
+            value = value.strip()
+            if value and value not in seen:
+                seen.add(value)
+                yield Candidate(source, value)
+
+    tag = answer_tag(body)
+    if tag is not None:
+        yield from emit("answer_tag", boxed(tag))
+        yield from emit("answer_tag", final_phrase(tag, multiline))
+        yield from emit("answer_tag", tag)
+    yield from emit("boxed", boxed(body))
+    yield from emit("phrase", final_phrase(body, multiline))
+    yield from emit("text", body)
+    for think in reversed(thinks):
+        yield from emit("think", answer_tag(think))
+        yield from emit("think", final_phrase(think, multiline))
+        yield from emit("think", think)
+
+
+# ------------------------------------------------------------------------------------------- plain text
+
+
+def clean_answer(text: str) -> str:
+    """Strip markdown emphasis, code ticks, surrounding quotes/brackets and trailing punctuation."""
+    t = text.strip()
+    t = re.sub(r"[*`]+", "", t)
+    t = t.strip().strip("\"'“”‘’").strip()
+    t = re.sub(r"^\$+|\$+$", "", t).strip()
+    t = re.sub(r"[\s.。!！]+$", "", t)
+    return t
+
+
+def normalize_text(text: str) -> str:
+    """Lower-case, punctuation to spaces, whitespace collapsed: for comparing option texts and short answers."""
+    t = text.lower()
+    t = re.sub(r"[^\w\s]", " ", t)
+    return " ".join(t.split())
+
+
+# ---------------------------------------------------------------------------------------- option letters
+
+_LETTERS = "ABCDEFGHIJ"
+# Words after a leading "A" / "I" that show it is an option letter ("A because ...", "A is correct").
+_CONNECTIVES = {"because", "since", "as", "is", "was", "which", "seems", "would", "should", "will", "being",
+                "fits", "matches", "appears"}
+_CONJUNCTIONS = {"and", "or", "nor", "vs", "versus"}
+_LONE_LETTER = re.compile(r"^[\(\[]?([A-Ja-j])[\)\]]?[.:：)]?$")
+_LETTER_DELIM = re.compile(r"^(?:[\(\[]([A-J])[\)\]]|([A-J])\s*[.:：)])(?:\s+(.*)|$)", re.S)
+_LETTER_SPACE = re.compile(r"^([A-J])(?:\s+(.*))?$", re.S)
+_OPTION_PREFIX = re.compile(r"^\s*\(?([A-Z])\s*[\.\):：]\s*")
+_LEAD_WORDS = re.compile(
+    r"^(?:(?:the\s+)?(?:correct\s+|best\s+|final\s+|right\s+)?(?:answer|option|choice)\s*(?:is\b)?\s*[:：]?\s*)+", re.I
+)
+_KW = r"(?i:answer|option|choice)"
+_LETTER_PHRASES = [
+    re.compile(rf"\b{_KW}\s*(?i:is|would\s+be|should\s+be)?\s*[:：]?\s*(?i:option\s*)?[\(\[]?([A-J])[\)\]]?(?![\w'’])"),
+    re.compile(r"\b(?i:choose|select|pick|go\s+with)\s+(?i:option\s+|answer\s+)?[\(\[]?([A-J])[\)\]]?(?![\w'’])"),
+    re.compile(r"(?<![\w'’])[\(\[]?([A-J])[\)\]]?\s+(?i:is\s+(?:the\s+)?(?:correct|right|best))\b"),
+    re.compile(r"(?:答案|选项?)\s*(?:是|为)?\s*[:：]?\s*([A-J])"),
+    re.compile(r"\*\*\(?([A-J])\)?\*\*"),
+    re.compile(r"\(([A-J])\)"),
+]
+_STANDALONE = re.compile(r"(?<![\w'’])([A-J])(?![\w'’])")
+
+
+def option_text(option: str) -> str:
+    """An option's text without its "A." / "A:" / "(A)" prefix."""
+    return _OPTION_PREFIX.sub("", option, count=1).strip()
+
+
+def _next_word(rest: str) -> str | None:
+    m = re.match(r"\s*([A-Za-z]+)", rest)
+    return m.group(1) if m else None
+
+
+def _looks_like_article(letter: str, rest: str) -> bool:
+    """"A man ..." / "I think ..." / "A or B": the capital is an article, a pronoun, or one of several letters."""
+    if letter not in ("A", "I"):
+        return False
+    word = _next_word(rest)
+    return bool(word) and word.islower() and word not in _CONNECTIVES
+
+
+def _without_article(text: str) -> str:
+    return re.sub(r"^(?:a|an|the) ", "", normalize_text(text))
+
+
+def _letter_for_text(text: str, letters: Sequence[str], options: Sequence[str]) -> str | None:
+    """The letter whose option text equals `text` (normalised, leading article ignored), if exactly one does."""
+    norm = _without_article(text)
+    if not norm:
+        return None
+    hits = [letter for letter, opt in zip(letters, options) if _without_article(option_text(opt)) == norm]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _leading_letter(text: str, letters: Sequence[str], options: Sequence[str]) -> str | None:
+    """A letter that opens the answer: "B", "(B)", "b", "B. ketose", "B: text", "(B) text", "B because ..."."""
+    m = _LONE_LETTER.match(text)
+    if m:
+        return m.group(1).upper()
+    m = _LETTER_DELIM.match(text)
+    if m:
+        return m.group(1) or m.group(2)
+    m = _LETTER_SPACE.match(text)
+    if m:
+        letter, rest = m.group(1), m.group(2) or ""
+        if options and letter in letters:
+            opt = options[list(letters).index(letter)]
+            if normalize_text(rest) == normalize_text(option_text(opt)):
+                return letter
+        if (_next_word(rest) or "").lower() in _CONJUNCTIONS:
+            return None
+        if not _looks_like_article(letter, rest):
+            return letter
+    return None
+
+
+def _phrase_letter(text: str) -> str | None:
+    """The last letter named by an explicit phrase ("answer is B", "choose C", "(D)", "**E**", "F is correct")."""
+    best: tuple[int, str] | None = None
+    for pattern in _LETTER_PHRASES:
+        for m in pattern.finditer(text):
+            if _looks_like_article(m.group(1), text[m.end():]):
+                continue
+            if best is None or m.start(1) > best[0]:
+                best = (m.start(1), m.group(1))
+    return best[1] if best else None
+
+
+def _unique_letter(text: str, letters: Sequence[str]) -> str | None:
+    """The one valid option letter standing alone in a short text ("I think B"); None if none or several."""
+    found = set()
+    for m in _STANDALONE.finditer(text):
+        letter, rest = m.group(1), text[m.end():]
+        if letter not in letters:
+            continue
+        if _looks_like_article(letter, rest) and (_next_word(rest) or "") not in _CONJUNCTIONS:
+            continue
+        found.add(letter)
+    return found.pop() if len(found) == 1 else None
+
+
+def _answer_line(line: str, letters: Sequence[str], options: Sequence[str]) -> str | None:
+    t = _LEAD_WORDS.sub("", clean_answer(line)).strip()
+    if not t or len(t) > 80:
+        return None
+    return _leading_letter(t, letters, options) or _letter_for_text(t, letters, options)
+
+
+def parse_choice(text: str, letters: Sequence[str] = tuple(_LETTERS), options: Sequence[str] = (),
+                 whole_text: bool = False) -> str | None:
+    """An option letter (A-J) from one candidate answer, or None.
+
+    Never reads an English article or pronoun as a letter ("the answer is a dog", "A man ...", "I think ...").
+    `letters` are the sample's valid letters, `options` its option strings (so "ketose" or "B ketose" maps to B).
+    With `whole_text` (the candidate is the whole output, not an explicit answer) the answer phrases are searched,
+    then the first line and the last five lines bottom-up.
+    """
+    letter = _answer_line(text, letters, options)
+    if letter:
+        return letter
+    letter = _phrase_letter(text)
+    if letter:
+        return letter
+    if whole_text:
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        for line in lines[:1] + lines[-5:][::-1]:
+            letter = _answer_line(line, letters, options)
+            if letter:
+                return letter
+    t = _LEAD_WORDS.sub("", clean_answer(text)).strip()
+    if len(t.split()) <= 12:
+        return _unique_letter(t, letters)
+    return None
+
+
+# -------------------------------------------------------------------------------------------------- numbers
+
+NUMBER_PATTERN = r"[-+−]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?"
+_NUMBER = re.compile(rf"(?<![\w.]){NUMBER_PATTERN}(?:\s*/\s*\d+(?![\d.]))?(?:\s*%)?")
+_UNITS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+          "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
+          "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "none": 0, "once": 1, "twice": 2,
+          "thrice": 3}
+_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
+         "ninety": 90}
+_DIGIT_WORDS = "one|two|three|four|five|six|seven|eight|nine"
+_WORD_NUMBER = re.compile(
+    rf"\b(?:({'|'.join(_TENS)})(?:[-\s]({_DIGIT_WORDS}))?|({'|'.join(_UNITS)}))\b", re.I
+)
+
+
+@dataclass(frozen=True)
+class Number:
+    value: float
+    percent: bool  # written with "%"
+    decimals: int  # digits after the decimal point as written (precision of a ground truth)
+    text: str
+
+
+def to_number(token: str) -> Number | None:
+    raw = token.strip()
+    percent = raw.endswith("%")
+    t = raw.rstrip("%").strip().replace("−", "-").replace(",", "")
+    try:
+        if "/" in t:
+            num, den = (p.strip() for p in t.split("/", 1))
+            value = float(num) / float(den)
+            decimals = 6
+        else:
+            value = float(t)
+            mantissa = t.lower().split("e")[0]
+            decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    except (ValueError, ZeroDivisionError, OverflowError):
+        return None
+    if not math.isfinite(value):
+        return None
+    return Number(value, percent, decimals, raw)
+
+
+def find_numbers(text: str) -> list[Number]:
+    """Every number written in digits ("1,234", "-5.0", "3/4", "50%"), in order; number words if there are none."""
+    found = [n for n in (to_number(m.group(0)) for m in _NUMBER.finditer(text)) if n is not None]
+    if found:
+        return found
+    words = []
+    for m in _WORD_NUMBER.finditer(text):
+        if m.group(1):
+            value = _TENS[m.group(1).lower()] + (_UNITS[m.group(2).lower()] if m.group(2) else 0)
+        else:
+            value = _UNITS[m.group(3).lower()]
+        words.append(Number(float(value), False, 0, m.group(0)))
+    return words
+
+
+def parse_number(text: str, whole_text: bool = False) -> Number | None:
+    """The answer number of one candidate: its first number, or for a long whole output its last number."""
+    numbers = find_numbers(text)
+    if not numbers:
+        return None
+    if whole_text and len(text.split()) > 12:
+        return numbers[-1]
+    return numbers[0]
+
+
+# ---------------------------------------------------------------------------------------------------- yes/no
+
+_YES_NO = re.compile(r"(?<![\w'’-])(yes|no|true|false|是|否)(?![\w'’-])", re.I)
+_YES = {"yes", "true", "是", "y"}
+
+
+def parse_yes_no(text: str, whole_text: bool = False) -> str | None:
+    """ "yes" / "no" from whole words only: "NOT", "KNOW", "EYES", "nobody" are not answers. A bare "Y"/"N" counts.
+
+    An explicit answer is read from its first yes/no word; a whole output from its first word if that is yes/no,
+    else its last yes/no word.
+    """
+    t = clean_answer(text)
+    if t.upper() in ("Y", "N"):
+        return "yes" if t.upper() == "Y" else "no"
+    words = [m.group(1).lower() for m in _YES_NO.finditer(t)]
+    if not words:
+        return None
+    if whole_text and not _YES_NO.match(t):
+        word = words[-1]
+    else:
+        word = words[0]
+    return "yes" if word in _YES else "no"
+
+
+# ------------------------------------------------------------------------------------------------------ JSON
+
+_FENCE = re.compile(r"```(?:json|python)?\s*(.*?)```", re.S | re.I)
+_MAX_OBJECTS = 64
+
+
+def json_objects(text: str) -> list[dict]:
+    """Every top-level `{...}` object in the text that parses as JSON (or as a Python literal), in order.
+
+    Fenced ```json blocks are read too. Malformed fragments are skipped; deep nesting never raises.
+    """
+    out: list[dict] = []
+    decoder = json.JSONDecoder()
+    sources = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    for source in sources:
+        pos, tries = 0, 0
+        while tries < _MAX_OBJECTS:
+            start = source.find("{", pos)
+            if start < 0:
+                break
+            tries += 1
+            obj, end = _decode_object(decoder, source, start)
+            if isinstance(obj, dict):
+                out.append(obj)
+                pos = end
+            else:
+                pos = start + 1
+    return out
+
+
+def _decode_object(decoder: json.JSONDecoder, text: str, start: int) -> tuple[object, int]:
+    try:
+        return decoder.raw_decode(text, start)
+    except (ValueError, RecursionError):
+        pass
+    end = _balanced_end(text, start)
+    if end is None:
+        return None, start
+    try:
+        value = ast.literal_eval(text[start:end])  # literals only: nothing is executed
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None, start
+    return value, end
+
+
+def _balanced_end(text: str, start: int) -> int | None:
+    depth = 0
+    for i in range(start, min(len(text), start + 20000)):
+        c = text[i]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return None
+
+
+def number_list(value: object, length: int) -> list[float] | None:
+    """`value` as a list of `length` finite floats (numbers or numeric strings), else None."""
+    if not isinstance(value, (list, tuple)) or len(value) != length:
+        return None
+    out = []
+    for v in value:
+        if isinstance(v, bool):
+            return None
+        if isinstance(v, str):
+            n = to_number(v)
+            if n is None:
+                return None
+            v = n.value
+        if not isinstance(v, (int, float)):
+            return None
+        try:
+            f = float(v)
+        except (OverflowError, ValueError):
+            return None
+        if not math.isfinite(f):
+            return None
+        out.append(f)
+    return out

@@ -1,0 +1,107 @@
+"""Math answers: symbolic equivalence with math-verify, under a time limit that also works off the main thread.
+
+math-verify bounds its own work with SIGALRM, which only exists in the main thread. There it is used directly;
+from any other thread (the async pipeline's executors) the check runs in a one-process worker pool that is
+killed and replaced when a check overruns.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import threading
+from functools import lru_cache
+
+from ..samples import Sample
+from . import extract
+from .base import Score, malformed
+from .tasks import first_answer, ground_truth, numbers_match, score_multiple_choice
+
+log = logging.getLogger(__name__)
+
+TIME_LIMIT_S = 5  # per parse and per comparison (math-verify takes whole seconds)
+
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def _parse_math(text: str, whole: bool) -> str | None:
+    t = text.strip().strip("$").strip()
+    return t or None
+
+
+def _mv_parse(text: str, limit: int):
+    from math_verify import parse
+
+    parsed = parse(text, parsing_timeout=limit)
+    if not parsed and "$" not in text:
+        parsed = parse(f"${text}$", parsing_timeout=limit)  # bare LaTeX such as \frac{1}{2}
+    return parsed
+
+
+def check_equivalence(gt: str, pred: str, limit: int = TIME_LIMIT_S) -> tuple[bool, bool]:
+    """(pred parsed as math, pred equivalent to gt), with math-verify's own time limit (main thread only)."""
+    from math_verify import verify
+
+    gold = _gold(gt, limit)
+    answer = _mv_parse(pred, limit)
+    if not any(not isinstance(a, str) for a in answer):  # only a raw-string fallback: not math
+        return False, False
+    return True, bool(gold) and bool(verify(gold, answer, timeout_seconds=limit))
+
+
+@lru_cache(maxsize=4096)
+def _gold(gt: str, limit: int):
+    """A ground truth is parsed once per process (an RL group scores many outputs against it)."""
+    return _mv_parse(gt, limit)
+
+
+def _worker_pool():
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = multiprocessing.get_context("spawn").Pool(1)
+        return _pool
+
+
+def _reset_pool() -> None:
+    global _pool
+    with _pool_lock:
+        if _pool is not None:
+            _pool.terminate()
+            _pool = None
+
+
+def equivalent(gt: str, pred: str, limit: int = TIME_LIMIT_S) -> tuple[bool, bool, bool]:
+    """(parsed, equal, timed_out). Cheap cases (same text, same number) skip math-verify entirely."""
+    if extract.normalize_text(gt) == extract.normalize_text(pred) and extract.normalize_text(gt):
+        return True, True, False
+    g, p = extract.find_numbers(gt), extract.find_numbers(pred)
+    plain = all(len(n) == 1 and n[0].text.strip() == s.strip() for n, s in ((g, gt), (p, pred)))
+    if plain:
+        return True, numbers_match(p[0], g[0]), False
+    if threading.current_thread() is threading.main_thread():
+        return (*check_equivalence(gt, pred, limit), False)
+    try:
+        result = _worker_pool().apply_async(check_equivalence, (gt, pred, limit)).get(timeout=3 * limit + 5)
+        return (*result, False)
+    except multiprocessing.TimeoutError:
+        log.warning("math check timed out after %ss; scoring 0: %.80r", 3 * limit + 5, pred)
+        _reset_pool()
+        return True, False, True
+
+
+def score_math(sample: Sample, output: str) -> Score:
+    """Symbolic equivalence of the final expression. Math items with options are scored as multiple choice."""
+    if sample.options:
+        return score_multiple_choice(sample, output)
+    gt = ground_truth(sample, _parse_math, "a math answer")
+    found = first_answer(output, _parse_math)
+    if found is None:
+        return malformed(source=None)
+    pred, cand = found
+    parsed, equal, timed_out = equivalent(gt, pred)
+    if not parsed:
+        return Score(0.0, pred, False, {"source": cand.source})
+    details = {"source": cand.source} | ({"timeout": True} if timed_out else {})
+    return Score(1.0 if equal else 0.0, pred, True, details)

@@ -1,0 +1,181 @@
+"""Routing in one place: `problem_type` -> scorer, and the two entry points built on it, `score` and `reward`.
+
+Evaluation stores `score(...)`; the RL add-on uses `reward(...)`, which is the same score plus a format term, so
+metrics and rewards can never disagree.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, Callable, Mapping
+
+from ..errors import SampleError
+from ..samples import Sample, parse_record
+from . import extract
+from .base import Score, UnknownTaskType, clip01, malformed
+from .code_task import score_code
+from .grounding import (
+    score_spatial_grounding,
+    score_spatial_temporal_grounding,
+    score_temporal_grounding,
+    score_tracking,
+)
+from .math_task import score_math
+from .tasks import (
+    score_boolean,
+    score_counting,
+    score_multiple_choice,
+    score_numerical,
+    score_ocr,
+    score_open_ended,
+    score_preference,
+    score_regression,
+)
+
+log = logging.getLogger(__name__)
+
+Scorer = Callable[[Sample, str], Score]
+
+# canonical task type -> (scorer, aliases). Aliases are the spellings found in real annotation files (the
+# predecessor's evaluation and training data); matching ignores case and treats "-", "_" and spaces alike.
+_TASKS: dict[str, tuple[Scorer, tuple[str, ...]]] = {
+    "multiple choice": (score_multiple_choice, ("multiple_choice", "mc", "mcq")),
+    "numerical": (score_numerical, ("number", "numeric")),
+    "regression": (score_regression, ("numerical regression",)),
+    "counting": (score_counting, ("count", "REC")),  # OVO-Bench REC: how many times
+    "boolean": (score_boolean, ("yes/no", "yes_no", "binary classification", "SSR", "CRR")),
+    "temporal grounding": (score_temporal_grounding, ("tvg", "moment retrieval")),
+    "spatial grounding": (score_spatial_grounding, ("visual grounding",)),
+    "spatial-temporal grounding": (
+        score_spatial_temporal_grounding,
+        ("spatio-temporal grounding", "spatiotemporal grounding", "stvg"),
+    ),
+    "tracking": (score_tracking, ("object tracking",)),
+    "ocr": (score_ocr, ()),
+    "math": (score_math, ("mathematics",)),
+    "open-ended": (score_open_ended, ("free-form", "video qa", "video description", "caption")),
+    "code": (score_code, ("coding", "svg-code", "html-code")),
+    "preference": (score_preference, ("llava", "critic")),
+}
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[\s_\-]+", " ", name.strip().lower())
+
+
+_ROUTES: dict[str, str] = {}
+for _canonical, (_scorer, _aliases) in _TASKS.items():
+    for _name in (_canonical, *_aliases):
+        assert _ROUTES.setdefault(_key(_name), _canonical) == _canonical, f"alias {_name!r} routes twice"
+
+
+def known_task_types() -> list[str]:
+    """The canonical task types, in the order of the routing table."""
+    return list(_TASKS)
+
+
+def canonical_task_type(problem_type: str) -> str:
+    """Map a `problem_type` spelling to its canonical type; raise UnknownTaskType (a ValueError) if none."""
+    canonical = _ROUTES.get(_key(problem_type)) if isinstance(problem_type, str) else None
+    if canonical is None:
+        raise UnknownTaskType(str(problem_type), known_task_types())
+    return canonical
+
+
+def _as_sample(sample: Sample | Mapping[str, Any]) -> Sample:
+    return sample if isinstance(sample, Sample) else parse_record(sample, benchmark="record", index=0)
+
+
+def score(sample: Sample | Mapping[str, Any], output: str) -> Score:
+    """Score one model output against one sample (a Sample or a unified-format record).
+
+    Never raises on the output: anything unreadable scores 0 with well_formed=False. Raises UnknownTaskType for an
+    unknown task type and SampleError("record_invalid") when the sample itself (its ground truth) is unreadable.
+    """
+    sample = _as_sample(sample)
+    scorer = _TASKS[canonical_task_type(sample.task_type)][0]
+    if not isinstance(output, str):
+        output = "" if output is None else str(output)
+    try:
+        result = scorer(sample, output)
+    except SampleError:
+        raise
+    except Exception as exc:  # a scorer bug must not take a whole run down: score 0 and say why
+        log.exception("scorer for %r failed on %s", sample.task_type, sample.key)
+        return malformed(source=None, scorer_error=f"{type(exc).__name__}: {exc}"[:300])
+    if not result.well_formed:
+        return Score(0.0, result.extracted, False, result.details)
+    return Score(clip01(result.value), result.extracted, True, result.details)
+
+
+def check_sample(sample: Sample | Mapping[str, Any]) -> Sample:
+    """Validate a sample before a run or training starts: known task type and a readable ground truth.
+
+    Returns the parsed Sample; raises UnknownTaskType or SampleError.
+    """
+    sample = _as_sample(sample)
+    score(sample, "")
+    return sample
+
+
+FORMAT_MODES = ("answer_tag", "well_formed", "none")
+
+
+def format_score(output: str, result: Score, mode: str = "answer_tag") -> float:
+    """The format term of the reward.
+
+    "answer_tag" (the predecessor's rule): 0 without an `<answer>` tag, 1 when the answer was read from the tag and
+    has the right form, 0.5 for a tag whose content is not a valid answer. "well_formed": 1 if the output had a
+    valid answer anywhere. "none": always 0.
+    """
+    if mode == "answer_tag":
+        if not isinstance(output, str) or not extract.has_answer_tag(output):
+            return 0.0
+        return 1.0 if result.well_formed and result.details.get("source") == "answer_tag" else 0.5
+    if mode == "well_formed":
+        return 1.0 if result.well_formed else 0.0
+    if mode == "none":
+        return 0.0
+    raise ValueError(f"unknown format mode {mode!r}; use one of {', '.join(FORMAT_MODES)}")
+
+
+def reward_parts(
+    sample: Sample | Mapping[str, Any],
+    output: str,
+    format_weight: float = 0.1,
+    *,
+    accuracy_weight: float | None = None,
+    format_mode: str = "answer_tag",
+) -> dict[str, float]:
+    """{"overall", "accuracy", "format"}: overall = accuracy_weight * accuracy + format_weight * format.
+
+    `accuracy` is `score(...).value`; `accuracy_weight` defaults to 1 - format_weight.
+    """
+    if accuracy_weight is None:
+        accuracy_weight = 1.0 - format_weight
+    if format_weight < 0 or accuracy_weight < 0:
+        raise ValueError(f"reward weights must be non-negative, got format={format_weight}, accuracy={accuracy_weight}")
+    if format_mode not in FORMAT_MODES:
+        raise ValueError(f"unknown format mode {format_mode!r}; use one of {', '.join(FORMAT_MODES)}")
+    result = score(sample, output)
+    fmt = format_score(output, result, format_mode)
+    return {
+        "overall": accuracy_weight * result.value + format_weight * fmt,
+        "accuracy": result.value,
+        "format": fmt,
+    }
+
+
+def reward(
+    sample: Sample | Mapping[str, Any],
+    output: str,
+    format_weight: float = 0.1,
+    *,
+    accuracy_weight: float | None = None,
+    format_mode: str = "answer_tag",
+) -> float:
+    """The RL reward of one output: `reward_parts(...)["overall"]`."""
+    return reward_parts(sample, output, format_weight, accuracy_weight=accuracy_weight, format_mode=format_mode)[
+        "overall"
+    ]
