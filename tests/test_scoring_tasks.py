@@ -147,8 +147,17 @@ def test_code_svg_and_html():
 
 @pytest.mark.parametrize(
     "output,value",
-    [("Response 2", 1.0), ("2", 1.0), ("B", 1.0), ("second", 1.0), ("<answer>Response 2</answer>", 1.0),
-     ("Response 2 is better than Response 1", 1.0), ("Response 1", 0.0), ("Tie", 0.0), ("unsure", 0.0)],
+    [
+        ("Response 2", 1.0),
+        ("2", 1.0),
+        ("B", 1.0),
+        ("second", 1.0),
+        ("<answer>Response 2</answer>", 1.0),
+        ("Response 2 is better than Response 1", 1.0),
+        ("Response 1", 0.0),
+        ("Tie", 0.0),
+        ("unsure", 0.0),
+    ],
 )
 def test_preference_labels(output, value):
     assert score(make("critic", "<answer>Response 2</answer>"), output).value == value
@@ -210,6 +219,8 @@ def test_unreadable_ground_truth_is_a_sample_error():
     assert exc.value.kind == "record_invalid"
     with pytest.raises(SampleError):
         check_sample(make("temporal grounding", "<answer>soon</answer>"))
+    with pytest.raises(SampleError):
+        check_sample(make("multiple choice", "<answer>E</answer>", ["A. x", "B. y"]))
     assert check_sample(make("numerical", "<answer>5</answer>")).task_type == "numerical"
 
 

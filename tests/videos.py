@@ -49,27 +49,31 @@ def write_video(
     *,
     frames: int | None = None,
     seconds: float | None = None,
-    fps: int = 30,
+    fps: float = 30,
     width: int = 160,
     height: int = 96,
     gop: int = 60,
     textured: bool = False,
+    seed: int = 0,
 ) -> Path:
-    """Encode an H.264 mp4 with `frames` frames (or `seconds` * fps). Width and height must be even."""
+    """Encode an H.264 mp4 with `frames` frames (or `seconds` * fps). Width and height must be even.
+
+    `textured` adds a moving random texture (a realistic decoding load); `seed` varies it, so files differ.
+    """
     if frames is None:
         if seconds is None:
             raise ValueError("give frames or seconds")
         frames = int(round(seconds * fps))
     texture = None
     if textured:
-        rng = np.random.default_rng(0)
+        rng = np.random.default_rng(seed)
         small = rng.integers(0, 256, (height // 8 + 1, (width * 2) // 8 + 1, 3), dtype=np.uint8)
         texture = np.kron(small, np.ones((8, 8, 1), np.uint8))[:height, : width * 2]
     path.parent.mkdir(parents=True, exist_ok=True)
     with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=Fraction(fps))
+        stream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))  # 29.97 = 30000/1001
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        stream.options = {"preset": "ultrafast", "g": str(gop), "crf": "28"}
+        stream.options = {"preset": "ultrafast", "g": str(gop), "crf": "28", "threads": "1"}
         for i in range(frames):
             frame = av.VideoFrame.from_ndarray(frame_image(i, width, height, texture), format="rgb24")
             container.mux(stream.encode(frame))

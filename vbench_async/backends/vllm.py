@@ -86,6 +86,10 @@ class VLLMBackend:
             seed=s.seed,
             disable_log_stats=True,
         )
+        if cpu and s.tensor_parallel_size * s.data_parallel_size == 1:
+            # One worker: run it inside the engine-core process instead of spawning another interpreter (saves the
+            # seconds of a second `import vllm` at start-up).
+            kwargs["distributed_executor_backend"] = "uni"
         if s.max_num_batched_tokens:
             kwargs["max_num_batched_tokens"] = s.max_num_batched_tokens
         if kv is not None:

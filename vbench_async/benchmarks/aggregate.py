@@ -79,7 +79,7 @@ def breakdowns(results: list[Result], categories: Iterable[Category]) -> dict[st
     out: dict[str, Any] = {}
     task_groups = _group(results, lambda r: r.get("task_type"))
     if len(task_groups) > 1:
-        out["by_task_type"] = {k: _stats(v) for k, v in task_groups.items()}
+        out["by_problem_type"] = {k: _stats(v) for k, v in task_groups.items()}
     for cat in categories:
         groups = _group(results, _category_key(cat))
         if groups:
@@ -124,7 +124,8 @@ def _hierarchical(results: list[Result], params: Mapping[str, Any]) -> dict[str,
     by_task, by_category = {}, {}
     for category, task_map in sorted(tasks.items()):
         task_scores = {t: mean(value(r) for r in rs) for t, rs in sorted(task_map.items())}
-        by_task.update({t: {"score": s, "n": len(task_map[t]), category_field: category} for t, s in task_scores.items()})
+        for t, s in task_scores.items():
+            by_task[t] = {"score": s, "n": len(task_map[t]), category_field: category}
         by_category[category] = {"score": mean(task_scores.values()), "n_tasks": len(task_scores)}
     return {"score": mean(c["score"] for c in by_category.values()),
             "headline": f"mean of {category_field} scores, each the mean of its {task_field} scores",
@@ -168,7 +169,8 @@ def _stvg(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
     spatial = [i for i in items if i["viou"] is not None]
     thresholds = tuple(params.get("thresholds", (0.3, 0.5, 0.7)))
     official: dict[str, Any] = {"m_tIoU": mean(i["tiou"] for i in items), "n_with_boxes": len(spatial)}
-    official.update({k.replace("R@", "tIoU@"): v for k, v in recall_at_iou([i["tiou"] for i in items], thresholds).items()})
+    t_hits = recall_at_iou([i["tiou"] for i in items], thresholds)
+    official.update({k.replace("R@", "tIoU@"): v for k, v in t_hits.items()})
     if spatial:
         official["m_sIoU"] = mean(i["siou"] for i in spatial)
         official["m_vIoU"] = mean(i["viou"] for i in spatial)

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from ..errors import UserError
+from ..errors import SampleError, UserError
 
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 PRESET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -126,7 +126,9 @@ class Card:
         for key in (task_type, canonical, DEFAULT_PROMPT_KEY):
             if key is not None and key in self.prompt:
                 return self.prompt[key]
-        raise UserError(f"benchmark {self.id!r} has no prompt template for task type {task_type!r}")
+        # A record's problem, not the user's: the run records it as that sample's failure and goes on.
+        raise SampleError("task_type_mismatch",
+                          f"benchmark {self.id!r} has no prompt template for task type {task_type!r}")
 
 
 # ----------------------------------------------------------------------------------------------- parsing helpers
@@ -140,7 +142,8 @@ class _Reader:
             raise UserError(f"{where}: expected a mapping, got {type(data).__name__}")
         unknown = sorted(set(data) - allowed)
         if unknown:
-            raise UserError(f"{where}: unknown key(s) {', '.join(map(str, unknown))}; allowed: {', '.join(sorted(allowed))}")
+            raise UserError(f"{where}: unknown key(s) {', '.join(map(str, unknown))}; "
+                            f"allowed: {', '.join(sorted(allowed))}")
         self.data, self.where = data, where
 
     def get(self, key: str, kind: type | tuple[type, ...], default: Any = None, required: bool = False) -> Any:
@@ -187,20 +190,54 @@ def _unified(data: Any, where: str) -> UnifiedSource:
     )
 
 
+_RECORD_KEYS = {
+    "id", "question", "options", "answer", "video", "video_ext", "video_search", "task_type", "start", "end", "image",
+    "fields", "vars", "explode", "filter", "exclude", "records",
+}
+_OPTION_KINDS = {"list", "dict", "columns", "embedded"}
+_ANSWER_KINDS = {"letter", "index", "raw", "time_span"}
+
+
+def _record_mapping(data: Any, where: str) -> dict[str, Any]:
+    """Check a hub record mapping's shape here, so a card typo fails at load time and not on the first record."""
+    r = _Reader(data, where, _RECORD_KEYS)
+    for key in ("options", "answer"):
+        spec = r.get(key, (str, Mapping))
+        if isinstance(spec, Mapping):
+            kinds = _OPTION_KINDS if key == "options" else _ANSWER_KINDS
+            sr = _Reader(spec, f"{where}.{key}", {"field", "kind", "columns", "sep"})
+            if sr.get("kind", str, "list" if key == "options" else "letter") not in kinds:
+                raise UserError(f"{where}.{key}: kind must be one of {', '.join(sorted(kinds))}")
+            if spec.get("kind") == "columns" and not isinstance(spec.get("columns"), list):
+                raise UserError(f"{where}.{key}: kind columns needs a 'columns' list")
+            if spec.get("kind") not in ("columns", "embedded") and not isinstance(spec.get("field"), str):
+                raise UserError(f"{where}.{key}: needs a 'field'")
+    for name, var in (r.get("vars", Mapping, {})).items():
+        vr = _Reader(var, f"{where}.vars.{name}", {"from", "map", "default"})
+        vr.get("from", str, required=True)
+        vr.get("map", Mapping, required=True)
+    for key in ("fields", "filter", "exclude"):
+        r.get(key, Mapping)
+    if r.get("records", str) not in (None, "dict_by_id"):
+        raise UserError(f"{where}.records: the only special layout is dict_by_id")
+    return dict(data)
+
+
 def _hub(data: Any, where: str) -> HubSource:
-    keys = {"repo", "files", "record", "video_dir", "revision", "video_files", "video_revision", "hook", "limit", "note"}
-    r = _Reader(data, where, keys)
+    r = _Reader(data, where, {"repo", "files", "record", "video_dir", "revision", "video_files", "video_revision",
+                              "hook", "limit", "note"})
     files = []
     for i, entry in enumerate(r.get("files", list, required=True)):
         if isinstance(entry, str):
             files.append(HubFile(entry))
             continue
         fr = _Reader(entry, f"{where}.files[{i}]", {"glob", "record"})
-        files.append(HubFile(fr.get("glob", str, required=True), fr.get("record", Mapping, {})))
+        override = _record_mapping(fr.get("record", Mapping, {}), f"{where}.files[{i}].record")
+        files.append(HubFile(fr.get("glob", str, required=True), override))
     if not files:
         raise UserError(f"{where}: files must list at least one annotation file glob")
     hook = r.get("hook", str)
-    record = r.get("record", Mapping, {})
+    record = _record_mapping(r.get("record", Mapping, {}), f"{where}.record")
     if hook is None and not record:
         raise UserError(f"{where}: give a record mapping or a hook")
     repo = r.get("repo", str, required=True)
@@ -336,9 +373,11 @@ def load_card(path: Path) -> Card:
 
 
 def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep merge; an empty mapping in `override` clears the key (mmvu@all drops the hub's MC-only filter)."""
     out = dict(base)
     for key, value in override.items():
-        out[key] = _merge(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) else value
+        nested = isinstance(value, Mapping) and value and isinstance(out.get(key), Mapping)
+        out[key] = _merge(out[key], value) if nested else value
     return out
 
 

@@ -62,7 +62,8 @@ def render(template: str, record: Mapping[str, Any]) -> str:
         if isinstance(value, list) and len(value) == 1:  # LongVideo-Reason's `videos` is a one-item list
             value = value[0]
         if value is _MISSING or value is None or isinstance(value, (list, dict)):
-            raise SampleError("record_invalid", f"field {m.group(1)!r} (used in {template!r}) is missing or not a value")
+            raise SampleError("record_invalid",
+                              f"field {m.group(1)!r} (used in {template!r}) is missing or not a value")
         return str(value)
 
     return _TEMPLATE.sub(sub, template)

@@ -10,10 +10,12 @@ transformation of a loaded sample is in one module.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections import Counter
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -168,13 +170,22 @@ def ovo_official(rec: Mapping[str, Any], ctx: HubContext) -> list[dict[str, Any]
 
 
 def _video_fps(path: Path) -> float:
-    import av  # only ST-Align's official release needs a probe: its spans are frame indices
-
     if not path.is_file():
         raise SampleError("video_missing", f"{path} is missing; ST-Align's frame-indexed spans need the video's fps")
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0]
-        rate = stream.average_rate or stream.guessed_rate
+    stat = path.stat()
+    return _probe_fps(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=4096)  # many questions share one video; the file's mtime and size are part of the key
+def _probe_fps(path: str, mtime_ns: int, size: int) -> float:
+    import av  # only ST-Align's official release needs a probe: its spans are frame indices
+
+    try:
+        with av.open(path) as container:
+            stream = container.streams.video[0]
+            rate = stream.average_rate or stream.guessed_rate
+    except (av.error.FFmpegError, IndexError) as exc:
+        raise SampleError("decode_error", f"cannot read the frame rate of {path}: {exc}") from exc
     if not rate:
         raise SampleError("decode_error", f"{path} reports no frame rate")
     return float(rate)
@@ -198,8 +209,6 @@ def stvg_official(rec: Mapping[str, Any], ctx: HubContext) -> list[dict[str, Any
     conversations = rec.get("conversations") or [{}]
     question = re.sub(r"<video>\s*", "", str(conversations[0].get("value", ""))).strip()
     split = meta.get("split")
-    import json
-
     out = {
         "data_type": "video", "problem_type": "spatial-temporal grounding", "problem": question, "options": [],
         "path": video, "problem_id": str(rec.get("id", rec.get("_index"))),

@@ -119,7 +119,8 @@ def _unified(card: Card, root: DataRoot) -> Resolved:
 
 def _hub(card: Card, root: DataRoot) -> Resolved:
     snapshot = hub_dir(card, root)
-    return Resolved(kind="hub", snapshot=snapshot, video_root=snapshot / card.sources.hub.video_dir, image_root=snapshot)
+    video_root = snapshot / card.sources.hub.video_dir
+    return Resolved(kind="hub", snapshot=snapshot, video_root=video_root, image_root=snapshot)
 
 
 def _hub_present(card: Card, root: DataRoot) -> bool:
@@ -176,20 +177,27 @@ def load_records(card: Card, resolved: Resolved, root: Path | str | None) -> lis
         records = read_records(resolved.annotation)
     except SampleError as exc:
         raise UserError(f"cannot read {resolved.annotation}: {exc}") from exc
+    return as_unified(records, card, resolved.annotation.parent / ".vbench-images")
+
+
+def as_unified(records: list[Any], card: Card, image_store: Path) -> list[Any]:
+    """Records as given, or mapped with the card's hub mapping when the file is in the official release's format
+    (VCR-Bench's raw meta_info_video.json given as the unified file, as the predecessor's conversion hook allowed)."""
     hub = card.sources.hub
     first = records[0] if records else None
     if hub and hub.record and not hub.hook and isinstance(first, Mapping) and "problem_type" not in first:
-        records = official_to_unified(records, card)  # an official-format file given as unified (VCR-Bench raw)
+        return official_to_unified(records, card, image_store)
     return records
 
 
-def official_to_unified(records: list[Any], card: Card) -> list[Any]:
+def official_to_unified(records: list[Any], card: Card, image_store: Path) -> list[Any]:
+    """Map records in the official release's format with the card's hub mapping (a file given as unified)."""
     from .hub import to_unified
 
     out: list[Any] = []
     for i, rec in enumerate(records):
         try:
-            out.append(to_unified({**rec, "_index": i, "_file": "", "_dir": ""}, card.sources.hub.record, Path(".")))
+            out.append(to_unified({**rec, "_index": i, "_file": "", "_dir": ""}, card.sources.hub.record, image_store))
         except (SampleError, TypeError) as exc:
             err = exc if isinstance(exc, SampleError) else SampleError("record_invalid", str(exc))
             err.sample_id = f"#{i}"

@@ -17,6 +17,13 @@ from ..errors import UserError
 # Order here is the order in `vbench-async --help`.
 _COMMAND_MODULES = [
     "run",
+    "preprocess",
+    "cache",
+    "list",
+    "data",
+    "judge",
+    "leaderboard",
+    "compare",
 ]
 
 

@@ -2,7 +2,7 @@
 
 Layout rules keep the ground truth unambiguous: every shape has its own kind and colour, shapes never overlap each
 other, and captions live in a band at the bottom that shapes never enter. Timing rules keep events visible at the
-frame rates evaluations sample (flashes and gaps last at least ~1/24 of the video).
+frame rates evaluations sample (see `_flashing_shape`).
 """
 
 from __future__ import annotations
@@ -86,8 +86,9 @@ def _moving_shape(rng: np.random.Generator, kind: str, color: str, size: int, wi
 
 def _flashing_shape(rng: np.random.Generator, kind: str, color: str, size: int, width: int, area_h: int, n: int,
                     fps: float) -> Shape:
-    on = max(round(0.4 * fps), n // 24)  # long enough to be caught by uniform sampling of ~24+ frames
-    gap = max(round(0.4 * fps), n // 24)
+    # On and off phases last >= 0.6 s and >= 1/24 of the video, so sampling at 2 fps, or 24+ frames uniformly,
+    # sees every flash and every gap.
+    on = gap = max(round(0.6 * fps), n // 24)
     most = max(1, min(6, (n - gap) // (on + gap)))
     count = int(rng.integers(1, most + 1))
     slot = n // count
@@ -103,13 +104,14 @@ def _flashing_shape(rng: np.random.Generator, kind: str, color: str, size: int, 
 
 def _overlap(shapes: tuple[Shape, ...], n: int, margin: int = 3) -> bool:
     """True if any two shapes come within `margin` pixels of each other on a frame where both are drawn."""
+    frames = np.arange(n)
     for s1, s2 in combinations(shapes, 2):
-        for i in range(max(s1.first, s2.first), min(s1.last, s2.last) + 1):
-            b1, b2 = s1.box(i), s2.box(i)
-            if b1 is None or b2 is None:
-                continue
-            if (b1[0] < b2[2] + margin and b2[0] < b1[2] + margin
-                    and b1[1] < b2[3] + margin and b2[1] < b1[3] + margin):
-                return True
+        both = s1.visible_mask(n) & s2.visible_mask(n)
+        if not both.any():
+            continue
+        b1, b2 = s1.boxes(frames[both]), s2.boxes(frames[both])
+        close = ((b1[:, 0] < b2[:, 2] + margin) & (b2[:, 0] < b1[:, 2] + margin)
+                 & (b1[:, 1] < b2[:, 3] + margin) & (b2[:, 1] < b1[:, 3] + margin))
+        if close.any():
+            return True
     return False
-

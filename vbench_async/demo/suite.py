@@ -9,6 +9,8 @@ Layout of a generated folder (what a demo benchmark card points at):
 from __future__ import annotations
 
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from fractions import Fraction
 from pathlib import Path
@@ -34,12 +36,13 @@ def ensure_demo_suite(home: Path | None = None) -> Path:
 
 
 def generate_suite(out_dir: Path, n_videos: int = 22, questions_per_video: int = 3, seed: int = 0,
-                   min_s: float = 2.0, max_s: float = 60.0) -> dict[str, int]:
+                   min_s: float = 2.0, max_s: float = 60.0, workers: int | None = None) -> dict[str, int]:
     """Write `n_videos` videos and about `n_videos * questions_per_video` questions into `out_dir`.
 
     Durations are spread geometrically from `min_s` to `max_s` (so both ends occur) and shuffled; sizes and frame
     rates cycle through `SIZES` and `FRAME_RATES`. Each video's questions rotate through the groups, so one video
-    serves several benchmarks. Deterministic for the same arguments. Returns the question count per group.
+    serves several benchmarks. Deterministic for the same arguments (`workers`, the number of videos encoded at
+    once, defaults to the CPU count up to 4 and does not change the output). Returns the question count per group.
     """
     if n_videos < 1 or questions_per_video < 1:
         raise ValueError("n_videos and questions_per_video must be at least 1")
@@ -52,18 +55,22 @@ def generate_suite(out_dir: Path, n_videos: int = 22, questions_per_video: int =
     durations = np.geomspace(min_s, max_s, n_videos).round(1)
     durations = durations[np.random.default_rng([seed, n_videos]).permutation(n_videos)]
     records: dict[str, list[dict[str, Any]]] = {g: [] for g in GROUPS}
-    videos, scenes = [], []
+    videos: list[dict[str, Any]] = []
+    scenes: list[Scene] = []
     for i, duration in enumerate(durations):
         rng = np.random.default_rng([seed, i])  # per video: a video does not depend on how many others there are
         width, height = SIZES[i % len(SIZES)]
         fps = FRAME_RATES[(i + i // len(SIZES)) % len(FRAME_RATES)]  # every size meets every rate
         scene = plan_scene(rng, f"v{i:03d}", width, height, fps, float(duration))
-        write_mp4(scene, out_dir / "videos" / f"{scene.name}.mp4")
         picked = _pick(scene_questions(scene, rng), questions_per_video, offset=i * questions_per_video)
         for q in picked:
             records[q.group].append(_record(q, scene, len(records[q.group])))
         videos.append(_video_facts(scene))
-        scenes.append(_scene_dict(scene))
+        scenes.append(scene)
+    workers = workers or min(4, os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=workers) as pool:  # threads: encoding runs outside the GIL
+        longest_first = sorted(scenes, key=lambda sc: -sc.num_frames)
+        list(pool.map(lambda sc: write_mp4(sc, out_dir / "videos" / f"{sc.name}.mp4"), longest_first))
 
     for group, recs in records.items():
         (out_dir / "annotations" / f"{group}.json").write_text(json.dumps(recs, indent=1) + "\n")
@@ -72,7 +79,7 @@ def generate_suite(out_dir: Path, n_videos: int = 22, questions_per_video: int =
         "name": "demo", "version": SUITE_VERSION,
         "params": dict(n_videos=n_videos, questions_per_video=questions_per_video, seed=seed, min_s=min_s,
                        max_s=max_s),
-        "questions": counts, "videos": videos, "scenes": scenes,
+        "questions": counts, "videos": videos, "scenes": [_scene_dict(sc) for sc in scenes],
     }
     (out_dir / "suite.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return counts

@@ -39,7 +39,7 @@ class _Family:
 # Text side: 2 layers, hidden 128, 2 query heads of 64 (vLLM CPU attention), 1 KV head; mrope halves sum to 32.
 _TEXT = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
              num_key_value_heads=1, max_position_embeddings=32768)
-_QWEN2_VIDEO = dict(size={"shortest_edge": 28 * 28 * 4, "longest_edge": 28 * 28 * 64})
+_QWEN2_VIDEO_SIZE = {"shortest_edge": 28 * 28 * 4, "longest_edge": 28 * 28 * 64}  # per frame
 
 _FAMILIES: dict[str, _Family] = {
     "tiny-qwen2-vl": _Family(
@@ -49,7 +49,7 @@ _FAMILIES: dict[str, _Family] = {
         vision=dict(depth=2, embed_dim=64, hidden_size=128, mlp_ratio=2, num_heads=2, patch_size=14),
         default_system="You are a helpful assistant.", bare_video_pad=False,
         # max_video_tokens bounds the whole video (90% of it), so prompts stay inside a 2048-token context.
-        video_size=_QWEN2_VIDEO["size"], video_extra={"max_video_tokens": 1024},
+        video_size=_QWEN2_VIDEO_SIZE, video_extra={"max_video_tokens": 1024},
     ),
     "tiny-qwen2.5-vl": _Family(
         model_class="Qwen2_5_VLForConditionalGeneration", config_class="Qwen2_5_VLConfig",
@@ -58,7 +58,7 @@ _FAMILIES: dict[str, _Family] = {
         vision=dict(depth=2, hidden_size=64, intermediate_size=128, num_heads=2, out_hidden_size=128,
                     patch_size=14, window_size=112, fullatt_block_indexes=[1]),
         default_system="You are a helpful assistant.", bare_video_pad=False,
-        video_size=_QWEN2_VIDEO["size"], video_extra={"max_video_tokens": 1024},
+        video_size=_QWEN2_VIDEO_SIZE, video_extra={"max_video_tokens": 1024},
     ),
     "tiny-qwen3-vl": _Family(
         model_class="Qwen3VLForConditionalGeneration", config_class="Qwen3VLConfig",
@@ -111,7 +111,7 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
 
 
 def _looks_like_path(text: str) -> bool:
-    return text.startswith(("/", "./", "../", "~", ".")) or "\\" in text or not _HUB_ID.match(text)
+    return text.startswith(("/", ".", "~")) or "\\" in text or not _HUB_ID.match(text)
 
 
 def _build(name: str, out: Path) -> None:

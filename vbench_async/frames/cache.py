@@ -19,7 +19,7 @@ from pathlib import Path
 from .decoders import DECODERS, DEFAULT_DECODER
 from .errors import DECODE_ERROR, WORKER_ERROR, FrameError
 from .keys import FingerprintMemo, cache_key
-from .layout import CacheLayout, FailureRecord, write_text_atomic
+from .layout import CacheLayout, FailureRecord, default_cache_dir, write_text_atomic
 from .pool import DecodePool, WorkerStartError
 from .spec import FrameSpec, Window, normalize_window
 from .store import TMP_PREFIX, CorruptEntry, read_entry, read_header
@@ -55,6 +55,12 @@ class FrameCache:
         self._finalizer = weakref.finalize(self, self._pool.close)
         self._inflight: dict[str, Future] = {}
         self._lock = threading.Lock()
+        self.decodes = 0  # decode jobs this object has run (a fully cached pass leaves it unchanged)
+
+    @classmethod
+    def default(cls, **kwargs) -> "FrameCache":
+        """A cache in the default directory ($VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)."""
+        return cls(default_cache_dir(), **kwargs)
 
     # -- lookups ------------------------------------------------------------------------------------------
     def key(self, video: Path, spec: FrameSpec, window: Window | None = None) -> str:
@@ -163,6 +169,8 @@ class FrameCache:
             "decoder": self.decoder,
             "out": str(out),
         }
+        with self._lock:
+            self.decodes += 1
         try:
             reply = self._pool.run(job)
         except WorkerStartError as exc:

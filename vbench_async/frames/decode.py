@@ -118,7 +118,7 @@ def _resize_into(out: np.ndarray, decoded: list[tuple[int, np.ndarray]], slots: 
         resized = resize_frames(np.stack([rgb for _, rgb in decoded]), height, width)
     else:  # the stream changed resolution mid-way: resize frame by frame
         resized = np.concatenate([resize_frames(rgb[None], height, width) for _, rgb in decoded])
-    for (index, _), frame in zip(decoded, resized):
+    for (index, _), frame in zip(decoded, resized, strict=True):
         for slot in slots[index]:
             out[slot] = frame
 

@@ -141,7 +141,7 @@ class DecordVideo:
         for start in range(0, len(indices), BATCH):
             chunk = indices[start : start + BATCH]
             batch = self._reader.get_batch(chunk).asnumpy()
-            yield from zip(chunk, batch)
+            yield from zip(chunk, batch, strict=True)
 
     def close(self) -> None:
         del self._reader

@@ -45,14 +45,18 @@ class CacheLayout:
         return self.base / "failures" / f"{key}.json"
 
     def entries(self) -> Iterator[Path]:
-        yield from sorted((self.base / "entries").glob("*/*.safetensors"))
+        yield from sorted(p for p in (self.base / "entries").glob("*/*.safetensors") if not _is_temp(p))
 
     def failures(self) -> Iterator[Path]:
-        yield from sorted((self.base / "failures").glob("*.json"))
+        yield from sorted(p for p in (self.base / "failures").glob("*.json") if not _is_temp(p))
 
     def temp_files(self) -> Iterator[Path]:
         yield from (self.base / "entries").glob(f"*/{TMP_PREFIX}*")
         yield from (self.base / "failures").glob(f"{TMP_PREFIX}*")
+
+
+def _is_temp(path: Path) -> bool:
+    return path.name.startswith(TMP_PREFIX)  # pathlib's "*" also matches dot files
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,8 @@ class FailureRecord:
 
     def error(self) -> FrameError:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.time))
-        return FrameError(self.kind, f"{self.message} [recorded {when} with {self.decoder}; retry_failed / --retry-failed decodes it again]")
+        hint = f"[recorded {when} with {self.decoder}; retry_failed / --retry-failed decodes it again]"
+        return FrameError(self.kind, f"{self.message} {hint}")
 
     def to_json(self) -> str:
         d = asdict(self)

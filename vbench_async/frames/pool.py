@@ -118,6 +118,7 @@ class DecodePool:
         self._startup_timeout_s = startup_timeout_s
         self._decoder = decoder
         self._idle: list[_Worker] = []
+        self._busy: set[_Worker] = set()
         self._live = 0
         self._closed = False
         self._cond = threading.Condition()
@@ -135,25 +136,41 @@ class DecodePool:
         env.update({THREADS_ENV: threads, DECODER_ENV: self._decoder, "OMP_NUM_THREADS": threads})
         return env
 
+    def busy_pids(self) -> list[int]:
+        """Process ids of the workers decoding right now."""
+        with self._cond:
+            return [w.pid for w in self._busy]
+
     def _acquire(self) -> _Worker:
         with self._cond:
-            while not self._idle and self._live >= self._max and not self._closed:
-                self._cond.wait()
-            if self._closed:
-                raise WorkerStartError("the decode pool is closed")
-            if self._idle:
-                return self._idle.pop()
-            self._live += 1
+            while True:
+                while not self._idle and self._live >= self._max and not self._closed:
+                    self._cond.wait()
+                if self._closed:
+                    raise WorkerStartError("the decode pool is closed")
+                if not self._idle:
+                    self._live += 1
+                    break
+                worker = self._idle.pop()
+                if worker.proc.poll() is None:
+                    self._busy.add(worker)
+                    return worker
+                self._live -= 1  # died while idle (killed from outside): replace it
+                worker.kill()
         try:
-            return _Worker(self._env(), self._startup_timeout_s)
+            worker = _Worker(self._env(), self._startup_timeout_s)
         except BaseException:
             with self._cond:
                 self._live -= 1
                 self._cond.notify()
             raise
+        with self._cond:
+            self._busy.add(worker)
+        return worker
 
     def _release(self, worker: _Worker, healthy: bool) -> None:
         with self._cond:
+            self._busy.discard(worker)
             keep = healthy and not self._closed and self._live <= self._max
             if keep:
                 self._idle.append(worker)

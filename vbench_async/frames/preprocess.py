@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable
 
@@ -38,6 +38,9 @@ class PreprocessReport:
     failed: int = 0
     seconds: float = 0.0
     failures: list[VideoFailure] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "seconds": round(self.seconds, 3)}
 
     def summary(self) -> str:
         rate = f", {self.cached / self.seconds:.2f} videos/s decoded" if self.cached and self.seconds else ""
@@ -75,7 +78,8 @@ def preprocess(
 
     cache.set_max_workers(workers)
     bar = _progress_bar(len(todo), progress)
-    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="preprocess") as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="preprocess")
+    try:
         futures = {
             pool.submit(cache.ensure, job.video, job.spec, job.window, retry_failed=retry_failed): (job, count)
             for job, count in todo.values()
@@ -92,8 +96,10 @@ def preprocess(
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(cached=report.cached, reused=report.reused, failed=len(report.failures))
-    if bar is not None:
-        bar.close()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # on Ctrl-C: only the decodes already running finish
+        if bar is not None:
+            bar.close()
     report.failed = len(report.failures)
     report.seconds = time.perf_counter() - started
     return report

@@ -27,10 +27,13 @@ def resize_frames(frames: np.ndarray, height: int, width: int) -> np.ndarray:
     return y.permute(0, 2, 3, 1).contiguous().numpy()
 
 
-def load_image(path: Path, spec: FrameSpec) -> np.ndarray:
-    """An image file as RGB uint8 (H, W, 3), resized within the spec's image budget (not the video budget)."""
+def load_image(path: Path, spec: FrameSpec | str) -> np.ndarray:
+    """An image file as RGB uint8 (H, W, 3), resized within the image budget of `spec` (or of a family's defaults)."""
     from PIL import Image, UnidentifiedImageError
 
+    if isinstance(spec, str):
+        spec = FrameSpec(family=spec)
+    path = Path(path)
     if not path.is_file():
         raise FrameError(VIDEO_MISSING, f"image not found: {path}")
     try:

@@ -1,9 +1,11 @@
 """`FrameSpec` and the pure frame math: how many frames, which source frames, and what size.
 
 The rules follow the Qwen reference utilities (qwen-vl-utils `smart_nframes`, `calculate_video_frame_range`,
-`smart_resize` and the per-frame budget in `fetch_video`), with one deliberate difference: where the reference
-raises (a video shorter than the requested frame count, a 1-frame video, a 1-frame window), we clamp to what the
-video has, repeat the last frame up to the temporal patch, and record it (`FrameCount.clamped`).
+`smart_resize` and the per-frame budget in `fetch_video`; indices use torch's float32 linspace as they do), with
+deliberate differences only where the reference raises: a video shorter than the requested frame count, a 1-frame
+video or a 1-frame window are clamped to what the video has (the last frame repeated up to the temporal patch)
+and recorded (`FrameCount.clamped`); a max_pixels below the default per-frame floor lowers the floor.
+The per-video budget applies to every family (the predecessor's Qwen2.5 path ignored it when max_pixels was set).
 """
 
 from __future__ import annotations
@@ -127,8 +129,10 @@ class FrameCount:
 class FrameSpec:
     """How to turn one video into model-ready frames. Hashable; `to_dict`/`from_dict` round-trip through JSON.
 
-    Pixel fields left as None take the family defaults: video frames between 128 and 768 tokens, a per-video
-    budget of 90 % of 128k tokens, images between 4 and 16384 tokens (a token is factor**2 pixels).
+    Pixel fields given as None are filled with the family defaults at construction: video frames between 128
+    and 768 tokens (the floor drops to max_pixels when that is lower), a per-video budget of 90 % of 128k tokens,
+    images between 4 and 16384 tokens (a token is factor**2 pixels). Image budgets are independent of video
+    budgets and do not affect cached frames.
     """
 
     family: str
@@ -154,36 +158,33 @@ class FrameSpec:
         _check_int("min_frames", self.min_frames, 1)
         if self.nframes is not None:
             _check_int("nframes", self.nframes, FRAME_FACTOR)
-        for name in ("min_pixels", "max_pixels", "total_pixels", "image_min_pixels", "image_max_pixels"):
-            if getattr(self, name) is not None:
-                _check_int(name, getattr(self, name), 1)
-        if self.max_pixels is not None and self.max_pixels < self.video_min_pixels:
-            raise ValueError(f"max_pixels ({self.max_pixels}) is below min_pixels ({self.video_min_pixels})")
-        if self.image_max < self.image_min:
-            raise ValueError(f"image_max_pixels ({self.image_max}) is below image_min_pixels ({self.image_min})")
+        token = self.factor**2
+        # A max_pixels below the family's floor lowers the floor with it (the reference would assert instead).
+        floor = VIDEO_MIN_TOKENS * token
+        defaults = {
+            "min_pixels": min(floor, self.max_pixels) if isinstance(self.max_pixels, int) else floor,
+            "max_pixels": VIDEO_MAX_TOKENS * token,
+            "total_pixels": round(DEFAULT_SEQ_TOKENS * 0.9) * token,
+            "image_min_pixels": IMAGE_MIN_TOKENS * token,
+            "image_max_pixels": IMAGE_MAX_TOKENS * token,
+        }
+        for name, default in defaults.items():
+            value = getattr(self, name)
+            if value is None:
+                object.__setattr__(self, name, default)
+            else:
+                _check_int(name, value, 1)
+        if self.max_pixels < self.min_pixels:
+            raise ValueError(f"max_pixels ({self.max_pixels}) is below min_pixels ({self.min_pixels})")
+        if self.image_max_pixels < self.image_min_pixels:
+            raise ValueError(
+                f"image_max_pixels ({self.image_max_pixels}) is below image_min_pixels ({self.image_min_pixels})"
+            )
 
-    # -- resolved budgets ---------------------------------------------------------------------------------
     @property
     def factor(self) -> int:
+        """Spatial resize factor: frame sides are multiples of it."""
         return FAMILY_FACTORS[self.family]
-
-    @property
-    def video_min_pixels(self) -> int:
-        return self.min_pixels if self.min_pixels is not None else VIDEO_MIN_TOKENS * self.factor**2
-
-    @property
-    def video_total_pixels(self) -> int:
-        if self.total_pixels is not None:
-            return self.total_pixels
-        return round(DEFAULT_SEQ_TOKENS * self.factor**2 * 0.9)
-
-    @property
-    def image_min(self) -> int:
-        return self.image_min_pixels if self.image_min_pixels is not None else IMAGE_MIN_TOKENS * self.factor**2
-
-    @property
-    def image_max(self) -> int:
-        return self.image_max_pixels if self.image_max_pixels is not None else IMAGE_MAX_TOKENS * self.factor**2
 
     # -- the rules ----------------------------------------------------------------------------------------
     def frame_count(self, total_frames: int, source_fps: float) -> FrameCount:
@@ -202,18 +203,18 @@ class FrameSpec:
     def frame_cap(self, n: int) -> float:
         """Per-frame pixel ceiling for an n-frame video: the total budget spread over the frames, within limits."""
         limit = max(
-            min(VIDEO_MAX_TOKENS * self.factor**2, self.video_total_pixels / n * FRAME_FACTOR),
-            int(self.video_min_pixels * 1.05),
+            min(VIDEO_MAX_TOKENS * self.factor**2, self.total_pixels / n * FRAME_FACTOR),
+            int(self.min_pixels * 1.05),
         )
-        return limit if self.max_pixels is None else min(self.max_pixels, limit)
+        return min(self.max_pixels, limit)
 
     def frame_size(self, height: int, width: int, n: int) -> tuple[int, int]:
         """Resized (height, width) of each frame of an n-frame video."""
-        return smart_resize(height, width, self.factor, self.video_min_pixels, self.frame_cap(n))
+        return smart_resize(height, width, self.factor, self.min_pixels, self.frame_cap(n))
 
     def image_size(self, height: int, width: int) -> tuple[int, int]:
         """Resized (height, width) of a still image (independent image budget)."""
-        return smart_resize(height, width, self.factor, self.image_min, self.image_max)
+        return smart_resize(height, width, self.factor, self.image_min_pixels, self.image_max_pixels)
 
     # -- identity -----------------------------------------------------------------------------------------
     def key_fields(self) -> dict[str, Any]:
@@ -225,9 +226,9 @@ class FrameSpec:
             "fps": None if exact else self.fps,
             "min_frames": None if exact else self.min_frames,
             "max_frames": None if exact else self.max_frames,
-            "min_pixels": self.video_min_pixels,
+            "min_pixels": self.min_pixels,
             "max_pixels": self.max_pixels,
-            "total_pixels": self.video_total_pixels,
+            "total_pixels": self.total_pixels,
         }
 
     def to_dict(self) -> dict[str, Any]:

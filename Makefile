@@ -1,0 +1,23 @@
+# The two commands of the README. Both set up .venv first (idempotent: seconds when ready).
+PY := .venv/bin/python
+export HF_HUB_OFFLINE ?= 1
+export VLLM_NO_USAGE_STATS ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: setup demo test test-slow perf
+
+setup:
+	bash scripts/setup_env.sh
+
+demo: setup  ## evaluate the tiny model on the built-in synthetic suite, write results + leaderboard
+	.venv/bin/vbench-async run --model tiny-qwen2.5-vl --suite demo --output-dir runs/demo
+
+test: setup  ## the whole default test suite (real vLLM engine on CPU included)
+	$(PY) -m pytest -q
+
+test-slow: setup  ## long variants (many crash trials, big suites)
+	$(PY) -m pytest -q -m slow
+
+perf: setup
+	$(PY) perf/frames.py
+	$(PY) perf/pipeline.py

@@ -1,0 +1,75 @@
+"""Prompt templates: the real letter range, exact question and option text, errors for unusable samples, and a
+template hash that follows the template files."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from vbench_async.benchmarks import get_benchmark, prompts
+from vbench_async.errors import SampleError, UserError
+from vbench_async.samples import Sample
+
+
+def mc(options: tuple[str, ...], question: str = "Q?") -> Sample:
+    return Sample(benchmark="t", sample_id="1", task_type="multiple choice", question=question,
+                  answer="<answer>A</answer>", options=options)
+
+
+@pytest.mark.parametrize("letters,text", [
+    ([], ""), (["A"], "A"), (["A", "B"], "A or B"), (["A", "B", "C"], "A, B, or C"),
+    (list("ABCDEFGHIJ"), "A, B, C, D, E, F, G, H, I, or J"),
+])
+def test_letter_list(letters: list[str], text: str) -> None:
+    assert prompts.letter_list(letters) == text
+
+
+def test_question_and_options_are_rendered_exactly() -> None:
+    question = "Given <b>x</b> & {{ y }}, what is 50% of it?\n  (indented line)"
+    options = ("A: {% raw %}", "B:   spaced  ", "C. <tag>")
+    text = prompts.render("multiple_choice", mc(options, question))
+    assert text == (
+        "Select the best answer to the following multiple-choice question based on the video. Respond with only the "
+        "letter (A, B, or C) of the correct option.\n" + question + "\n" + "\n".join(options) + "\nThe best answer is:"
+    )
+
+
+def test_letters_follow_the_options_not_their_count() -> None:
+    text = prompts.render("multiple_choice", mc(("B. second", "D. fourth")))
+    assert "(B or D)" in text
+
+
+def test_unusable_samples_and_templates_fail_clearly() -> None:
+    with pytest.raises(SampleError, match="multiple-choice question without options") as err:
+        prompts.render("multiple_choice", mc(()))
+    assert err.value.kind == "record_invalid"
+    with pytest.raises(UserError, match="unknown prompt template 'nope'; available: caption, instructed"):
+        prompts.render("nope", mc(("A. x",)))
+    with pytest.raises(SampleError, match="no prompt template for task type 'caption'"):
+        get_benchmark("ovobench").render_prompt(Sample(benchmark="ovobench", sample_id="1", task_type="caption",
+                                                       question="", answer="x"))
+
+
+def test_every_template_renders_both_variants() -> None:
+    sample = Sample(benchmark="t", sample_id="1", task_type="REC", question="How many?", answer="<answer>2</answer>",
+                    options=("A. x", "B. y"), images=("i.png",))
+    for name in prompts.template_names():
+        for thinking in (False, True):
+            text = prompts.render(name, sample, thinking)
+            assert text and text == text.strip() and "\n\n\n" not in text and "{" not in text.replace(
+                '{"time"', "").replace('{"4"', "")
+
+
+def test_template_hash_follows_template_sources(tmp_path: Path, monkeypatch) -> None:
+    routing = {"default": "multiple_choice"}
+    before = prompts.template_hash(routing)
+    assert before == prompts.template_hash(dict(routing))
+    assert before != prompts.template_hash({"default": "multiple_choice", "regression": "numeric"})
+    copy = tmp_path / "prompts"
+    shutil.copytree(prompts.TEMPLATE_DIR, copy)
+    monkeypatch.setattr(prompts, "TEMPLATE_DIR", copy)
+    assert prompts.template_hash(routing) == before
+    (copy / "_macros.jinja").write_text((copy / "_macros.jinja").read_text() + "\n{# edited #}")
+    assert prompts.template_hash(routing) != before  # an imported macro file is part of the hash

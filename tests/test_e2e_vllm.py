@@ -1,0 +1,111 @@
+"""End to end through `vbench-async run` in a subprocess, with the real vLLM AsyncLLM engine on CPU and tiny models."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from vbench_async.benchmarks import resolve_benchmarks
+from vbench_async.results.store import read_results
+
+pytestmark = pytest.mark.vllm
+
+DEMO_ARGS = ("--suite", "demo", "--max-tokens", "12", "--no-progress")
+
+
+def demo_ids() -> dict[str, list[str]]:
+    """Sample ids of every demo record, per benchmark (from the annotation files, not from the run)."""
+    out = {}
+    for b in resolve_benchmarks("demo", None):
+        out[b.id] = [s.sample_id for s in b.load_samples(None)]
+    return out
+
+
+def outputs(run_dir: Path) -> dict[str, str]:
+    res = {}
+    for f in sorted((run_dir / "results").glob("*.jsonl")):
+        for sid, r in read_results(f).items():
+            res[f"{r['benchmark']}/{sid}"] = r["output"]
+    return res
+
+
+def assert_one_line_per_record(run_dir: Path, expected: dict[str, list[str]]) -> None:
+    for bench, ids in expected.items():
+        files = list((run_dir / "results").glob(f"{bench}.*.jsonl"))
+        assert len(files) == 1, files
+        lines = [json.loads(l) for l in files[0].read_text().splitlines()]
+        counts = Counter(l["sample_id"] for l in lines)
+        assert sorted(counts) == sorted(ids), bench
+        assert set(counts.values()) == {1}, f"{bench}: duplicated lines {counts}"
+
+
+@pytest.fixture(scope="module")
+def qwen25_runs(tmp_path_factory):
+    """Two greedy runs of tiny Qwen2.5-VL on the demo suite: a cold cache, then the same command into a new dir."""
+    tmp = tmp_path_factory.mktemp("e2e")
+    cache = tmp / "cache"
+    first = run_cli("run", "--model", "tiny-qwen2.5-vl", *DEMO_ARGS, "--output-dir", str(tmp / "a"),
+                    "--cache-dir", str(cache))
+    second = run_cli("run", "--model", "tiny-qwen2.5-vl", *DEMO_ARGS, "--output-dir", str(tmp / "b"),
+                     "--cache-dir", str(cache))
+    return tmp, first, second
+
+
+def test_demo_run_writes_results_summary_and_site(qwen25_runs):
+    tmp, first, _ = qwen25_runs
+    assert first.returncode == 0, first.stderr[-4000:]
+    run_dir = tmp / "a"
+    assert_one_line_per_record(run_dir, demo_ids())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["complete"] is True
+    assert (run_dir / "manifest.json").exists()
+    assert (run_dir / "leaderboard" / "index.html").exists()
+    for bench in demo_ids():
+        b = summary["benchmarks"][bench]
+        assert b["n_total"] == len(demo_ids()[bench])
+        assert b["n_failed"] == 0, b
+    assert "leaderboard:" in first.stdout
+
+
+def test_shared_videos_are_decoded_once(qwen25_runs):
+    tmp, _, second = qwen25_runs
+    summary = json.loads((tmp / "a" / "summary.json").read_text())
+    pre = summary["run"]["preprocess"]
+    n_records = sum(len(v) for v in demo_ids().values())
+    assert pre["jobs"] == n_records
+    assert pre["unique"] < n_records  # several questions share a video
+    assert pre["cached"] == pre["unique"]  # each distinct video decoded exactly once
+    # The second run finds every video cached and decodes nothing.
+    second_summary = json.loads((tmp / "b" / "summary.json").read_text())
+    assert second_summary["run"]["mode"] == "eval"
+    assert "preprocess" not in second_summary["run"]
+
+
+def test_greedy_runs_are_identical(qwen25_runs):
+    tmp, _, _ = qwen25_runs
+    a, b = outputs(tmp / "a"), outputs(tmp / "b")
+    assert a and a == b
+
+
+def test_rerun_resumes_with_nothing_to_do(qwen25_runs):
+    tmp, _, _ = qwen25_runs
+    before = {f.name: f.read_bytes() for f in (tmp / "a" / "results").glob("*.jsonl")}
+    proc = run_cli("run", "--model", "tiny-qwen2.5-vl", *DEMO_ARGS, "--output-dir", str(tmp / "a"),
+                   "--cache-dir", str(tmp / "cache"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    after = {f.name: f.read_bytes() for f in (tmp / "a" / "results").glob("*.jsonl")}
+    assert before == after
+
+
+def test_qwen3_vl_demo_run(tmp_path):
+    proc = run_cli("run", "--model", "tiny-qwen3-vl", *DEMO_ARGS, "--output-dir", str(tmp_path / "q3"),
+                   "--cache-dir", str(tmp_path / "cache"))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert_one_line_per_record(tmp_path / "q3", demo_ids())
+    summary = json.loads((tmp_path / "q3" / "summary.json").read_text())
+    assert summary["family"] == "qwen3-vl"
+    assert all(b["n_failed"] == 0 for b in summary["benchmarks"].values())

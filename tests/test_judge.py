@@ -1,0 +1,142 @@
+"""LLM judge: verdict parsing, applying verdicts, and a full pass through the real vLLM engine with the tiny model."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from test_leaderboard_runs import make_run
+from vbench_async.benchmarks import get_benchmark
+from vbench_async.errors import SampleError
+from vbench_async.judge import (
+    PROMPT_HASH,
+    JudgeConfig,
+    answer_hash,
+    apply_judgements,
+    judge_prompt,
+    judge_run_dir,
+    parse_verdict,
+    reference_text,
+)
+from vbench_async.results.store import read_results
+from vbench_async.samples import Sample
+
+
+@pytest.mark.parametrize("text, verdict", [
+    ("VERDICT: CORRECT", True),
+    ("verdict: incorrect", False),
+    ("Verdict: **Correct**", True),
+    ('{"verdict": "incorrect"}', False),
+    ("Correct.", True),
+    ("no", False),
+    ("<think>it could be correct, or incorrect</think>VERDICT: INCORRECT", False),
+    ("The model's answer is correct.", True),
+    ("The answer is not correct.", False),
+    ("Verdict: incorrect ... on reflection, Verdict: correct", True),  # the last explicit marker wins
+    ("It is correct in part but incorrect overall", None),  # mixed signals: a judge failure, not a guess
+    ("", None),
+    ("banana banana", None),
+    ("correctly", None),
+])
+def test_parse_verdict(text, verdict):
+    assert parse_verdict(text) is verdict
+
+
+def test_prompt_shows_question_reference_and_answer():
+    p = judge_prompt("What happens?", reference_text("<answer>The cat jumps.</answer>"), "A cat leaps.")
+    assert "What happens?" in p and "The cat jumps." in p and "A cat leaps." in p and "<answer>" not in p
+    assert len(PROMPT_HASH) == 16
+
+
+def _line(sid: str, output: str, score: float, error=None) -> dict:
+    return {"sample_id": sid, "question": "q", "answer": "<answer>a</answer>", "output": output, "score": score,
+            "error": error, "task_type": "open-ended", "details": {"needs_judge": True, "rouge_l": score}}
+
+
+def test_apply_judgements_replaces_offline_scores_only_with_clear_verdicts():
+    results = [_line("ok", "x", 0.4), _line("bad", "y", 0.9), _line("unparsable", "z", 0.3),
+               _line("stale", "new text", 0.2), _line("failed", "", None, {"kind": "engine_error", "message": "m"}),
+               {**_line("mc", "A", 1.0), "details": {}}]
+    ident = {"judge_id": "j@1", "prompt_hash": PROMPT_HASH, "key": "k"}
+
+    def j(r, verdict, score, error=None):
+        return {"sample_id": r["sample_id"], "answer_hash": answer_hash(r), "verdict": verdict, "score": score,
+                "error": error, "judge_id": "j@1", "prompt_hash": PROMPT_HASH}
+
+    judgements = {"ok": j(results[0], "correct", 1.0), "bad": j(results[1], "incorrect", 0.0),
+                  "unparsable": j(results[2], None, None, {"kind": "judge_unparsable", "message": "?"}),
+                  "stale": j({**results[3], "output": "old text"}, "correct", 1.0)}
+    merged, info = apply_judgements(results, judgements, ident)
+    by_id = {r["sample_id"]: r for r in merged}
+    assert by_id["ok"]["score"] == 1.0 and by_id["ok"]["details"]["judge"]["offline_score"] == 0.4
+    assert by_id["bad"]["score"] == 0.0 and by_id["bad"]["details"]["judge"]["judge_id"] == "j@1"
+    assert by_id["unparsable"]["score"] == 0.3  # keeps its offline score: a judge failure is not a zero
+    assert by_id["unparsable"]["details"]["judge_error"]["kind"] == "judge_unparsable"
+    assert by_id["stale"]["score"] == 0.2 and "judge" not in by_id["stale"]["details"]  # answer changed since
+    assert by_id["mc"] == results[5]
+    assert info == {**ident, "n_judged": 2, "n_judge_failed": 1, "n_unjudged": 1}
+    assert results[0]["score"] == 0.4  # inputs untouched
+    # the official aggregate counts what still needs a judge
+    agg = get_benchmark("vcrbench").aggregate(merged)
+    assert agg["n_needs_judge"] == 2 and agg["n_failed"] == 1
+
+
+def _open_ended(n: int) -> list[Sample]:
+    facts = ["The man opens the red door.", "Two dogs run across the field.", "She pours water into a glass.",
+             "The car turns left at the light."]
+    return [Sample(benchmark="vcrbench", sample_id=f"oe-{i}", task_type="open-ended",
+                   question=f"What happens in clip {i}?", answer=f"<answer>{facts[i % 4]}</answer>",
+                   video=f"clip{i // 2}.mp4", fields={"dimension": "event"}) for i in range(n)]
+
+
+def _answers(sample: Sample, i: int) -> str | SampleError:
+    if i == 3:
+        return SampleError("video_missing", "clip1.mp4 not found")  # a failed sample: never sent to the judge
+    return f"<answer>{['A man opens a door.', 'Dogs run.', 'Water is poured.', 'A car.'][i % 4]}</answer>"
+
+
+@pytest.mark.vllm
+def test_judge_pass_through_real_vllm_engine(tmp_path):
+    run_dir = make_run(tmp_path / "run", "model-oe", _answers, benchmarks=("vcrbench",),
+                       samples={"vcrbench": _open_ended(6)})
+    before = json.loads((run_dir / "summary.json").read_text())["benchmarks"]["vcrbench"]
+    assert before["n_needs_judge"] == 5 and before["n_failed"] == 1
+
+    cfg = JudgeConfig(model="tiny-qwen2.5-vl", backend="vllm", max_tokens=8, concurrency=4,
+                      backend_options={"max_model_len": 2048, "max_num_seqs": 4})
+    summary = judge_run_dir(run_dir, cfg)
+    jp = summary["judge_pass"]
+    assert jp["n_judged"] + jp["n_judge_failed"] == 5 and jp["n_skipped"] == 0  # every item judged or a failure
+
+    files = list((run_dir / "judge").glob("*.jsonl"))
+    assert len(files) == 1
+    lines = list(read_results(files[0]).values())
+    assert sorted(x["sample_id"] for x in lines) == ["oe-0", "oe-1", "oe-2", "oe-4", "oe-5"]
+    for x in lines:
+        assert x["prompt_hash"] == PROMPT_HASH and x["judge_id"] == jp["judge_id"]
+        assert x["judge_id"].startswith("tiny-qwen2.5-vl@")
+        assert isinstance(x["output"], str)  # what the judge said is kept, parsable or not
+        if x["error"]:
+            assert x["error"]["kind"] in ("judge_unparsable", "judge_engine_error") and x["score"] is None
+        else:
+            assert x["verdict"] in ("correct", "incorrect") and x["score"] in (0.0, 1.0)
+
+    after = summary["benchmarks"]["vcrbench"]
+    assert after["judge"]["judge_id"] == jp["judge_id"] and after["judge"]["prompt_hash"] == PROMPT_HASH
+    assert after["judge"]["n_judged"] == jp["n_judged"]
+    assert after.get("n_needs_judge", 0) == jp["n_judge_failed"]  # failures still wait for a judge
+    assert after["n_failed"] == 1 and after["n_expected"] == 6
+    on_disk = json.loads((run_dir / "summary.json").read_text())["benchmarks"]["vcrbench"]
+    assert on_disk["judge"] == after["judge"]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["judge"]["prompt_hash"] == PROMPT_HASH and manifest["judge"]["model"] == "tiny-qwen2.5-vl"
+
+    # Resume: the same judge skips everything it judged, without starting an engine.
+    t0 = time.monotonic()
+    again = judge_run_dir(run_dir, cfg)
+    assert again["judge_pass"]["n_skipped"] == 5 and again["judge_pass"]["n_judged"] == 0
+    assert time.monotonic() - t0 < 15
+    assert len(read_results(files[0])) == 5 and sum(1 for _ in files[0].open()) == 5  # nothing appended
+    assert again["benchmarks"]["vcrbench"]["judge"] == after["judge"]

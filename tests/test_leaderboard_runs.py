@@ -1,0 +1,125 @@
+"""Result directories for the leaderboard tests, written by the real result store, the real result-line builder of the
+pipeline, the real scorers and the real report writer, from the built-in demo suite's samples.
+
+What a model "said" is chosen per sample (right, wrong, a failure, HTML/script text), so the tests know every number.
+The browser test takes real runs instead when VBENCH_LEADERBOARD_RUNS names them (colon-separated run directories,
+e.g. the output of `vbench-async run --model tiny-qwen2.5-vl --suite demo`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Callable
+
+from vbench_async.backends.base import Completion, SamplingParams
+from vbench_async.benchmarks import get_benchmark
+from vbench_async.errors import SampleError
+from vbench_async.models import ModelRef
+from vbench_async.pipeline import Pipeline, WorkItem
+from vbench_async.results.report import write_run_outputs
+from vbench_async.results.store import ResultStore, config_hash
+from vbench_async.runner import BenchmarkPlan, RunConfig
+from vbench_async.samples import Sample
+from vbench_async.scoring import score
+
+BENCHMARKS = ("demo-mc", "demo-yesno", "demo-count")
+XSS = '</script><script>window.__pwned = 1</script><img src=x onerror="window.__pwned=2"><b>bold</b> & <i>more</i>'
+
+# (sample, index) -> model output text, or a SampleError for a failed sample
+Answer = Callable[[Sample, int], "str | SampleError"]
+
+
+def right(sample: Sample, i: int) -> str:
+    return f"The answer is {sample.answer}"
+
+
+def every_third_wrong(sample: Sample, i: int) -> str | SampleError:
+    if i == 0 and sample.benchmark == "demo-mc":
+        return XSS  # shown as text on the sample page, scored as a malformed answer
+    if i == 1 and sample.benchmark == "demo-yesno":
+        return SampleError("engine_error", "RuntimeError: <prompt> too long")
+    return "I cannot tell." if i % 3 == 0 else right(sample, i)
+
+
+def make_run(run_dir: Path, model_name: str, answer: Answer, benchmarks=BENCHMARKS, keep: int | None = None,
+             frame_overrides: dict | None = None, samples: dict[str, list[Sample]] | None = None) -> Path:
+    """Write a result directory as `vbench-async run` does. `keep`: only the first N samples (a partial run);
+    `samples`: the samples of a benchmark, instead of its own (for cards whose data is not at hand)."""
+    model = ModelRef(name=model_name, path=f"/models/{model_name}", family="qwen2.5-vl",
+                     fingerprint=hashlib.sha256(model_name.encode()).hexdigest()[:24])
+    cfg = RunConfig(model=model_name, output_dir=run_dir, sampling=SamplingParams(seed=7),
+                    frame_overrides=frame_overrides or {})
+    builder = Pipeline(backend=None, load_video=None, load_image=None, score=score, sampling=cfg.sampling)
+    plans = []
+    for bid in benchmarks:
+        bench = get_benchmark(bid)
+        spec = bench.frame_spec(model.family, cfg.frame_overrides)
+        todo = (samples or {}).get(bid) or [s for s in bench.load_samples(None) if isinstance(s, Sample)]
+        config = {"model": model.fingerprint, "benchmark": bench.id, "frames": spec.to_dict(),
+                  "prompt": bench.prompt_template_hash(), "thinking": False, "sampling": cfg.sampling.to_dict()}
+        store = ResultStore(run_dir, bench.id, config_hash(config))
+        with store:
+            for i, s in enumerate(todo[:keep] if keep is not None else todo):
+                out = answer(s, i)
+                item = WorkItem(sample=s, prompt=bench.render_prompt(s), store=store)
+                if isinstance(out, SampleError):
+                    line = builder._result(item, None, out)
+                else:
+                    line = builder._result(item, Completion(text=out, prompt_tokens=100, output_tokens=9,
+                                                            finish_reason="stop", latency_s=0.1), None)
+                store.append(line)
+        plans.append(BenchmarkPlan(bench, store, spec, config, n_total=len(todo), entries=[]))
+    write_run_outputs(run_dir, model, cfg, plans, {"backend": {"backend": "vllm"}}, time.time() - 5,
+                      write_site=False)
+    return run_dir
+
+
+def make_runs(root: Path) -> list[Path]:
+    """Three runs: a perfect one, one with wrong answers, a failure and hostile text, and a partial one."""
+    return [
+        make_run(root / "perfect", "model-perfect", right),
+        make_run(root / "noisy", "model-noisy", every_third_wrong),
+        make_run(root / "partial", "model-partial", right, keep=4),
+    ]
+
+
+def runs_under_test(root: Path) -> list[Path]:
+    """The runs named by VBENCH_LEADERBOARD_RUNS (colon-separated run directories, e.g. tiny-model runs of
+    `vbench-async run`), else the three runs of `make_runs`."""
+    env = os.environ.get("VBENCH_LEADERBOARD_RUNS")
+    if env:
+        return [Path(p) for p in env.split(":") if p]
+    return make_runs(root)
+
+
+def with_hostile_output(src: Path, dst: Path) -> tuple[Path, str, str]:
+    """A copy of run `src` in which the first sample of its first benchmark was re-run and answered with HTML and
+    script text (appended as the sample's newer line, as a retried sample is). Returns (run, benchmark, sample id)."""
+    shutil.copytree(src, dst)
+    for stale in ("leaderboard", "judge"):
+        shutil.rmtree(dst / stale, ignore_errors=True)
+    summary = json.loads((dst / "summary.json").read_text())
+    bid, block = next(iter(summary["benchmarks"].items()))
+    path = dst / block["results_file"]
+    first = json.loads(path.read_text().splitlines()[0])
+    first.update(output=XSS, extracted=None, score=0.0, well_formed=False, error=None)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(first) + "\n")
+    return dst, bid, first["sample_id"]
+
+
+def test_runs_hold_real_scored_results(tmp_path):
+    perfect, noisy, partial = make_runs(tmp_path)
+    s = json.loads((perfect / "summary.json").read_text())
+    assert s["complete"] and all(b["score"] == 1.0 for b in s["benchmarks"].values())
+    n = json.loads((noisy / "summary.json").read_text())["benchmarks"]
+    assert n["demo-yesno"]["n_failed"] == 1 and n["demo-mc"]["score"] < 1.0
+    p = json.loads((partial / "summary.json").read_text())
+    assert not p["complete"] and p["benchmarks"]["demo-mc"]["n_total"] == 4
+    manifest = json.loads((perfect / "manifest.json").read_text())
+    assert manifest["seed"] == 7 and manifest["benchmarks"]["demo-mc"]["frames"]["max_frames"] == 32

@@ -1,0 +1,85 @@
+"""`vbench-async compare`: paired comparison of two runs on the samples both hold."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..errors import UserError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "compare",
+        help="paired comparison of two runs (difference, CI, paired tests)",
+        description=(
+            "Compare run A with run B benchmark by benchmark, on the sample ids both hold: the mean difference (A - B) "
+            "with a 95%% confidence interval clustered by video, a paired t-test, and an exact sign test (McNemar's "
+            "exact test when every score is 0 or 1). Samples only one run holds are counted and left out. Judge "
+            "verdicts, where a judge pass ran, are used as the scores."
+        ),
+    )
+    p.add_argument("run_a", type=Path, metavar="RUN_A", help="result directory of the first run")
+    p.add_argument("run_b", type=Path, metavar="RUN_B", help="result directory of the second run (the reference)")
+    p.add_argument("--benchmarks", help="comma-separated benchmark ids (default: every benchmark both runs hold)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.set_defaults(func=main)
+
+
+def compare_runs(run_a: Path, run_b: Path, benchmarks: list[str] | None = None) -> dict:
+    """{benchmark: PairedComparison as a dict, plus config_differs} for the benchmarks both runs hold."""
+    from ..leaderboard.load import load_runs
+    from ..results.stats import paired_compare, values_by_id
+
+    a, b = load_runs([run_a, run_b])
+    common = [bid for bid in a.benchmarks if bid in b.benchmarks]
+    if benchmarks:
+        missing = [bid for bid in benchmarks if bid not in common]
+        if missing:
+            raise UserError(f"not held by both runs: {', '.join(missing)}; common benchmarks: "
+                            f"{', '.join(common) or 'none'}")
+        common = benchmarks
+    if not common:
+        raise UserError(f"{run_a} and {run_b} have no benchmark in common")
+    out = {}
+    for bid in common:
+        va, ca = values_by_id(a.benchmarks[bid].results)
+        vb, cb = values_by_id(b.benchmarks[bid].results)
+        row = paired_compare(va, vb, {**cb, **ca}).to_dict()
+        row["config_differs"] = a.benchmarks[bid].config_group != b.benchmarks[bid].config_group
+        out[bid] = row
+    return {"run_a": a.label, "run_b": b.label, "benchmarks": out}
+
+
+def _f(x, fmt: str, scale: float = 1.0) -> str:
+    return "-" if x is None else format(scale * x, fmt)
+
+
+def main(args: argparse.Namespace) -> int:
+    wanted = [s.strip() for s in args.benchmarks.split(",") if s.strip()] if args.benchmarks else None
+    result = compare_runs(args.run_a, args.run_b, wanted)
+    if args.json:
+        json.dump(result, sys.stdout, indent=2)
+        print()
+        return 0
+    print(f"A = {result['run_a']}   B = {result['run_b']}   (scores in %, difference A - B)")
+    rows = [("benchmark", "n", "A", "B", "A-B", "95% CI", "p(t)", "A>B/A<B", "p(exact)", "note")]
+    for bid, r in result["benchmarks"].items():
+        d = r["diff"]
+        ci = "-" if d["ci_low"] is None else f"[{100 * d['ci_low']:+.1f}, {100 * d['ci_high']:+.1f}]"
+        note = []
+        if r["only_a"] or r["only_b"]:
+            note.append(f"unpaired {r['only_a']}+{r['only_b']}")
+        if r["config_differs"]:
+            note.append("config differs")
+        rows.append((bid, str(r["n"]), _f(r["mean_a"], ".1f", 100), _f(r["mean_b"], ".1f", 100),
+                     _f(d["value"], "+.1f", 100), ci, _f(r["p_t"], ".3g"), f"{r['n_a_better']}/{r['n_b_better']}",
+                     f"{r['p_sign']:.3g} ({r['sign_test_name']})", ", ".join(note)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for i, row in enumerate(rows):
+        print("  ".join(c.ljust(w) if j in (0, 9) else c.rjust(w) for j, (c, w) in enumerate(zip(row, widths))))
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    return 0

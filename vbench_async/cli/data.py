@@ -1,0 +1,137 @@
+"""`vbench-async data validate|check|fetch`: check annotation files, find missing videos, download releases."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..errors import UserError
+
+_DATA_ROOT_HELP = "folder (or YAML data map) holding annotation files and videos; default $VBENCH_DATA_ROOT or ./data"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("data", help="validate annotation files, check for missing videos, fetch official releases",
+                       description="Work with benchmark data before a run.")
+    cmds = p.add_subparsers(dest="data_command", metavar="ACTION", required=True)
+
+    v = cmds.add_parser("validate", help="check every record of an annotation file",
+                        description="Parse an annotation file (unified JSON/JSONL) as BENCHMARK's records and report "
+                                    "each invalid one: missing or mistyped fields, an unknown problem type, an "
+                                    "unreadable ground truth, unsafe paths. Exit status 0 only when all are valid.")
+    v.add_argument("file", type=Path, help="annotation file (.json or .jsonl)")
+    v.add_argument("--benchmark", required=True, help="benchmark id the file belongs to, e.g. videomme or mmvu@all")
+    v.add_argument("--json", action="store_true", help="print one JSON object with keys records, valid, errors")
+    v.add_argument("--max-errors", type=int, default=50, help="errors to print in the text report (all in --json)")
+    v.set_defaults(func=run_validate)
+
+    c = cmds.add_parser("check", help="list missing videos and images before a run",
+                        description="Load each benchmark's annotations under the data root and list the videos and "
+                                    "images that are missing or point outside their folder. Exit status 1 if any.")
+    c.add_argument("benchmarks", nargs="*", help="benchmark ids (with optional @preset)")
+    c.add_argument("--suite", help="a built-in suite name or a suite YAML file")
+    c.add_argument("--data-root", type=Path, help=_DATA_ROOT_HELP)
+    c.add_argument("--source", default="auto", choices=["auto", "unified", "hub", "demo"],
+                   help="annotation source: auto prefers a unified file, then a hub snapshot")
+    c.add_argument("--allow-outside-root", action="store_true", help="accept absolute, ../ and symlinked paths")
+    c.add_argument("--show", type=int, default=10, help="missing paths to print per benchmark (all in --json)")
+    c.add_argument("--json", action="store_true", help="print one JSON object per benchmark id")
+    c.set_defaults(func=run_check)
+
+    f = cmds.add_parser("fetch", help="download a benchmark's official release from the Hugging Face hub",
+                        description="Download the annotation files of NAME's official hub release into "
+                                    "DEST/hub/<owner>/<name>, where `--source hub` (and auto) finds them.")
+    f.add_argument("name", help="benchmark id")
+    f.add_argument("--dest", type=Path, help="data root to download into (default: $VBENCH_DATA_ROOT or ./data)")
+    f.add_argument("--with-videos", action="store_true", help="also download the video archives the card lists")
+    f.set_defaults(func=run_fetch)
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from ..benchmarks import get_benchmark
+    from ..benchmarks.validate import validate_file
+
+    report = validate_file(args.file, get_benchmark(args.benchmark))
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return 0 if report.ok else 1
+    print(f"{args.file}: {report.records} records, {report.valid} valid, {len(report.errors)} invalid "
+          f"(benchmark {report.benchmark})")
+    for err in report.errors[: args.max_errors]:
+        where = "file" if err.index < 0 else f"record #{err.index}"
+        if err.sample_id:
+            where += f" (id {err.sample_id})"
+        print(f"  {where}: {err.kind}: {err.message}")
+    if len(report.errors) > args.max_errors:
+        print(f"  ... {len(report.errors) - args.max_errors} more (use --json for all)")
+    return 0 if report.ok else 1
+
+
+def check_benchmark(bench, data_root: Path | None, source: str, allow_outside: bool) -> dict:
+    """Missing and unsafe media of one benchmark (pure of printing, used by the command and tests)."""
+    from ..errors import SampleError
+    from ..samples import Sample
+
+    try:
+        items = bench.load_samples(data_root, source)
+    except UserError as exc:
+        return {"error": str(exc)}
+    resolved = bench.resolve_source(data_root, source)
+    samples = [s for s in items if isinstance(s, Sample)]
+    missing, unsafe, seen = [], [], set()
+    for s in samples:
+        try:
+            paths = [bench.video_path(s, data_root, allow_outside)] if s.video else []
+            paths += bench.image_paths(s, data_root)
+        except SampleError as exc:
+            unsafe.append(f"{s.sample_id}: {exc}")
+            continue
+        for path in paths:
+            if path not in seen:
+                seen.add(path)
+                if not path.is_file():
+                    missing.append(str(path))
+    return {"source": resolved.kind, "video_root": str(resolved.video_root), "records": len(items),
+            "invalid_records": len(items) - len(samples), "media_files": len(seen), "missing": missing,
+            "unsafe": unsafe}
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from ..benchmarks import resolve_benchmarks
+
+    benches = resolve_benchmarks(args.suite, args.benchmarks)
+    reports = {b.id: check_benchmark(b, args.data_root, args.source, args.allow_outside_root) for b in benches}
+    bad = [k for k, r in reports.items() if r.get("error") or r["missing"] or r["unsafe"]]
+    if args.json:
+        print(json.dumps(reports, indent=2))
+        return 1 if bad else 0
+    for name, r in reports.items():
+        if r.get("error"):
+            print(f"{name}: {r['error']}")
+            continue
+        status = "ok" if name not in bad else f"{len(r['missing'])} missing, {len(r['unsafe'])} unsafe"
+        print(f"{name}: {r['records']} records ({r['invalid_records']} invalid), {r['media_files']} media files "
+              f"under {r['video_root']} [{r['source']}]: {status}")
+        for path in r["missing"][: args.show]:
+            print(f"  missing: {path}")
+        for line in r["unsafe"][: args.show]:
+            print(f"  unsafe: {line}")
+        hidden = max(0, len(r["missing"]) - args.show) + max(0, len(r["unsafe"]) - args.show)
+        if hidden:
+            print(f"  ... {hidden} more (use --json for all)")
+    return 1 if bad else 0
+
+
+def run_fetch(args: argparse.Namespace) -> int:
+    from ..benchmarks import get_benchmark
+    from ..benchmarks.fetch import fetch, plan_fetch
+
+    card = get_benchmark(args.name).card
+    plan = plan_fetch(card, args.dest, args.with_videos)
+    print(f"downloading {plan.repo} ({', '.join(plan.patterns + plan.video_patterns)}) into {plan.dest}")
+    dest = fetch(plan)
+    print(f"done: {dest}")
+    if card.sources.hub.note:
+        print(f"next: {card.sources.hub.note}")
+    return 0

@@ -1,0 +1,105 @@
+"""`vbench-async preprocess`: fill the frame cache for a suite or benchmarks, without loading any model."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from ..errors import UserError
+
+FAMILIES = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "preprocess",
+        help="decode, sample and resize the videos of a suite into the frame cache",
+        description=(
+            "Decode every video of the chosen benchmarks once, with the frame settings `run` will use, and store "
+            "the frames in the content-addressed cache. Videos already cached are reused, videos that failed before "
+            "are reported from their failure record (see --retry-failed), and the same video used by several "
+            "benchmarks is decoded once. A second run over the same suite decodes nothing."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    what = p.add_argument_group("what to preprocess")
+    what.add_argument("--suite", help="suite name (see `vbench-async list`) or a suite YAML file")
+    what.add_argument("--benchmarks", help="comma-separated benchmark ids, e.g. videomme@64f,mvbench")
+    what.add_argument("--data-root", type=Path, help="folder holding the annotation files and video folders")
+    what.add_argument("--allow-outside-root", action="store_true",
+                      help="accept annotation paths that point outside the data root (absolute, ../, symlinks)")
+    model = what.add_mutually_exclusive_group()
+    model.add_argument("--model", help="model directory or hub id; its family decides the resize factor")
+    model.add_argument("--family", choices=FAMILIES, help="model family, instead of --model")
+
+    how = p.add_argument_group("how")
+    how.add_argument("--workers", type=int, default=2, help="decoder processes running at once")
+    how.add_argument("--cache-dir", type=Path,
+                     help="frame cache (default: $VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)")
+    how.add_argument("--decoder", default=None,
+                     help="video decoder: pyav (default), decord or opencv; does not change the cached frames' key")
+    how.add_argument("--timeout", type=float, default=120.0,
+                     help="seconds one video may take before its worker is killed and the video marked failed")
+    how.add_argument("--retry-failed", action="store_true",
+                     help="decode videos again that failed in an earlier run (else their recorded reason is shown)")
+    how.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    frames = p.add_argument_group("frames (override the benchmark's preset; must match the later `run`)")
+    frames.add_argument("--max-frames", type=int, help="frame cap per video")
+    frames.add_argument("--nframes", type=int, help="exact frame count (Qwen2.5-style sampling)")
+    frames.add_argument("--fps", type=float, help="sampling rate in frames per second")
+    frames.add_argument("--max-pixels", type=int, help="per-frame pixel cap")
+    frames.add_argument("--total-pixels", type=int, help="per-video pixel budget")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..benchmarks import resolve_benchmarks
+    from ..frames import DEFAULT_DECODER, FrameCache, VideoJob, default_cache_dir, family_from_model, preprocess
+
+    if not args.suite and not args.benchmarks:
+        raise UserError("say what to preprocess: --suite NAME or --benchmarks a,b (see `vbench-async list`)")
+    if args.workers < 1:
+        raise UserError("--workers must be at least 1")
+    family = args.family or (family_from_model(os.path.expanduser(args.model)) if args.model else None)
+    if family is None:
+        raise UserError("say which model the frames are for: --model PATH_OR_ID or --family " + "|".join(FAMILIES))
+    overrides = dict(max_frames=args.max_frames, nframes=args.nframes, fps=args.fps, max_pixels=args.max_pixels,
+                     total_pixels=args.total_pixels)
+    names = [n.strip() for n in args.benchmarks.split(",") if n.strip()] if args.benchmarks else None
+    benchmarks = resolve_benchmarks(args.suite, names)
+
+    jobs, skipped = [], 0
+    for bench in benchmarks:
+        spec = bench.frame_spec(family, overrides)
+        for sample in bench.load_samples(args.data_root):
+            if isinstance(sample, Exception) or not sample.video:
+                skipped += 1  # invalid record or no video: `run` records it; nothing to decode
+                continue
+            try:
+                path = bench.video_path(sample, args.data_root, allow_outside=args.allow_outside_root)
+            except Exception as exc:  # unsafe path: reported, not decoded
+                print(f"skipping {sample.key}: {exc}", file=sys.stderr)
+                skipped += 1
+                continue
+            jobs.append(VideoJob(path, spec, sample.window))
+
+    cache_dir = args.cache_dir or default_cache_dir()
+    try:
+        cache = FrameCache(cache_dir, args.decoder or DEFAULT_DECODER, args.timeout, workers=args.workers)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    with cache:
+        report = preprocess(jobs, cache, workers=args.workers, retry_failed=args.retry_failed,
+                            progress=not args.no_progress)
+    print(f"{', '.join(b.id for b in benchmarks)} ({family}) -> {cache_dir}")
+    print(report.summary() + (f"; {skipped} samples without a usable video" if skipped else ""))
+    for failure in report.failures[:20]:
+        print(f"  failed [{failure.kind}] {failure.video}: {failure.message}")
+    if len(report.failures) > 20:
+        print(f"  ... and {len(report.failures) - 20} more")
+    # Failed videos are per-sample failures that `run` records; the preprocessing itself succeeded.
+    return 0
+

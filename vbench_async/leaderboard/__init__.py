@@ -1,0 +1,24 @@
+"""Static HTML leaderboards: result directories in, a folder of pages, CSV and JSON out (works from file://).
+
+    build_site(run_dirs, out_dir) -> out_dir          the only entry point the runner and the CLI need
+    load_runs(run_dirs) -> list[Run]                  judged results, recomputed aggregates, CIs, markers
+
+Modules: load (result dirs -> runs), tables (pandas tables = the exports), charts (SVG geometry), site (rendering).
+Templates and assets live in the top-level `leaderboards/` folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .load import Run, load_runs
+
+
+def build_site(run_dirs: list[Path], out_dir: Path) -> Path:
+    """Render the site for `run_dirs` into `out_dir` and return it (open `out_dir/index.html`)."""
+    from .site import build_site as _build  # pandas and jinja2 load only when a site is written
+
+    return _build(run_dirs, out_dir)
+
+
+__all__ = ["Run", "build_site", "load_runs"]

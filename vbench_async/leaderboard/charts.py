@@ -1,0 +1,69 @@
+"""Geometry of the inline SVG charts (the templates draw it; labels go through autoescape like any text).
+
+Two charts, both horizontal, one row per run: scores with their 95% CI whiskers (0-100 %), and paired differences
+against a reference run with their CIs around a zero line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+LABEL_W = 220  # room for the run labels, left of the plot
+PLOT_W = 420
+ROW_H = 26
+TOP = 22  # room for the tick labels
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    text: str  # the number printed right of the row
+    y: float  # row centre
+    x0: float  # bar start (scores) or zero line (differences)
+    x: float  # the value
+    lo: float | None  # whisker ends, None without a CI
+    hi: float | None
+    flagged: bool  # partial / failed / config differs: drawn hatched
+
+
+@dataclass(frozen=True)
+class Chart:
+    title: str
+    width: int
+    height: int
+    rows: list[Row]
+    ticks: list[tuple[float, str]] = field(default_factory=list)  # (x, label)
+    zero: float | None = None  # x of the zero line (differences)
+    kind: str = "bars"
+
+
+def _scale(lo: float, hi: float):
+    return lambda v: LABEL_W + (min(max(v, lo), hi) - lo) / (hi - lo) * PLOT_W
+
+
+def score_chart(title: str, items: list[tuple[str, float | None, float | None, float | None, bool]]) -> Chart:
+    """items: (label, score, ci_low, ci_high, flagged) with scores in [0, 1]."""
+    x = _scale(0.0, 1.0)
+    rows = []
+    for label, value, lo, hi, flagged in items:
+        if value is None:
+            continue
+        rows.append(Row(label=label, text=f"{100 * value:.1f}", y=TOP + ROW_H * (len(rows) + 0.5), x0=x(0.0),
+                        x=x(value), lo=x(lo) if lo is not None else None, hi=x(hi) if hi is not None else None,
+                        flagged=flagged))
+    ticks = [(x(t / 100), f"{t}") for t in range(0, 101, 20)]
+    return Chart(title, LABEL_W + PLOT_W + 60, int(TOP + ROW_H * max(len(rows), 1) + 8), rows, ticks)
+
+
+def diff_chart(title: str, items: list[tuple[str, float | None, float | None, float | None, bool]]) -> Chart:
+    """items: (label, difference, ci_low, ci_high, flagged) in score units (differences of fractions)."""
+    present = [it for it in items if it[1] is not None]
+    extent = max([abs(v) for it in present for v in it[1:4] if v is not None] + [0.01])
+    extent = min(1.0, extent * 1.1)
+    x = _scale(-extent, extent)
+    rows = [Row(label=label, text=f"{100 * d:+.1f}", y=TOP + ROW_H * (i + 0.5), x0=x(0.0), x=x(d),
+                lo=x(lo) if lo is not None else None, hi=x(hi) if hi is not None else None, flagged=flagged)
+            for i, (label, d, lo, hi, flagged) in enumerate(present)]
+    ticks = [(x(f * extent), f"{100 * f * extent:+.1f}") for f in (-1.0, -0.5, 0.0, 0.5, 1.0)]
+    return Chart(title, LABEL_W + PLOT_W + 60, int(TOP + ROW_H * max(len(rows), 1) + 8), rows, ticks, zero=x(0.0),
+                 kind="diff")

@@ -1,0 +1,184 @@
+"""Read result directories into what the site shows: per run and benchmark, the (judged) result lines, the official
+aggregate recomputed from them, the headline CI, and markers for anything that must not pass for a clean number.
+
+Markers: `partial` (fewer results than expected), `failed` (samples that errored), `needs judge` (open-ended items
+still on their offline score), `config` (the benchmark was run with different frames / prompt / sampling / sample set
+in different runs: each variant gets a letter, so cells are never compared silently), `no manifest`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from ..results.stats import Estimate, category_estimates, headline_estimate
+from ..results.store import read_results, safe_name
+
+# Config keys that must agree for two runs' numbers on a benchmark to be comparable (the model may differ).
+_COMPARED = ("frames", "prompt", "thinking", "sampling")
+
+
+@dataclass
+class BenchRun:
+    """One benchmark of one run."""
+
+    benchmark: str
+    results: list[dict[str, Any]]
+    aggregate: dict[str, Any]
+    estimate: Estimate | None  # CI of the headline score (None where the metric is not a mean of sample scores)
+    categories: dict[str, dict[str, Estimate]]
+    n_expected: int
+    config: dict[str, Any] | None  # the comparable part of the result config (None without a manifest)
+    judge: dict[str, Any] | None = None
+    config_group: str | None = None  # "A", "B", ... when runs disagree on the config
+
+    @property
+    def score(self) -> float | None:
+        s = self.aggregate.get("score")
+        return float(s) if isinstance(s, (int, float)) and math.isfinite(s) else None
+
+    @property
+    def complete(self) -> bool:
+        return len(self.results) >= self.n_expected
+
+    @property
+    def markers(self) -> list[str]:
+        out = []
+        if not self.complete:
+            out.append(f"partial {len(self.results)}/{self.n_expected}")
+        if self.aggregate.get("n_failed"):
+            out.append(f"{self.aggregate['n_failed']} failed")
+        if self.aggregate.get("n_needs_judge"):
+            out.append(f"{self.aggregate['n_needs_judge']} need judge")
+        if self.config_group:
+            out.append(f"config {self.config_group}")
+        return out
+
+
+@dataclass
+class Run:
+    id: str  # unique, file-name safe
+    label: str
+    model: str
+    dir: Path
+    summary: dict[str, Any]
+    manifest: dict[str, Any] | None
+    benchmarks: dict[str, BenchRun] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return all(b.complete for b in self.benchmarks.values())
+
+    @property
+    def markers(self) -> list[str]:
+        out = [] if self.complete else ["partial"]
+        failed = sum(int(b.aggregate.get("n_failed") or 0) for b in self.benchmarks.values())
+        if failed:
+            out.append(f"{failed} failed")
+        if self.manifest is None:
+            out.append("no manifest")
+        return out
+
+
+def load_runs(run_dirs: list[Path]) -> list[Run]:
+    """Every run directory (in the order given), with judged results and recomputed aggregates."""
+    runs: list[Run] = []
+    used: set[str] = set()
+    for d in run_dirs:
+        run = load_run(Path(d))
+        base, i = run.id, 2
+        while run.id in used:  # two folders with the same name (runs/a/x, runs/b/x)
+            run.id, i = f"{base}-{i}", i + 1
+        used.add(run.id)
+        runs.append(run)
+    label_counts: dict[str, int] = {}
+    for r in runs:
+        label_counts[r.model] = label_counts.get(r.model, 0) + 1
+    for r in runs:  # the same model twice (checkpoints, settings): say which folder
+        r.label = r.model if label_counts[r.model] == 1 else f"{r.model} ({r.dir.name})"
+    mark_config_groups(runs)
+    return runs
+
+
+def load_run(run_dir: Path) -> Run:
+    summary = _read_json(run_dir / "summary.json", required=True)
+    if not isinstance(summary, dict) or not isinstance(summary.get("benchmarks"), dict):
+        raise UserError(f"{run_dir}/summary.json has no 'benchmarks' mapping: not a vbench-async result directory")
+    manifest = _read_json(run_dir / "manifest.json", required=False)
+    model = str(summary.get("model") or run_dir.name)
+    run = Run(id=safe_name(run_dir.resolve().name or "run"), label=model, model=model, dir=run_dir,
+              summary=summary, manifest=manifest)
+    for bid, block in summary["benchmarks"].items():
+        run.benchmarks[bid] = _load_benchmark(run_dir, bid, block, manifest)
+    return run
+
+
+def _load_benchmark(run_dir: Path, bid: str, block: dict[str, Any], manifest: dict[str, Any] | None) -> BenchRun:
+    from ..judge import apply_active_judge
+
+    if "results_file" not in block:
+        raise UserError(f"{run_dir}/summary.json: benchmark {bid!r} names no results_file")
+    path = run_dir / block["results_file"]
+    results, judge = apply_active_judge(run_dir, path, list(read_results(path).values()))
+    card = _card(bid)
+    if card is not None:
+        from ..benchmarks.aggregate import aggregate
+
+        agg = aggregate(results, card.aggregation, card.categories, card.metric)
+    else:  # a benchmark this version does not know: show the stored numbers, CI of the plain mean
+        agg = {k: v for k, v in block.items() if k not in ("results_file", "config_hash")}
+    n_expected = int(block.get("n_expected") or len(results))
+    config = None
+    if manifest is not None:
+        cfg = ((manifest.get("benchmarks") or {}).get(bid) or {}).get("config")
+        if isinstance(cfg, dict):
+            config = {k: cfg.get(k) for k in _COMPARED}
+            if isinstance(config.get("frames"), dict):  # pixel defaults follow the family, which may differ
+                config["frames"] = {k: v for k, v in config["frames"].items() if k != "family"}
+            config["n_expected"] = n_expected
+    return BenchRun(
+        benchmark=bid, results=results, aggregate=agg,
+        estimate=headline_estimate(results, card.aggregation if card else None),
+        categories=category_estimates(results, card.categories if card else ()),
+        n_expected=n_expected, config=config, judge=judge,
+    )
+
+
+def _card(bid: str) -> Any:
+    from ..benchmarks import get_benchmark
+
+    try:
+        return get_benchmark(bid).card
+    except UserError:
+        return None
+
+
+def mark_config_groups(runs: list[Run]) -> None:
+    """Where runs disagree on a benchmark's config, give each variant a letter (runs without a manifest: "?")."""
+    for bid in benchmark_ids(runs):
+        cells = [r.benchmarks[bid] for r in runs if bid in r.benchmarks]
+        keys = [json.dumps(c.config, sort_keys=True, default=str) if c.config is not None else None for c in cells]
+        distinct = list(dict.fromkeys(k for k in keys if k is not None))
+        if len(distinct) > 1 or (None in keys and len(cells) > 1):
+            for c, k in zip(cells, keys):
+                c.config_group = "?" if k is None else chr(ord("A") + distinct.index(k))
+
+
+def benchmark_ids(runs: list[Run]) -> list[str]:
+    """Benchmarks in first-seen order (a suite's order, as the runs list them)."""
+    return list(dict.fromkeys(b for r in runs for b in r.benchmarks))
+
+
+def _read_json(path: Path, required: bool) -> Any:
+    if not path.exists():
+        if required:
+            raise UserError(f"{path.parent} is not a result directory (no {path.name})")
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path} is not valid JSON: {exc}") from exc

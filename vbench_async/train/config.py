@@ -1,0 +1,327 @@
+"""`TrainConfig`: every knob of a training run, read from one YAML file (plus `--set key=value` overrides).
+
+Parsing is strict: an unknown key or a wrongly typed value is a `UserError` naming the key, so a typo never silently
+trains with a default. Algorithm presets (grpo, dr_grpo, dapo, gspo, rloo) fill the algorithm fields left unset;
+docs/training.md gives the formula behind each field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from ..errors import UserError
+
+
+@dataclass
+class DataConfig:
+    benchmark: str | None = None  # a benchmark card id (its adapters, prompts and media paths), or ...
+    records: str | None = None  # ... a unified-format JSON/JSONL file of training records
+    data_root: str | None = None  # --data-root of the card (folder or data-map YAML)
+    video_dir: str | None = None  # records mode: where `path` and `image_path` are relative to (default: file's dir)
+    prompt_template: str | Mapping[str, str] | None = None  # records mode: template name, or task type -> name
+    frames: dict[str, Any] = field(default_factory=dict)  # FrameSpec fields: fps, max_frames, max_pixels, image_*
+    frame_source: str = "cache"  # cache: frame cache (filled before step 1); decode: decode every time (baseline)
+    cache_dir: str | None = None  # frame cache folder (default: $VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)
+    decode_workers: int = 2  # processes that fill the cache before training
+    shuffle: bool = True
+    max_samples: int | None = None
+    offline_field: str = "offline_response"  # record field holding offline response(s) (str or list of str)
+
+
+@dataclass
+class RolloutConfig:
+    engine: str = "auto"  # hf (generate on gathered weights), vllm (colocated engine, GPU), auto: vllm on GPU
+    n: int = 8  # samples per prompt (the group)
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_tokens: int = 256
+    offline_per_group: int = 0  # group members replaced by the record's offline responses
+    offline_accuracy_threshold: float | None = None  # only replace when the group's mean accuracy is below this
+    vllm_gpu_memory_utilization: float = 0.3
+    vllm_max_model_len: int = 8192
+
+
+@dataclass
+class AlgorithmConfig:
+    name: str = "grpo"  # grpo | dr_grpo | dapo | gspo | rloo: presets for the fields left as null
+    advantage: str | None = None  # grpo (mean/std per group) | mean (Dr. GRPO) | rloo (leave-one-out)
+    loss_agg: str | None = None  # token-mean | seq-mean-token-mean | seq-mean-token-sum | seq-mean-token-sum-norm
+    ratio: str | None = None  # token (PPO) | sequence (GSPO)
+    clip_low: float | None = None
+    clip_high: float | None = None
+    clip_ratio_c: float | None = None  # dual clip for negative advantages (e.g. 3.0); null = off
+    dynamic_sampling: bool | None = None  # DAPO: drop groups whose rewards are all equal, refill from the data
+    max_sampling_tries: int = 4  # extra rollout rounds to refill dropped groups
+    kl: str = "none"  # none | k1 | k3 (low-variance): penalty against the initial policy, added to the loss
+    kl_coef: float = 0.0
+    std_eps: float = 1e-6
+
+
+@dataclass
+class RewardConfig:
+    format_weight: float = 0.1
+    format_mode: str = "answer_tag"  # answer_tag | well_formed | none (scoring.format_score)
+
+
+@dataclass
+class TrainLoopConfig:
+    steps: int = 100
+    prompts_per_step: int = 8  # global, over all ranks; a multiple of the world size
+    micro_batch_size: int = 8  # sequences per forward/backward
+    mini_batches: int = 1  # optimizer steps per rollout batch (>1 makes the PPO ratio move off 1)
+    ppo_epochs: int = 1
+    lr: float = 1e-6
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    warmup_steps: int = 0
+    max_grad_norm: float = 1.0
+    gradient_checkpointing: bool = False
+    dtype: str = "auto"  # auto: bf16 mixed precision on GPU, fp32 on CPU; or float32 / bfloat16
+    freeze_vision: bool = False
+
+
+@dataclass
+class FSDPConfig:
+    shard: str = "layer"  # layer: one FSDP2 unit per decoder layer and vision block; root: one unit
+    backend: str = "auto"  # gloo on CPU, nccl on GPU
+    timeout_s: float = 1800.0  # collectives that wait longer fail instead of hanging
+
+
+@dataclass
+class CheckpointConfig:
+    every: int = 0  # steps between checkpoints (0: only at the end)
+    keep: int = 2  # newest checkpoints kept
+    resume: str = "auto"  # auto: latest in output_dir, none, or a checkpoint directory
+    export: bool = True  # write a Hugging Face model directory at the end (output_dir/export)
+
+
+@dataclass
+class ValidationConfig:
+    every: int = 0  # steps between evaluations through the evaluation pipeline (0: never)
+    benchmarks: list[str] = field(default_factory=list)
+    suite: str | None = None
+    data_root: str | None = None
+    backend: str = "hf"
+    max_samples: int | None = None
+    max_tokens: int = 256
+    frames: dict[str, Any] = field(default_factory=dict)  # frame overrides, as `vbench-async run` flags
+
+
+@dataclass
+class LoggingConfig:
+    tensorboard: bool = False
+    wandb_project: str | None = None
+    progress: bool = True
+    log_samples: int = 2  # completions per step printed to samples.jsonl
+
+
+@dataclass
+class TrainConfig:
+    model: str = "tiny-qwen2.5-vl"
+    output_dir: str = "runs/train"
+    seed: int = 0
+    data: DataConfig = field(default_factory=DataConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    train: TrainLoopConfig = field(default_factory=TrainLoopConfig)
+    fsdp: FSDPConfig = field(default_factory=FSDPConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    validation: ValidationConfig = field(default_factory=ValidationConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+    def hash(self) -> str:
+        """Identity of what is trained (not of logging or checkpoint cadence): a resume must match it."""
+        d = self.to_dict()
+        for volatile in ("logging", "checkpoint", "validation", "output_dir"):
+            d.pop(volatile)
+        d["train"].pop("steps")
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------------------------ presets
+
+# The defining settings of each algorithm (docs/training.md); explicit config values win.
+PRESETS: dict[str, dict[str, Any]] = {
+    "grpo": dict(advantage="grpo", loss_agg="seq-mean-token-mean", ratio="token", clip_low=0.2, clip_high=0.2,
+                 dynamic_sampling=False),
+    "dr_grpo": dict(advantage="mean", loss_agg="seq-mean-token-sum-norm", ratio="token", clip_low=0.2,
+                    clip_high=0.2, dynamic_sampling=False),
+    "dapo": dict(advantage="grpo", loss_agg="token-mean", ratio="token", clip_low=0.2, clip_high=0.28,
+                 dynamic_sampling=True),
+    "gspo": dict(advantage="grpo", loss_agg="seq-mean-token-mean", ratio="sequence", clip_low=3e-4, clip_high=4e-4,
+                 dynamic_sampling=False),
+    "rloo": dict(advantage="rloo", loss_agg="token-mean", ratio="token", clip_low=0.2, clip_high=0.2,
+                 dynamic_sampling=False),
+}
+ADVANTAGES = ("grpo", "mean", "rloo")
+LOSS_AGGS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+RATIOS = ("token", "sequence")
+KL_KINDS = ("none", "k1", "k3")
+CHOICES: dict[str, tuple[str, ...]] = {
+    "data.frame_source": ("cache", "decode"),
+    "rollout.engine": ("auto", "hf", "vllm"),
+    "algorithm.name": tuple(PRESETS),
+    "algorithm.advantage": ADVANTAGES,
+    "algorithm.loss_agg": LOSS_AGGS,
+    "algorithm.ratio": RATIOS,
+    "algorithm.kl": KL_KINDS,
+    "reward.format_mode": ("answer_tag", "well_formed", "none"),
+    "train.dtype": ("auto", "float32", "bfloat16"),
+    "fsdp.shard": ("layer", "root"),
+    "fsdp.backend": ("auto", "gloo", "nccl"),
+    "validation.backend": ("hf", "vllm"),
+}
+
+
+def resolve_presets(cfg: TrainConfig) -> TrainConfig:
+    """Fill unset algorithm fields from the chosen preset (in place; returns cfg)."""
+    for key, value in PRESETS[cfg.algorithm.name].items():
+        if getattr(cfg.algorithm, key) is None:
+            setattr(cfg.algorithm, key, value)
+    return cfg
+
+
+# ------------------------------------------------------------------------------------------------ parsing
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> TrainConfig:
+    """Read a YAML config, apply `key.sub=value` overrides (values parsed as YAML), validate, resolve presets."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise UserError(f"cannot read training config {path}: {exc}") from exc
+        if loaded is not None and not isinstance(loaded, dict):
+            raise UserError(f"{path}: a training config is a YAML mapping")
+        data = loaded or {}
+    for item in overrides or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"override {item!r} is not KEY=VALUE (e.g. rollout.n=4)")
+        _set_path(data, key.strip().split("."), yaml.safe_load(raw) if raw.strip() else None)
+    cfg = build(TrainConfig, data, "")
+    validate(cfg)
+    return resolve_presets(cfg)
+
+
+def _set_path(data: dict[str, Any], keys: list[str], value: Any) -> None:
+    for k in keys[:-1]:
+        nxt = data.setdefault(k, {})
+        if not isinstance(nxt, dict):
+            raise UserError(f"override {'.'.join(keys)}: {k} is not a section")
+        data = nxt
+    data[keys[-1]] = value
+
+
+def build(cls: type, data: Any, where: str) -> Any:
+    """A dataclass from a mapping, recursively, rejecting unknown keys and values of the wrong type."""
+    if not isinstance(data, Mapping):
+        raise UserError(f"{where or 'config'} must be a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise UserError(f"unknown key(s) {', '.join(_join(where, k) for k in unknown)}; "
+                        f"known here: {', '.join(sorted(names))}")
+    values = {}
+    for name, value in data.items():
+        values[name] = _coerce(hints[name], value, _join(where, name))
+    return cls(**values)
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _coerce(hint: Any, value: Any, where: str) -> Any:
+    if dataclasses.is_dataclass(hint):
+        return build(hint, value if value is not None else {}, where)
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(arg, value, where)
+            except UserError as exc:
+                errors.append(str(exc))
+        raise UserError(errors[0] if len(errors) == 1 else f"{where}: {value!r} has the wrong type")
+    if hint is Any:
+        return value
+    if origin in (dict, Mapping) or hint is dict:
+        if not isinstance(value, Mapping):
+            raise UserError(f"{where} must be a mapping, got {value!r}")
+        return dict(value)
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise UserError(f"{where} must be a list, got {value!r}")
+        inner = args[0] if args else Any
+        items = [_coerce(inner, v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise UserError(f"{where} must be true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UserError(f"{where} must be an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise UserError(f"{where} must be a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise UserError(f"{where} must be a string, got {value!r}")
+        return value
+    return value
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Cross-field checks with messages that say what to change."""
+    for dotted, allowed in CHOICES.items():
+        section, key = dotted.split(".")
+        value = getattr(getattr(cfg, section), key)
+        if value is not None and value not in allowed:
+            raise UserError(f"{dotted} is {value!r}; choose from {', '.join(allowed)}")
+    d, r, t, a = cfg.data, cfg.rollout, cfg.train, cfg.algorithm
+    if bool(d.benchmark) == bool(d.records):
+        raise UserError("set exactly one of data.benchmark (a card id) and data.records (a unified JSON/JSONL file)")
+    positive = {"rollout.n": r.n, "rollout.max_tokens": r.max_tokens, "train.steps": t.steps,
+                "train.prompts_per_step": t.prompts_per_step, "train.micro_batch_size": t.micro_batch_size,
+                "train.mini_batches": t.mini_batches, "train.ppo_epochs": t.ppo_epochs}
+    for name, value in positive.items():
+        if value < 1:
+            raise UserError(f"{name} must be at least 1, got {value}")
+    if r.n < 2:
+        raise UserError("rollout.n must be at least 2: group-relative advantages need several samples per prompt")
+    if not 0 <= r.offline_per_group < r.n:
+        raise UserError(f"rollout.offline_per_group must be in [0, rollout.n), got {r.offline_per_group}")
+    if t.lr <= 0:
+        raise UserError(f"train.lr must be positive, got {t.lr}")
+    if a.kl != "none" and a.kl_coef <= 0:
+        raise UserError(f"algorithm.kl is {a.kl!r} but algorithm.kl_coef is {a.kl_coef}; set a positive kl_coef "
+                        "or kl: none")
+    if cfg.validation.every and not (cfg.validation.benchmarks or cfg.validation.suite):
+        raise UserError("validation.every is set: name validation.benchmarks or validation.suite")
+    if t.prompts_per_step % t.mini_batches:
+        raise UserError(f"train.prompts_per_step ({t.prompts_per_step}) must be a multiple of train.mini_batches "
+                        f"({t.mini_batches})")

@@ -1,0 +1,116 @@
+"""Process group, FSDP2 sharding and weight gathering.
+
+`torchrun` sets RANK / WORLD_SIZE / MASTER_ADDR; a plain `python -m vbench_async.train` runs as a world of one.
+Sharding is FSDP2 (`fully_shard`): one unit per decoder layer and per vision block, one for the vision tower's
+remaining parameters, and the `Policy` wrapper as root, so all collectives happen inside `Policy.forward`.
+On GPU, parameters are kept in float32 and computed in bfloat16 (MixedPrecisionPolicy); on CPU everything is float32.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Iterator
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from .config import FSDPConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int
+    world: int
+    local_rank: int
+    device: torch.device
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_distributed(cfg: FSDPConfig) -> DistInfo:
+    """Join the process group torchrun describes, or form a world of one."""
+    if "RANK" not in os.environ:
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(_free_port()))
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.set_device(local_rank)
+    device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+    backend = cfg.backend if cfg.backend != "auto" else ("nccl" if cuda else "gloo")
+    if not dist.is_initialized():
+        dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s))
+    return DistInfo(rank, world, local_rank, device)
+
+
+def close_distributed() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _unit_classes(model: nn.Module) -> set[str]:
+    """Class names that become their own FSDP unit: HF's `_no_split_modules` (decoder layers, vision blocks)."""
+    names = set(getattr(model, "_no_split_modules", None) or ())
+    return names or {type(m).__name__ for m in model.modules()
+                     if type(m).__name__.endswith(("DecoderLayer", "VisionBlock"))}
+
+
+def shard(policy: nn.Module, cfg: FSDPConfig, info: DistInfo, mixed_precision: bool) -> nn.Module:
+    """Apply FSDP2 in place and return the policy (its parameters become sharded DTensors)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mesh = init_device_mesh(info.device.type, (info.world,))
+    kwargs: dict = {"mesh": mesh}
+    if mixed_precision:
+        kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    if cfg.shard == "layer":
+        units = _unit_classes(policy.model)
+        for module in policy.model.modules():
+            if type(module).__name__ in units:
+                fully_shard(module, **kwargs)
+        fully_shard(policy.model.model.visual, **kwargs)
+    fully_shard(policy, **kwargs)
+    return policy
+
+
+def full_tensors(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """(name, full tensor) for every state-dict entry, gathering shards one at a time (a collective: all ranks)."""
+    from torch.distributed.tensor import DTensor
+
+    for name, value in model.state_dict().items():
+        yield name, value.full_tensor() if isinstance(value, DTensor) else value
+
+
+def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The whole unsharded state dict on every rank (CPU rollouts load it into a plain HF copy)."""
+    return {name: t.detach() for name, t in full_tensors(model)}
+
+
+def all_reduce(values: list[float], info: DistInfo, op: str = "sum") -> list[float]:
+    """Reduce a list of numbers over ranks (one collective)."""
+    t = torch.tensor(values, dtype=torch.float64, device=info.device)
+    if info.world > 1:
+        dist.all_reduce(t, op={"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}[op])
+    return t.tolist()
+
+
+def barrier(info: DistInfo) -> None:
+    if info.world > 1:
+        dist.barrier()

@@ -1,0 +1,86 @@
+"""Metrics out: `metrics.jsonl` (always), TensorBoard and W&B (when enabled and installed), a progress bar.
+
+Only rank 0 writes. Each JSONL line is one step: {"step": N, "time": unix seconds, <metric>: value, ...}.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .config import LoggingConfig
+
+log = logging.getLogger(__name__)
+
+# Shown on the progress bar, in this order.
+_BAR_KEYS = (("reward/mean", "reward"), ("reward/accuracy", "acc"), ("loss", "loss"), ("time/step_s", "s/step"))
+
+
+class MetricsLogger:
+    def __init__(self, output_dir: Path, cfg: LoggingConfig, enabled: bool, total_steps: int, start_step: int,
+                 run_config: dict[str, Any]):
+        self.enabled = enabled
+        self.path = Path(output_dir) / "metrics.jsonl"
+        self.samples_path = Path(output_dir) / "samples.jsonl"
+        self._tb = self._wandb = self._bar = None
+        if not enabled:
+            return
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
+        if cfg.tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(str(Path(output_dir) / "tensorboard"))
+            except ImportError:
+                log.warning("logging.tensorboard is set but tensorboard is not installed (pip install tensorboard)")
+        if cfg.wandb_project:
+            try:
+                import wandb
+
+                self._wandb = wandb.init(project=cfg.wandb_project, config=run_config, dir=str(output_dir),
+                                         resume="allow")
+            except ImportError:
+                log.warning("logging.wandb_project is set but wandb is not installed (pip install wandb)")
+        if cfg.progress:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=total_steps, initial=start_step, desc="training", unit="step", file=sys.stderr,
+                             dynamic_ncols=True)
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        if not self.enabled:
+            return
+        clean = {k: (v if isinstance(v, (int, float)) and math.isfinite(v) else None) for k, v in metrics.items()}
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"step": step, "time": round(time.time(), 3), **clean}) + "\n")
+        if self._tb is not None:
+            for k, v in clean.items():
+                if v is not None:
+                    self._tb.add_scalar(k, v, step)
+        if self._wandb is not None:
+            self._wandb.log({k: v for k, v in clean.items() if v is not None}, step=step)
+        if self._bar is not None:
+            self._bar.update(1)
+            self._bar.set_postfix({short: f"{clean[k]:.3g}" for k, short in _BAR_KEYS if clean.get(k) is not None})
+        else:
+            shown = " ".join(f"{short}={clean[k]:.4g}" for k, short in _BAR_KEYS if clean.get(k) is not None)
+            log.info("step %d %s", step, shown)
+
+    def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
+        if self.enabled and rows:
+            with self.samples_path.open("a", encoding="utf-8") as fh:
+                for row in rows:
+                    fh.write(json.dumps({"step": step, **row}, ensure_ascii=False) + "\n")
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        if self._tb is not None:
+            self._tb.close()
+        if self._wandb is not None:
+            self._wandb.finish()

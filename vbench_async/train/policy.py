@@ -1,0 +1,187 @@
+"""The policy forward used for training: prompt + response tokens -> per-token log-probabilities.
+
+Two things make it safe under FSDP with mixed-modality batches (docs/training.md, "Mixed modalities under FSDP"):
+- the vision tower runs exactly ONCE per forward on every rank: images and videos of the micro-batch go through it
+  together (the tower treats each grid item independently, so this equals separate calls), and the results are
+  handed to the HF model as `mm_encoder_outputs`;
+- a rank whose micro-batch has no pixels runs the same single call on a zero-valued dummy input and adds
+  0 * (every output, Qwen3-VL deepstack features included) to the loss, so every rank all-gathers and
+  reduce-scatters the same parameters in the same order, and the gradients stay exact.
+"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+
+MEDIA_KEYS = ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts")
+
+
+@dataclass
+class Encoded:
+    """One prompt as the processor encoded it (media tokens expanded), on the CPU."""
+
+    input_ids: torch.Tensor  # (L,) long
+    token_types: torch.Tensor | None  # (L,) mm_token_type_ids, when the processor returns them
+    media: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+def encode(processor_output: Mapping[str, Any]) -> Encoded:
+    """Wrap the output of `HFBackend.inputs(request)` (a batch of one)."""
+    types_ = processor_output.get("mm_token_type_ids")
+    return Encoded(
+        input_ids=processor_output["input_ids"][0].long(),
+        token_types=types_[0].long() if types_ is not None else None,
+        media={k: processor_output[k] for k in MEDIA_KEYS if processor_output.get(k) is not None},
+    )
+
+
+@dataclass
+class MicroBatch:
+    """Left-padded prompts followed by right-padded responses: every response starts at column P."""
+
+    input_ids: torch.Tensor  # (B, P + R)
+    attention_mask: torch.Tensor  # (B, P + R)
+    token_types: torch.Tensor | None
+    media: dict[str, torch.Tensor]
+    response_ids: torch.Tensor  # (B, R)
+    response_mask: torch.Tensor  # (B, R) float, 1 on real response tokens
+
+    def to(self, device: torch.device) -> "MicroBatch":
+        move = lambda t: t.to(device, non_blocking=True) if t is not None else None  # noqa: E731
+        return MicroBatch(move(self.input_ids), move(self.attention_mask), move(self.token_types),
+                          {k: move(v) for k, v in self.media.items()}, move(self.response_ids),
+                          move(self.response_mask))
+
+
+def collate(prompts: list[Encoded], responses: list[list[int]], pad_id: int) -> MicroBatch:
+    """Stack (prompt, response) pairs. Media tensors are concatenated in row order, as the model consumes them."""
+    if len(prompts) != len(responses) or not prompts:
+        raise ValueError("collate needs one response per prompt and at least one pair")
+    P = max(len(p.input_ids) for p in prompts)
+    R = max(max(len(r) for r in responses), 1)
+    B = len(prompts)
+    ids = torch.full((B, P + R), pad_id, dtype=torch.long)
+    attn = torch.zeros((B, P + R), dtype=torch.long)
+    with_types = any(p.token_types is not None for p in prompts)
+    ttypes = torch.zeros((B, P + R), dtype=torch.long) if with_types else None
+    resp = torch.full((B, R), pad_id, dtype=torch.long)
+    rmask = torch.zeros((B, R), dtype=torch.float32)
+    for i, (p, r) in enumerate(zip(prompts, responses)):
+        n = len(p.input_ids)
+        ids[i, P - n: P] = p.input_ids
+        attn[i, P - n: P + len(r)] = 1
+        if ttypes is not None and p.token_types is not None:
+            ttypes[i, P - n: P] = p.token_types
+        if r:
+            ids[i, P: P + len(r)] = torch.tensor(r, dtype=torch.long)
+            resp[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+            rmask[i, : len(r)] = 1.0
+    media: dict[str, torch.Tensor] = {}
+    for key in MEDIA_KEYS:
+        parts = [p.media[key] for p in prompts if key in p.media]
+        if parts:
+            media[key] = torch.cat(parts, dim=0)
+    return MicroBatch(ids, attn, ttypes, media, resp, rmask)
+
+
+# ------------------------------------------------------------------------------------------------ vision
+
+
+def dummy_vision_input(visual: nn.Module, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Zero pixels of the smallest valid grid (1 x merge x merge patches) for this vision tower."""
+    cfg = visual.config
+    channels = getattr(cfg, "in_channels", None) or getattr(cfg, "in_chans", 3)
+    temporal = getattr(cfg, "temporal_patch_size", 2)
+    merge = getattr(visual, "spatial_merge_size", 2)
+    patch_dim = channels * temporal * cfg.patch_size**2
+    grid = torch.tensor([[1, merge, merge]], dtype=torch.long, device=device)
+    return torch.zeros(merge * merge, patch_dim, device=device), grid
+
+
+def _all_tensors(obj: Any) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj] if obj.is_floating_point() else []
+    if isinstance(obj, Mapping):
+        return [t for v in obj.values() for t in _all_tensors(v)]
+    if isinstance(obj, (list, tuple)):
+        return [t for v in obj for t in _all_tensors(v)]
+    return []
+
+
+def run_vision(model: nn.Module, media: Mapping[str, torch.Tensor], device: torch.device
+               ) -> tuple[dict[str, Any] | None, torch.Tensor | None]:
+    """One vision-tower call for all images and videos of a micro-batch (or a zero dummy when there are none).
+
+    Returns (mm_encoder_outputs for the HF model or None, a zero-valued term to add to the loss or None).
+    """
+    visual = model.model.visual
+    parts = [(kind, media[px], media[grid]) for kind, px, grid in
+             (("image", "pixel_values", "image_grid_thw"), ("video", "pixel_values_videos", "video_grid_thw"))
+             if px in media]
+    dummy = not parts
+    if dummy:
+        pixels, grid = dummy_vision_input(visual, device)
+    else:
+        pixels = torch.cat([p for _, p, _ in parts], dim=0)
+        grid = torch.cat([g for _, _, g in parts], dim=0)
+    out = visual(pixels.to(visual.dtype), grid_thw=grid)
+    if dummy:
+        # Every output (pooled tokens, deepstack features, hidden states) joins the graph with weight zero.
+        return None, sum(t.float().sum() for t in _all_tensors(dict(out))) * 0.0
+    sizes = (grid.prod(-1) // visual.spatial_merge_size**2).tolist()
+    pooled = torch.split(out.pooler_output, sizes)
+    deep = getattr(out, "deepstack_features", None)
+    deep_split = [torch.split(f, sizes) for f in deep] if deep else None
+    encoder_outputs: dict[str, Any] = {}
+    start = 0
+    for kind, _, g in parts:
+        stop = start + len(g)
+        encoder_outputs[kind] = types.SimpleNamespace(
+            pooler_output=pooled[start:stop],
+            deepstack_features=[d[start:stop] for d in deep_split] if deep_split is not None else None,
+        )
+        start = stop
+    return encoder_outputs, None
+
+
+class Policy(nn.Module):
+    """Wraps a Qwen-VL `*ForConditionalGeneration`; the FSDP root, so all its collectives happen inside forward."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_ids: torch.Tensor,
+                token_types: torch.Tensor | None = None, temperature: float = 1.0,
+                with_entropy: bool = False, **media: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """(log-probs (B, R) of the response tokens, entropy (B, R) or None, zero-valued dummy term or None)."""
+        encoder_outputs, zero = run_vision(self.model, media, input_ids.device)
+        kwargs: dict[str, Any] = {k: v for k, v in media.items()
+                                  if k in ("image_grid_thw", "video_grid_thw", "second_per_grid_ts")}
+        if token_types is not None:
+            kwargs["mm_token_type_ids"] = token_types
+        R = response_ids.shape[1]
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, mm_encoder_outputs=encoder_outputs,
+                         use_cache=False, logits_to_keep=R + 1, **kwargs)
+        logits = out.logits[:, :-1].float()
+        if temperature != 1.0:
+            logits = logits / temperature  # log-probs of the distribution the rollouts sampled from
+        logp_all = torch.log_softmax(logits, dim=-1)
+        logp = logp_all.gather(-1, response_ids.unsqueeze(-1)).squeeze(-1).clone()  # FSDP roots warn on views
+        entropy = None
+        if with_entropy:
+            with torch.no_grad():
+                entropy = -(logp_all.exp() * logp_all).sum(-1)
+        return logp, entropy, zero
+
+
+def forward_batch(policy: nn.Module, batch: MicroBatch, temperature: float, with_entropy: bool = False):
+    """Call the (possibly FSDP-wrapped) policy on a micro-batch."""
+    return policy(input_ids=batch.input_ids, attention_mask=batch.attention_mask, response_ids=batch.response_ids,
+                  token_types=batch.token_types, temperature=temperature, with_entropy=with_entropy, **batch.media)

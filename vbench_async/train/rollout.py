@@ -1,0 +1,180 @@
+"""Rollouts: n responses per prompt from the current policy, their rewards, and offline responses mixed in.
+
+Requests are the evaluation pipeline's `Request`s (cached frames + source metadata, `do_sample_frames=False`), so a
+rollout sees exactly what an evaluation sees. The CPU engine is transformers `generate` on a plain copy of the model
+that receives the gathered full weights before each step (an FSDP module cannot generate: its parameters are
+DTensors). On GPU the colocated vLLM engine in `vllm_rollout.py` plays the same role.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Protocol
+
+import torch
+
+from ..backends.base import Request
+from ..errors import SampleError
+from .config import RewardConfig
+from .data import TrainItem
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Response:
+    token_ids: list[int]  # up to and including the end-of-sequence token when the response finished
+    text: str
+    offline: bool = False
+    finished: bool = True
+    reward: float = 0.0
+    accuracy: float = 0.0
+    format: float = 0.0
+
+
+@dataclass
+class Group:
+    """The n responses to one prompt; advantages are relative within the group."""
+
+    item: TrainItem
+    request: Request
+    responses: list[Response] = field(default_factory=list)
+    advantages: list[float] = field(default_factory=list)
+
+    @property
+    def rewards(self) -> list[float]:
+        return [r.reward for r in self.responses]
+
+
+class RolloutEngine(Protocol):
+    processor: Any
+    eos_ids: set[int]
+    pad_id: int | None
+
+    def inputs(self, request: Request) -> Any:
+        """The HF processor's encoding of a request's prompt (what the training forward consumes)."""
+
+    def sync(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Load the current policy weights (full tensors, by state-dict name)."""
+
+    def generate(self, requests: list[Request]) -> list[list[list[int]] | None]:
+        """Token ids of each request's n samples (None for a request the engine rejected)."""
+
+
+def rollout_seed(seed: int, step: int, round_: int, index: int) -> int:
+    """A sampling seed fixed by (run seed, step, refill round, dataset index): resumed runs sample the same."""
+    return zlib.crc32(f"{seed}/{step}/{round_}/{index}".encode()) & 0x7FFFFFFF
+
+
+def trim(ids: list[int], eos_ids: set[int], pad_id: int | None) -> tuple[list[int], bool]:
+    """Cut a generated row after its first end-of-sequence token; drop right padding. Returns (ids, finished)."""
+    for i, t in enumerate(ids):
+        if t in eos_ids:
+            return ids[: i + 1], True
+    while ids and pad_id is not None and ids[-1] == pad_id:
+        ids = ids[:-1]
+    return ids, False
+
+
+def eos_ids_of(model_dir: str) -> tuple[set[int], int | None]:
+    """End-of-sequence ids (generation config, else tokenizer) and the pad id of a model directory."""
+    from transformers import AutoTokenizer, GenerationConfig
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    try:
+        eos = GenerationConfig.from_pretrained(model_dir).eos_token_id
+    except OSError:
+        eos = None
+    eos = eos if eos is not None else tok.eos_token_id
+    ids = set(eos) if isinstance(eos, (list, tuple)) else {eos}
+    return ids, tok.pad_token_id
+
+
+class HFRollout:
+    """transformers `generate` through `HFBackend`, on weights synced from the FSDP model every step."""
+
+    def __init__(self, model_dir: str, device: torch.device):
+        from ..backends.hf import HFBackend
+
+        self.backend = HFBackend(model_dir, device=str(device))
+        asyncio.run(self.backend.start())
+        self.processor = self.backend.processor
+        self.eos_ids, self.pad_id = eos_ids_of(model_dir)
+
+    def inputs(self, request: Request) -> Any:
+        return self.backend.inputs(request)
+
+    def sync(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        own = self.backend.model.state_dict()
+        with torch.no_grad():
+            for name, tensor in weights:
+                own[name].copy_(tensor)
+
+    def generate(self, requests: list[Request]) -> list[list[list[int]] | None]:
+        async def run_all() -> list[list[list[int]] | None]:
+            out: list[list[list[int]] | None] = []
+            for req in requests:
+                try:
+                    completion = await self.backend.generate(req)
+                except SampleError as exc:
+                    log.warning("rollout of %s failed: %s", req.request_id, exc)
+                    out.append(None)
+                    continue
+                out.append(completion.token_ids)
+            return out
+
+        return asyncio.run(run_all())
+
+
+# ------------------------------------------------------------------------------------------------ groups
+
+
+def make_responses(rows: list[list[int]], tokenizer: Any, eos_ids: set[int], pad_id: int | None) -> list[Response]:
+    out = []
+    for row in rows:
+        ids, finished = trim(list(row), eos_ids, pad_id)
+        out.append(Response(ids, tokenizer.decode(ids, skip_special_tokens=True), finished=finished))
+    return out
+
+
+def offline_responses(item: TrainItem, k: int, tokenizer: Any, eos_id: int, max_tokens: int) -> list[Response]:
+    """k responses from the item's offline texts (cycled), tokenized and ended with EOS, cut to max_tokens."""
+    out = []
+    for j in range(k):
+        text = item.offline[j % len(item.offline)]
+        ids = tokenizer.encode(text, add_special_tokens=False)[: max_tokens - 1] + [eos_id]
+        out.append(Response(ids, tokenizer.decode(ids, skip_special_tokens=True), offline=True))
+    return out
+
+
+def score(group: Group, cfg: RewardConfig) -> None:
+    """Rewards of every response: the scorer library's `reward_parts`, unchanged (the evaluation metric + format)."""
+    from ..scoring import reward_parts
+
+    for r in group.responses:
+        parts = reward_parts(group.item.sample, r.text, cfg.format_weight, format_mode=cfg.format_mode)
+        r.reward, r.accuracy, r.format = parts["overall"], parts["accuracy"], parts["format"]
+
+
+def mix_offline(group: Group, k: int, threshold: float | None, tokenizer: Any, eos_id: int, max_tokens: int,
+                reward_cfg: RewardConfig) -> bool:
+    """Put k offline responses into a scored group; returns True if it did.
+
+    Unconditional mode (threshold None): the rollout generated n - k, the offline ones are appended. Gated mode:
+    the group has n online responses; the last k are replaced only when their mean accuracy is below threshold.
+    """
+    if k == 0 or not group.item.offline:
+        return False
+    if threshold is not None:
+        accuracy = sum(r.accuracy for r in group.responses) / len(group.responses)
+        if accuracy >= threshold:
+            return False
+        group.responses = group.responses[: len(group.responses) - k]
+    mixed = offline_responses(group.item, k, tokenizer, eos_id, max_tokens)
+    scored = Group(group.item, group.request, mixed)
+    score(scored, reward_cfg)
+    group.responses.extend(scored.responses)
+    return True

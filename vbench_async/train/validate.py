@@ -1,0 +1,29 @@
+"""Validation through the evaluation pipeline: the exported checkpoint is evaluated exactly as `vbench-async run`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .config import ValidationConfig
+
+
+def validate(model_dir: Path, cfg: ValidationConfig, out_dir: Path) -> dict[str, float]:
+    """Evaluate `model_dir` on the configured benchmarks; {"val/<benchmark>": score in [0, 1]}."""
+    from ..backends.base import SamplingParams
+    from ..runner import RunConfig, run
+
+    summary = run(RunConfig(
+        model=str(model_dir),
+        suite=cfg.suite,
+        benchmarks=list(cfg.benchmarks) or None,
+        data_root=Path(cfg.data_root) if cfg.data_root else None,
+        output_dir=Path(out_dir),
+        backend=cfg.backend,
+        sampling=SamplingParams(max_tokens=cfg.max_tokens),
+        frame_overrides=dict(cfg.frames),
+        max_samples=cfg.max_samples,
+        progress=False,
+        write_site=False,
+    ))
+    return {f"val/{bid}": float(b["score"]) for bid, b in summary["benchmarks"].items()
+            if isinstance(b.get("score"), (int, float))}
