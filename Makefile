@@ -12,7 +12,8 @@ setup:
 demo: setup  ## evaluate the tiny model on the built-in synthetic suite, write results + leaderboard
 	.venv/bin/vbench-async run --model tiny-qwen2.5-vl --suite demo --output-dir runs/demo
 
-test: setup  ## the whole default test suite (real vLLM engine on CPU included)
+test: setup  ## the whole default test suite (real vLLM engine on CPU, real headless Chromium)
+	bash scripts/install_browser.sh
 	$(PY) -m pytest -q
 
 test-slow: setup  ## long variants (many crash trials, big suites)

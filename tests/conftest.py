@@ -38,3 +38,37 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 600, cwd: Path
         raise AssertionError(f"vbench-async {' '.join(args)} exited {proc.returncode}\n{proc.stdout[-3000:]}\n"
                              f"{proc.stderr[-5000:]}")
     return proc
+
+
+# -- the demo suite through the real engine, shared by several test files ------------------------------------------
+DEMO_ARGS = ("--suite", "demo", "--max-tokens", "12", "--no-progress")
+
+
+def demo_ids() -> dict[str, list[str]]:
+    """Sample ids of every demo record, per benchmark (from the annotation files, not from a run)."""
+    from vbench_async.benchmarks import resolve_benchmarks
+
+    return {b.id: [s.sample_id for s in b.load_samples(None)] for b in resolve_benchmarks("demo", None)}
+
+
+def outputs(run_dir: Path, field: str = "output") -> dict[str, object]:
+    """`benchmark/sample_id` -> a field of each stored result."""
+    from vbench_async.results.store import read_results
+
+    res = {}
+    for f in sorted((run_dir / "results").glob("*.jsonl")):
+        for sid, r in read_results(f).items():
+            res[f"{r['benchmark']}/{sid}"] = r[field]
+    return res
+
+
+@pytest.fixture(scope="session")
+def qwen25_runs(tmp_path_factory):
+    """Two greedy runs of tiny Qwen2.5-VL on the demo suite: a cold cache, then the same command into a new dir."""
+    tmp = tmp_path_factory.mktemp("e2e")
+    cache = tmp / "cache"
+    first = run_cli("run", "--model", "tiny-qwen2.5-vl", *DEMO_ARGS, "--output-dir", str(tmp / "a"),
+                    "--cache-dir", str(cache))
+    second = run_cli("run", "--model", "tiny-qwen2.5-vl", *DEMO_ARGS, "--output-dir", str(tmp / "b"),
+                     "--cache-dir", str(cache))
+    return tmp, first, second

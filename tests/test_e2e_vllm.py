@@ -8,29 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
-from vbench_async.benchmarks import resolve_benchmarks
-from vbench_async.results.store import read_results
+from conftest import DEMO_ARGS, demo_ids, outputs, run_cli
 
 pytestmark = pytest.mark.vllm
-
-DEMO_ARGS = ("--suite", "demo", "--max-tokens", "12", "--no-progress")
-
-
-def demo_ids() -> dict[str, list[str]]:
-    """Sample ids of every demo record, per benchmark (from the annotation files, not from the run)."""
-    out = {}
-    for b in resolve_benchmarks("demo", None):
-        out[b.id] = [s.sample_id for s in b.load_samples(None)]
-    return out
-
-
-def outputs(run_dir: Path) -> dict[str, str]:
-    res = {}
-    for f in sorted((run_dir / "results").glob("*.jsonl")):
-        for sid, r in read_results(f).items():
-            res[f"{r['benchmark']}/{sid}"] = r["output"]
-    return res
 
 
 def assert_one_line_per_record(run_dir: Path, expected: dict[str, list[str]]) -> None:
@@ -41,18 +21,6 @@ def assert_one_line_per_record(run_dir: Path, expected: dict[str, list[str]]) ->
         counts = Counter(l["sample_id"] for l in lines)
         assert sorted(counts) == sorted(ids), bench
         assert set(counts.values()) == {1}, f"{bench}: duplicated lines {counts}"
-
-
-@pytest.fixture(scope="module")
-def qwen25_runs(tmp_path_factory):
-    """Two greedy runs of tiny Qwen2.5-VL on the demo suite: a cold cache, then the same command into a new dir."""
-    tmp = tmp_path_factory.mktemp("e2e")
-    cache = tmp / "cache"
-    first = run_cli("run", "--model", "tiny-qwen2.5-vl", *DEMO_ARGS, "--output-dir", str(tmp / "a"),
-                    "--cache-dir", str(cache))
-    second = run_cli("run", "--model", "tiny-qwen2.5-vl", *DEMO_ARGS, "--output-dir", str(tmp / "b"),
-                     "--cache-dir", str(cache))
-    return tmp, first, second
 
 
 def test_demo_run_writes_results_summary_and_site(qwen25_runs):

@@ -17,8 +17,10 @@ from vbench_async.judge import (
     apply_judgements,
     judge_prompt,
     judge_run_dir,
+    judge_store,
     parse_verdict,
     reference_text,
+    resolve_identity,
 )
 from vbench_async.results.store import read_results
 from vbench_async.samples import Sample
@@ -95,6 +97,37 @@ def _answers(sample: Sample, i: int) -> str | SampleError:
     if i == 3:
         return SampleError("video_missing", "clip1.mp4 not found")  # a failed sample: never sent to the judge
     return f"<answer>{['A man opens a door.', 'Dogs run.', 'Water is poured.', 'A car.'][i % 4]}</answer>"
+
+
+def test_recorded_verdicts_drive_the_summary_and_the_site(tmp_path):
+    # Verdicts already on disk (an earlier pass of the same judge): the pass skips them without starting an engine,
+    # and the summary and the site are recomputed with them.
+    run_dir = make_run(tmp_path / "run", "model-oe", _answers, benchmarks=("vcrbench",),
+                       samples={"vcrbench": _open_ended(6)})
+    (run_dir / "leaderboard").mkdir()
+    (run_dir / "leaderboard" / "index.html").write_text("old site")
+    block = json.loads((run_dir / "summary.json").read_text())["benchmarks"]["vcrbench"]
+    results = read_results(run_dir / block["results_file"])
+    cfg = JudgeConfig(model="tiny-qwen2.5-vl")
+    _, identity = resolve_identity(cfg)
+    said = {"oe-0": "correct", "oe-1": "correct", "oe-2": "incorrect", "oe-4": None, "oe-5": "correct"}
+    with judge_store(run_dir, run_dir / block["results_file"], identity.key) as store:
+        for sid, verdict in said.items():
+            store.append({"sample_id": sid, "judge_id": identity.judge_id, "prompt_hash": PROMPT_HASH,
+                          "answer_hash": answer_hash(results[sid]), "output": f"VERDICT: {verdict}",
+                          "verdict": verdict, "score": None if verdict is None else float(verdict == "correct"),
+                          "error": None if verdict else {"kind": "judge_unparsable", "message": "?"}})
+    summary = judge_run_dir(run_dir, cfg)
+    assert summary["judge_pass"] == {"n_judged": 0, "n_judge_failed": 0, "n_skipped": 5,
+                                     "judge_id": identity.judge_id, "key": identity.key}
+    b = summary["benchmarks"]["vcrbench"]
+    # three correct verdicts, one incorrect, oe-4 keeps its offline ROUGE-L, oe-3 failed (0): mean over all 6
+    assert b["score"] == pytest.approx((3 + results["oe-4"]["score"]) / 6)
+    assert b["n_needs_judge"] == 1 and b["judge"]["n_judged"] == 4 and b["judge"]["n_judge_failed"] == 1
+    site = (run_dir / "leaderboard" / "index.html").read_text()
+    assert "old site" not in site and "1 need judge" in site
+    rows = json.loads((run_dir / "leaderboard" / "data" / "vcrbench.samples.json").read_text())
+    assert {r["sample_id"]: r["judge_verdict"] for r in rows}["oe-2"] == "incorrect"
 
 
 @pytest.mark.vllm

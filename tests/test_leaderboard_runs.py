@@ -121,5 +121,33 @@ def test_runs_hold_real_scored_results(tmp_path):
     assert n["demo-yesno"]["n_failed"] == 1 and n["demo-mc"]["score"] < 1.0
     p = json.loads((partial / "summary.json").read_text())
     assert not p["complete"] and p["benchmarks"]["demo-mc"]["n_total"] == 4
-    manifest = json.loads((perfect / "manifest.json").read_text())
-    assert manifest["seed"] == 7 and manifest["benchmarks"]["demo-mc"]["frames"]["max_frames"] == 32
+
+
+def test_manifest_says_how_the_numbers_were_made(tmp_path):
+    run = make_run(tmp_path / "m", "model-m", every_third_wrong, benchmarks=("demo-mc", "demo-yesno"))
+    m = json.loads((run / "manifest.json").read_text())
+    assert m["model"]["path"] == "/models/model-m" and len(m["model"]["fingerprint"]) == 24
+    assert m["backend"]["name"] == "vllm" and m["sampling"]["seed"] == 7 and m["seed"] == 7
+    mc = m["benchmarks"]["demo-mc"]
+    assert mc["frames"]["max_frames"] == 32 and mc["frames"]["family"] == "qwen2.5-vl"
+    assert mc["prompt_templates"]["hash"] == mc["prompt_template_hash"]
+    assert mc["prompt_template_hash"] == get_benchmark("demo-mc").prompt_template_hash()
+    assert mc["prompt_templates"]["files"] and all(len(h) == 16 for h in mc["prompt_templates"]["files"].values())
+    assert mc["results_file"].startswith("results/demo-mc.") and mc["aggregation"]["kind"] == "micro"
+    assert m["benchmarks"]["demo-yesno"]["counts"]["n_failed"] == 1
+    assert m["counts"] == {"n_expected": 22, "n_total": 22, "n_scored": 21, "n_failed": 1, "n_pending": 0,
+                           "complete": True}
+    assert m["versions"]["python"] and "pandas" in m["versions"] and "jinja2" in m["versions"]
+    assert m["git_commit"] is None or len(m["git_commit"].split("+")[0]) == 40
+    assert m["hardware"]["cpus"] >= 1 and m["hardware"]["machine"]
+    assert m["started_at"] < m["finished_at"] and m["duration_s"] > 0
+    assert m["judge"] is None and m["run_config"]["output_dir"] == str(run)
+
+
+def test_model_revision_from_a_hub_cache_snapshot(tmp_path):
+    from vbench_async.results.manifest import model_identity
+
+    snap = tmp_path / "models--org--m" / "snapshots" / "0123abcd"
+    snap.mkdir(parents=True)
+    ident = model_identity(ModelRef(name="org/m", path=str(snap), family="qwen3-vl", fingerprint="f"))
+    assert ident["revision"] == "0123abcd" and ident["fingerprint"] == "f"

@@ -105,6 +105,22 @@ def test_runs_with_different_settings_get_config_letters(runs, tmp_path):
     assert "config B" in (site / "index.html").read_text()
 
 
+def test_damaged_and_foreign_runs_are_shown_marked_not_scored(runs, tmp_path):
+    damaged = tmp_path / "damaged"
+    shutil.copytree(runs[0], damaged)
+    summary = json.loads((damaged / "summary.json").read_text())
+    (damaged / summary["benchmarks"]["demo-mc"]["results_file"]).unlink()  # lost result file
+    summary["benchmarks"]["future-bench"] = {**summary["benchmarks"]["demo-count"], "score": 0.5}  # unknown card
+    (damaged / "summary.json").write_text(json.dumps(summary))
+    site = build_site([runs[0], damaged], tmp_path / "site")
+    board = pd.read_csv(site / "data" / "leaderboard.csv", keep_default_na=False)
+    mc = board[(board["run"] == "damaged") & (board["column"] == "demo-mc")].iloc[0]
+    assert mc["score"] == "" and "no result file" in mc["markers"] and "partial 0/11" in mc["markers"]
+    future = board[(board["run"] == "damaged") & (board["column"] == "future-bench")].iloc[0]
+    assert "unknown benchmark" in future["markers"]
+    assert "no result file" in (site / "index.html").read_text()
+
+
 def test_site_is_a_pure_function_of_the_runs(runs, site, tmp_path):
     again = build_site(runs, tmp_path / "again")
     files = sorted(p.relative_to(site) for p in site.rglob("*") if p.is_file())

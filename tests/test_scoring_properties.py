@@ -92,8 +92,8 @@ STRUCTURED_TYPES = [t for t in FAST_TYPES if t not in ("ocr", "open-ended")]  # 
 @FUZZ
 @given(st.sampled_from(STRUCTURED_TYPES), st.text(alphabet=st.characters(blacklist_categories=("Cs",))))
 def test_garbage_without_answer_shapes_is_malformed(task_type, noise):
-    # Text with no letters, digits or brackets holds no answer of a structured type.
-    text = "".join(c for c in noise if not (c.isalnum() or c in "{}[]<>()\"'`$\\*"))
+    # Text with no letters, digits, underscores or brackets holds no answer of a structured type.
+    text = "".join(c for c in noise if not (c.isalnum() or c in "_{}[]<>()\"'`$\\*"))
     result = score(sample_for(task_type), text)
     assert (result.value, result.well_formed) == (0.0, False)
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import SampleError, UserError
+from .results.manifest import iso
 from .results.store import ResultStore, config_hash, read_results
 
 log = logging.getLogger(__name__)
@@ -159,8 +160,8 @@ def _write_state(run_dir: Path, identity: JudgeIdentity) -> None:
     from .results.report import _write_json
 
     state = read_state(run_dir)
-    entry = state["judges"].get(identity.key) or {**identity.to_dict(), "created_at": _now()}
-    entry["updated_at"] = _now()
+    entry = state["judges"].get(identity.key) or {**identity.to_dict(), "created_at": iso(time.time())}
+    entry["updated_at"] = iso(time.time())
     state["judges"][identity.key] = entry
     state["active"] = identity.key
     (run_dir / JUDGE_DIRNAME).mkdir(parents=True, exist_ok=True)
@@ -393,9 +394,3 @@ def _read_summary(run_dir: Path) -> dict[str, Any]:
     if not isinstance(summary.get("benchmarks"), dict):
         raise UserError(f"{path} has no 'benchmarks' mapping: not a vbench-async summary")
     return summary
-
-
-def _now() -> str:
-    from .results.manifest import iso
-
-    return iso(time.time())

@@ -46,6 +46,7 @@ class RunConfig:
     backend_options: dict[str, Any] = field(default_factory=dict)  # engine settings / server url, per backend
     progress: bool = True
     write_site: bool = True
+    shard: tuple[int, int] | None = None  # (K, N): evaluate only shard K of N (sharding.py); merge combines them
 
 
 @dataclass
@@ -72,15 +73,26 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     benchmarks = resolve_benchmarks(cfg.suite, cfg.benchmarks)
     run_dir = Path(cfg.output_dir or Path("runs") / model.display_name)
     run_dir.mkdir(parents=True, exist_ok=True)
-    cache = FrameCache(cfg.cache_dir) if cfg.cache_dir else FrameCache.default()
-    plans = [_plan(b, model, cfg, run_dir) for b in benchmarks]
+    # --retry-failed reaches the cache too: a video whose decode failed last time is tried again.
+    cache = (FrameCache(cfg.cache_dir, retry_failed=cfg.retry_failed) if cfg.cache_dir
+             else FrameCache.default(retry_failed=cfg.retry_failed))
+    loaded = [(b, _samples(b, cfg)) for b in benchmarks]
+    selection = _shard_selection(cfg, model, loaded, run_dir) if cfg.shard else None
+    plans = [_plan(b, model, cfg, run_dir, samples, selection) for b, samples in loaded]
 
     stats: dict[str, Any] = {}
     pending = sum(len(p.entries) for p in plans)
-    if cfg.mode == "preprocess" or pending:
-        stats = _execute(cfg, model, plans, cache)
-    else:
-        log.info("every sample already has a result in %s (nothing to run)", run_dir)
+    interrupted = False
+    try:
+        if cfg.mode == "preprocess" or pending:
+            stats = _execute(cfg, model, plans, cache)
+        else:
+            log.info("every sample already has a result in %s (nothing to run)", run_dir)
+    except KeyboardInterrupt:
+        # Ctrl-C: in-flight requests were cancelled (vLLM aborts them); finished lines are on disk. Summarise them,
+        # marked partial, then let the CLI exit 130.
+        interrupted = True
+        stats["interrupted"] = True
     summary = report.write_run_outputs(
         run_dir=run_dir,
         model=model,
@@ -90,14 +102,35 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         started_at=t_start,
         write_site=cfg.write_site and cfg.mode != "preprocess",
     )
+    summary["run_dir"] = str(run_dir)
+    if selection is not None and not interrupted:
+        from .results.merge import merge_if_complete
+
+        # The last shard to finish merges all of them into summary.json (a no-op while any sample is missing).
+        summary["merged"] = merge_if_complete(run_dir, {p.benchmark.id: p.store.config_hash for p in plans},
+                                              cfg.shard[1], write_site=cfg.write_site)
+    if interrupted:
+        raise KeyboardInterrupt
     return summary
 
 
-def _plan(benchmark: Any, model: Any, cfg: RunConfig, run_dir: Path) -> BenchmarkPlan:
-    spec = benchmark.frame_spec(model.family, cfg.frame_overrides)
+def _samples(benchmark: Any, cfg: RunConfig) -> list[Any]:
     samples = benchmark.load_samples(cfg.data_root)
-    if cfg.max_samples is not None:
-        samples = samples[: cfg.max_samples]
+    return samples[: cfg.max_samples] if cfg.max_samples is not None else samples
+
+
+def _shard_selection(cfg: RunConfig, model: Any, loaded: list[tuple[Any, list[Any]]], run_dir: Path) -> Any:
+    from .sharding import Shard, items_for, select
+
+    items = [it for b, samples in loaded
+             for it in items_for(b, samples, b.frame_spec(model.family, cfg.frame_overrides), cfg.data_root,
+                                 cfg.allow_outside_root)]
+    return select(Shard(*cfg.shard), items, run_dir)
+
+
+def _plan(benchmark: Any, model: Any, cfg: RunConfig, run_dir: Path, samples: list[Any],
+          selection: Any = None) -> BenchmarkPlan:
+    spec = benchmark.frame_spec(model.family, cfg.frame_overrides)
     config = {
         "model": model.fingerprint,
         "benchmark": benchmark.id,
@@ -106,7 +139,10 @@ def _plan(benchmark: Any, model: Any, cfg: RunConfig, run_dir: Path) -> Benchmar
         "thinking": cfg.thinking,
         "sampling": cfg.sampling.to_dict(),
     }
-    store = ResultStore(run_dir, benchmark.id, config_hash(config))
+    store = ResultStore(run_dir, benchmark.id, config_hash(config), shard=tuple(cfg.shard) if cfg.shard else None)
+    if selection is not None:
+        selection.write_index(run_dir, benchmark.id, store.config_hash, config, [s.sample_id for s in samples])
+        samples = selection.keep(benchmark.id, samples)
     done = store.completed_ids(retry_failed=cfg.retry_failed)
     entries = []
     for s in samples:
@@ -209,7 +245,7 @@ def make_backend(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan]) -> Any:
         settings.seed = cfg.sampling.seed
         # Profile memory with the run's real frame budget, not the model's maximum (faster start-up).
         specs = [p.spec for p in plans]
-        settings.profile_frames = max((s.max_frames for s in specs), default=None)
+        settings.profile_frames = max((s.nframes or s.max_frames for s in specs), default=None)
         settings.profile_pixels = max((s.max_pixels for s in specs), default=None)
         return VLLMBackend(model.path, settings)
     if cfg.backend == "openai":

@@ -64,6 +64,7 @@ class Completion:
     engine_wait_s: float = 0.0  # submit -> first output (queueing + prefill)
     texts: list[str] | None = None  # all n samples when n > 1
     token_ids: list[list[int]] | None = None  # per sample, when the backend can give them (RL)
+    prompt_token_ids: list[int] | None = None  # the prompt as the engine tokenised it (media placeholders expanded)
 
 
 class EngineDead(RuntimeError):

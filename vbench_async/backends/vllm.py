@@ -9,6 +9,7 @@ one video reuse vLLM's processed-input cache and the prefix cache.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import time
@@ -31,16 +32,23 @@ class VLLMSettings:
     gpu_memory_utilization: float = 0.85
     kv_cache_bytes: int | None = None  # explicit KV cache size; default 64 MiB on CPU
     tensor_parallel_size: int = 1
-    data_parallel_size: int = 1
+    data_parallel_size: int = 1  # engine replicas in this process's node; vLLM balances requests across them
+    dp_video_affinity: bool = True  # with several replicas, all questions of a video go to one (its prefix cache)
     dtype: str = "auto"
     enforce_eager: bool = False
     enable_prefix_caching: bool = True
+    mm_processor_cache_gb: float | None = None  # None: vLLM's default; 0 disables the processed-input cache
     max_images: int = 1
     max_videos: int = 1
     seed: int = 0
     # Profile vLLM's memory with a dummy video of the run's real size, not the model's maximum (start-up time).
     profile_frames: int | None = None
     profile_pixels: int | None = None
+
+
+def replica_for(key: str, replicas: int) -> int:
+    """A stable replica index for `key` (the same in every process and run, unlike Python's hash())."""
+    return int.from_bytes(hashlib.blake2b(str(key).encode(), digest_size=8).digest(), "big") % replicas
 
 
 def on_cpu() -> bool:
@@ -86,10 +94,8 @@ class VLLMBackend:
             seed=s.seed,
             disable_log_stats=True,
         )
-        if cpu and s.tensor_parallel_size * s.data_parallel_size == 1:
-            # One worker: run it inside the engine-core process instead of spawning another interpreter (saves the
-            # seconds of a second `import vllm` at start-up).
-            kwargs["distributed_executor_backend"] = "uni"
+        if s.mm_processor_cache_gb is not None:
+            kwargs["mm_processor_cache_gb"] = s.mm_processor_cache_gb
         if s.max_num_batched_tokens:
             kwargs["max_num_batched_tokens"] = s.max_num_batched_tokens
         if kv is not None:
@@ -100,6 +106,11 @@ class VLLMBackend:
 
     async def start(self) -> None:
         os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+        s = self.settings
+        if on_cpu() and s.tensor_parallel_size * s.data_parallel_size == 1:
+            # One CPU worker: run it inside the engine-core process rather than spawning a third interpreter (vLLM
+            # only allows its single-process executor on CPU through this variable); saves one `import vllm`.
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         try:
             from vllm.v1.engine.async_llm import AsyncLLM
         except ImportError as exc:
@@ -172,6 +183,14 @@ class VLLMBackend:
             self._sampling_cache[key] = sp
         return sp
 
+    def _routing(self, request: Request) -> dict[str, Any]:
+        """Pin a video's requests to one data-parallel replica, so its prefix cache and encoder cache are reused;
+        vLLM's own load balancer would spread the questions of one video over all replicas."""
+        s = self.settings
+        if s.data_parallel_size <= 1 or not s.dp_video_affinity or not request.videos:
+            return {}
+        return {"data_parallel_rank": replica_for(request.videos[0].uuid, s.data_parallel_size)}
+
     async def generate(self, request: Request) -> Completion:
         from vllm.v1.engine.exceptions import EngineDeadError
 
@@ -182,7 +201,8 @@ class VLLMBackend:
         final = None
         try:
             async for out in self.engine.generate(
-                self.engine_input(request), self.sampling_params(request), request.request_id
+                self.engine_input(request), self.sampling_params(request), request.request_id,
+                **self._routing(request),
             ):
                 first = first or time.perf_counter()
                 final = out
@@ -206,4 +226,5 @@ class VLLMBackend:
             engine_wait_s=(first or end) - start,
             texts=[o.text for o in outs] if request.n > 1 else None,
             token_ids=[list(o.token_ids) for o in outs],
+            prompt_token_ids=list(final.prompt_token_ids or ()),
         )

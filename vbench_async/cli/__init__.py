@@ -17,6 +17,7 @@ from ..errors import UserError
 # Order here is the order in `vbench-async --help`.
 _COMMAND_MODULES = [
     "run",
+    "merge",
     "preprocess",
     "cache",
     "list",

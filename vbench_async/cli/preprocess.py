@@ -45,6 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     how.add_argument("--retry-failed", action="store_true",
                      help="decode videos again that failed in an earlier run (else their recorded reason is shown)")
     how.add_argument("--no-progress", action="store_true", help="no progress bar")
+    how.add_argument("--shard", metavar="K/N",
+                     help="decode only the videos of shard K of N (K from 0; 'auto' reads the launcher's variables, "
+                          "see `run --shard`), split as `run --shard K/N` splits them, so N machines can fill one "
+                          "shared cache together; concurrent writers are safe (entries appear atomically)")
 
     frames = p.add_argument_group("frames (override the benchmark's preset; must match the later `run`)")
     frames.add_argument("--max-frames", type=int, help="frame cap per video")
@@ -58,6 +62,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from ..benchmarks import resolve_benchmarks
     from ..frames import DEFAULT_DECODER, FrameCache, VideoJob, default_cache_dir, family_from_model, preprocess
+    from ..launcher import resolve_shard
+    from ..sharding import shard_slice
 
     if not args.suite and not args.benchmarks:
         raise UserError("say what to preprocess: --suite NAME or --benchmarks a,b (see `vbench-async list`)")
@@ -70,11 +76,14 @@ def main(args: argparse.Namespace) -> int:
                      total_pixels=args.total_pixels)
     names = [n.strip() for n in args.benchmarks.split(",") if n.strip()] if args.benchmarks else None
     benchmarks = resolve_benchmarks(args.suite, names)
+    loaded = [(bench, bench.frame_spec(family, overrides), bench.load_samples(args.data_root)) for bench in benchmarks]
+    shard = resolve_shard(args.shard)
+    if shard is not None:
+        loaded = shard_slice(shard, loaded, args.data_root, args.allow_outside_root)
 
     jobs, skipped = [], 0
-    for bench in benchmarks:
-        spec = bench.frame_spec(family, overrides)
-        for sample in bench.load_samples(args.data_root):
+    for bench, spec, samples in loaded:
+        for sample in samples:
             if isinstance(sample, Exception) or not sample.video:
                 skipped += 1  # invalid record or no video: `run` records it; nothing to decode
                 continue
@@ -94,7 +103,7 @@ def main(args: argparse.Namespace) -> int:
     with cache:
         report = preprocess(jobs, cache, workers=args.workers, retry_failed=args.retry_failed,
                             progress=not args.no_progress)
-    print(f"{', '.join(b.id for b in benchmarks)} ({family}) -> {cache_dir}")
+    print(f"{', '.join(b.id for b in benchmarks)} ({family}){f' shard {shard}' if shard else ''} -> {cache_dir}")
     print(report.summary() + (f"; {skipped} samples without a usable video" if skipped else ""))
     for failure in report.failures[:20]:
         print(f"  failed [{failure.kind}] {failure.video}: {failure.message}")

@@ -46,6 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "the background); both: preprocess, then evaluate; auto: eval if >=90%% of videos are cached")
     how.add_argument("--retry-failed", action="store_true", help="re-run samples whose stored result is a failure")
     how.add_argument("--thinking", action="store_true", help="use the reasoning prompt variant")
+    how.add_argument("--judge-model",
+                     help="after the run, judge open-ended answers with this model (same backend kind and settings); "
+                          "see `vbench-async judge`")
     how.add_argument("--concurrency", type=int, default=16, help="requests in flight")
     how.add_argument("--loaders", type=int, default=2, help="frame-loading threads")
     how.add_argument("--queue-size", type=int, default=32, help="loaded samples waiting for a free request slot")
@@ -79,6 +82,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     eng.add_argument("--dtype", default="auto", help="weights dtype (auto: the checkpoint's; bfloat16 on CPU)")
     eng.add_argument("--enforce-eager", action="store_true", help="disable CUDA graphs / torch.compile")
 
+    scale = p.add_argument_group("scale-out (docs/scale-out.md)")
+    scale.add_argument("--shard", metavar="K/N",
+                       help="evaluate only shard K of N (K counts from 0): a cost-balanced slice that keeps each "
+                            "video's questions together, written to its own result files in OUTPUT_DIR; the last "
+                            "shard to finish merges them (or run `vbench-async merge OUTPUT_DIR`). 'auto' reads it "
+                            "from the launcher: VBENCH_ASYNC_SHARD, torchrun's RANK/WORLD_SIZE, a Slurm array's "
+                            "SLURM_ARRAY_TASK_ID/COUNT, or srun's SLURM_PROCID/SLURM_NTASKS")
+    scale.add_argument("--gpus", default="auto", metavar="LIST|auto",
+                       help="devices for this process's engine, tensor-parallel x data-parallel of them, e.g. 2,3 "
+                            "(indices into CUDA_VISIBLE_DEVICES when that is set). auto: with several processes per "
+                            "node (torchrun LOCAL_RANK, srun SLURM_LOCALID) process L takes the L-th block; "
+                            "otherwise CUDA_VISIBLE_DEVICES is left as it is")
+    scale.add_argument("--no-video-affinity", action="store_true",
+                       help="with --data-parallel-size > 1, let vLLM's load balancer place every request instead of "
+                            "sending all questions of one video to the same replica (which reuses its prefix cache)")
+
     srv = p.add_argument_group("openai backend")
     srv.add_argument("--base-url", help="server URL, e.g. http://127.0.0.1:8000/v1")
     srv.add_argument("--served-model", help="model name the server expects (default: --model)")
@@ -89,12 +108,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ..launcher import apply_devices, resolve_shard, select_devices
+
+    if not args.suite and not args.benchmarks:
+        raise UserError("say what to evaluate: --suite NAME or --benchmarks a,b (see `vbench-async list`)")
+    shard = resolve_shard(args.shard)
+    if args.backend == "vllm":  # before anything touches CUDA: the engine processes inherit the restriction
+        apply_devices(select_devices(args.gpus, args.tensor_parallel_size * args.data_parallel_size))
+
     from ..backends.base import SamplingParams
     from ..results.report import print_table
     from ..runner import RunConfig, run
 
-    if not args.suite and not args.benchmarks:
-        raise UserError("say what to evaluate: --suite NAME or --benchmarks a,b (see `vbench-async list`)")
     frame_overrides = {
         k: v
         for k, v in dict(max_frames=args.max_frames, nframes=args.nframes, fps=args.fps,
@@ -107,6 +132,7 @@ def main(args: argparse.Namespace) -> int:
             max_num_batched_tokens=args.max_num_batched_tokens, gpu_memory_utilization=args.gpu_memory_utilization,
             kv_cache_bytes=args.kv_cache_bytes, tensor_parallel_size=args.tensor_parallel_size,
             data_parallel_size=args.data_parallel_size, dtype=args.dtype, enforce_eager=args.enforce_eager,
+            dp_video_affinity=not args.no_video_affinity,
         )
     elif args.backend == "openai":
         if not args.base_url:
@@ -141,6 +167,7 @@ def main(args: argparse.Namespace) -> int:
         backend_options=backend_options,
         progress=not args.no_progress,
         write_site=not args.no_site,
+        shard=shard,
     )
     try:
         summary = run(cfg)
@@ -152,11 +179,20 @@ def main(args: argparse.Namespace) -> int:
                   f"to resume.", file=sys.stderr)
             return 3
         raise
+    if args.judge_model:
+        from ..judge import judge_after_run
+
+        summary = {**judge_after_run(Path(summary["run_dir"]), cfg, args.judge_model), "run_dir": summary["run_dir"]}
     print()
     print_table(summary)
-    run_dir = Path(summary.get("leaderboard", "")).parent.parent if summary.get("leaderboard") else None
-    if run_dir:
+    run_dir = summary["run_dir"]
+    if shard is not None:
+        merged = "all shards done, merged into summary.json" if summary.get("merged") else \
+            f"merge when all shards are done: vbench-async merge {run_dir}"
+        print(f"\nshard {shard}: {run_dir}/summary.{shard.tag}.json ({merged})")
+    if shard is None or summary.get("merged"):
         print(f"\nresults: {run_dir}/results/   summary: {run_dir}/summary.json")
+    if summary.get("leaderboard"):
         print(f"leaderboard: {summary['leaderboard']}")
     failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
     if failed:

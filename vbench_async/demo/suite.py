@@ -36,11 +36,13 @@ def ensure_demo_suite(home: Path | None = None) -> Path:
 
 
 def generate_suite(out_dir: Path, n_videos: int = 22, questions_per_video: int = 3, seed: int = 0,
-                   min_s: float = 2.0, max_s: float = 60.0, workers: int | None = None) -> dict[str, int]:
+                   min_s: float = 2.0, max_s: float = 60.0, workers: int | None = None,
+                   sizes: tuple[tuple[int, int], ...] = SIZES) -> dict[str, int]:
     """Write `n_videos` videos and about `n_videos * questions_per_video` questions into `out_dir`.
 
     Durations are spread geometrically from `min_s` to `max_s` (so both ends occur) and shuffled; sizes and frame
-    rates cycle through `SIZES` and `FRAME_RATES`. Each video's questions rotate through the groups, so one video
+    rates cycle through `sizes` (default `SIZES`: small, for speed; perf scripts pass realistic ones) and
+    `FRAME_RATES`. Each video's questions rotate through the groups, so one video
     serves several benchmarks. Deterministic for the same arguments (`workers`, the number of videos encoded at
     once, defaults to the CPU count up to 4 and does not change the output). Returns the question count per group.
     """
@@ -59,8 +61,8 @@ def generate_suite(out_dir: Path, n_videos: int = 22, questions_per_video: int =
     scenes: list[Scene] = []
     for i, duration in enumerate(durations):
         rng = np.random.default_rng([seed, i])  # per video: a video does not depend on how many others there are
-        width, height = SIZES[i % len(SIZES)]
-        fps = FRAME_RATES[(i + i // len(SIZES)) % len(FRAME_RATES)]  # every size meets every rate
+        width, height = sizes[i % len(sizes)]
+        fps = FRAME_RATES[(i + i // len(sizes)) % len(FRAME_RATES)]  # every size meets every rate
         scene = plan_scene(rng, f"v{i:03d}", width, height, fps, float(duration))
         picked = _pick(scene_questions(scene, rng), questions_per_video, offset=i * questions_per_video)
         for q in picked:

@@ -35,6 +35,7 @@ class BenchRun:
     config: dict[str, Any] | None  # the comparable part of the result config (None without a manifest)
     judge: dict[str, Any] | None = None
     config_group: str | None = None  # "A", "B", ... when runs disagree on the config
+    problem: str | None = None  # what is wrong with the stored run (no result file, unknown benchmark)
 
     @property
     def score(self) -> float | None:
@@ -47,7 +48,7 @@ class BenchRun:
 
     @property
     def markers(self) -> list[str]:
-        out = []
+        out = [self.problem] if self.problem else []
         if not self.complete:
             out.append(f"partial {len(self.results)}/{self.n_expected}")
         if self.aggregate.get("n_failed"):
@@ -120,10 +121,11 @@ def load_run(run_dir: Path) -> Run:
 def _load_benchmark(run_dir: Path, bid: str, block: dict[str, Any], manifest: dict[str, Any] | None) -> BenchRun:
     from ..judge import apply_active_judge
 
-    if "results_file" not in block:
-        raise UserError(f"{run_dir}/summary.json: benchmark {bid!r} names no results_file")
-    path = run_dir / block["results_file"]
-    results, judge = apply_active_judge(run_dir, path, list(read_results(path).values()))
+    problem = None
+    path = run_dir / str(block.get("results_file") or "")
+    if not block.get("results_file") or not path.is_file():
+        problem = "no result file"  # shown as a run without results (partial 0/n), never as a score
+    results, judge = apply_active_judge(run_dir, path, list(read_results(path).values()) if not problem else [])
     card = _card(bid)
     if card is not None:
         from ..benchmarks.aggregate import aggregate
@@ -131,7 +133,8 @@ def _load_benchmark(run_dir: Path, bid: str, block: dict[str, Any], manifest: di
         agg = aggregate(results, card.aggregation, card.categories, card.metric)
     else:  # a benchmark this version does not know: show the stored numbers, CI of the plain mean
         agg = {k: v for k, v in block.items() if k not in ("results_file", "config_hash")}
-    n_expected = int(block.get("n_expected") or len(results))
+        problem = problem or "unknown benchmark: stored score"
+    n_expected = int(block.get("n_expected") or block.get("n_total") or len(results))
     config = None
     if manifest is not None:
         cfg = ((manifest.get("benchmarks") or {}).get(bid) or {}).get("config")
@@ -144,7 +147,7 @@ def _load_benchmark(run_dir: Path, bid: str, block: dict[str, Any], manifest: di
         benchmark=bid, results=results, aggregate=agg,
         estimate=headline_estimate(results, card.aggregation if card else None),
         categories=category_estimates(results, card.categories if card else ()),
-        n_expected=n_expected, config=config, judge=judge,
+        n_expected=n_expected, config=config, judge=judge, problem=problem,
     )
 
 

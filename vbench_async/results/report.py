@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -17,21 +18,10 @@ MANIFEST_FILE = "manifest.json"
 
 def write_run_outputs(run_dir: Path, model: Any, cfg: Any, plans: list, loop_stats: dict, started_at: float,
                       write_site: bool = True) -> dict[str, Any]:
-    from ..judge import active_judge, apply_active_judge
+    from ..judge import active_judge
 
-    benchmarks: dict[str, Any] = {}
-    for plan in plans:
-        # Verdicts of an LLM judge pass (if one ran) replace the offline scores of open-ended items.
-        results, judge_info = apply_active_judge(run_dir, plan.store.path, plan.store.load())
-        agg = plan.benchmark.aggregate(results)
-        if judge_info:
-            agg["judge"] = judge_info
-        agg["n_expected"] = plan.n_total
-        # A run that was interrupted (or is still missing samples) is marked, never mixed silently with complete runs.
-        agg["complete"] = len(results) >= plan.n_total
-        agg["results_file"] = str(plan.store.path.relative_to(run_dir))
-        agg["config_hash"] = plan.store.config_hash
-        benchmarks[plan.benchmark.id] = agg
+    benchmarks = {p.benchmark.id: summarize_benchmark(run_dir, p.benchmark, p.store.path, p.store.config_hash,
+                                                      p.n_total) for p in plans}
     finished_at = time.time()
     summary = {
         "model": model.display_name,
@@ -41,8 +31,13 @@ def write_run_outputs(run_dir: Path, model: Any, cfg: Any, plans: list, loop_sta
         "run": loop_stats,
         "wall_s": round(finished_at - started_at, 3),
     }
-    _write_json(run_dir / SUMMARY_FILE, summary)
-    _write_json(run_dir / MANIFEST_FILE,
+    shard = getattr(cfg, "shard", None)
+    if shard:
+        # A shard summarises its own slice only, in its own files: shards never write summary.json (merge does).
+        summary["shard"] = {"index": shard[0], "count": shard[1]}
+        write_site = False
+    _write_json(run_dir / output_name(SUMMARY_FILE, shard), summary)
+    _write_json(run_dir / output_name(MANIFEST_FILE, shard),
                 manifest(model, cfg, plans, loop_stats, started_at, finished_at, benchmarks=benchmarks,
                          judge=active_judge(run_dir)))
     if write_site:
@@ -51,6 +46,33 @@ def write_run_outputs(run_dir: Path, model: Any, cfg: Any, plans: list, loop_sta
         site = build_site([run_dir], run_dir / "leaderboard")
         summary["leaderboard"] = str(site / "index.html")
     return summary
+
+
+def summarize_benchmark(run_dir: Path, benchmark: Any, results_path: Path, config_hash: str,
+                        n_expected: int) -> dict[str, Any]:
+    """Aggregate of one benchmark's result file, with the counts and markers summary.json carries."""
+    from ..judge import apply_active_judge
+    from .store import read_results
+
+    # Verdicts of an LLM judge pass (if one ran) replace the offline scores of open-ended items.
+    results, judge_info = apply_active_judge(run_dir, results_path, list(read_results(results_path).values()))
+    agg = benchmark.aggregate(results)
+    if judge_info:
+        agg["judge"] = judge_info
+    agg["n_expected"] = n_expected
+    # A run that was interrupted (or is still missing samples) is marked, never mixed silently with complete runs.
+    agg["complete"] = len(results) >= n_expected
+    agg["results_file"] = str(results_path.relative_to(run_dir))
+    agg["config_hash"] = config_hash
+    return agg
+
+
+def output_name(name: str, shard: tuple[int, int] | None) -> str:
+    """summary.json -> summary.shard-0-of-4.json for a shard."""
+    if not shard:
+        return name
+    stem, _, suffix = name.rpartition(".")
+    return f"{stem}.shard-{shard[0]}-of-{shard[1]}.{suffix}"
 
 
 def print_table(summary: dict[str, Any], file=sys.stdout) -> None:
@@ -72,7 +94,7 @@ def print_table(summary: dict[str, Any], file=sys.stdout) -> None:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")  # unique: writers may race
     tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 

@@ -3,7 +3,8 @@
 Each line is flushed and fsynced before the next sample counts as done, so a SIGKILL loses at most the line being
 written. A torn last line is cut off on the next open. Lines are keyed by `sample_id`; a resumed run skips exactly the
 ids already present. The file name carries the config hash, so a changed config (model, frames, prompt, sampling)
-writes a new file instead of mixing with old results.
+writes a new file instead of mixing with old results. Shard K of N of a sharded run writes
+`<benchmark>.<hash>.shard-K-of-N.jsonl` (no two processes share a file); `merge` combines them into the plain name.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import fcntl
 import hashlib
 import json
 import os
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -41,10 +43,12 @@ class ResultStore:
     run_dir: Path
     benchmark_id: str
     config_hash: str
+    shard: tuple[int, int] | None = None  # (K, N): shard K of N writes its own file, so shards never share one
 
     @property
     def path(self) -> Path:
-        return self.run_dir / RESULTS_DIRNAME / f"{safe_name(self.benchmark_id)}.{self.config_hash}.jsonl"
+        tag = f".shard-{self.shard[0]}-of-{self.shard[1]}" if self.shard else ""
+        return self.run_dir / RESULTS_DIRNAME / f"{safe_name(self.benchmark_id)}.{self.config_hash}{tag}.jsonl"
 
     def __post_init__(self) -> None:
         self._fh = None
@@ -75,13 +79,25 @@ class ResultStore:
         return self
 
     def append(self, result: Mapping[str, Any]) -> None:
-        try:
-            line = json.dumps(result, ensure_ascii=False, default=_json_default, allow_nan=False)
-        except ValueError:  # NaN/inf somewhere in the details: store null, keep valid JSON for every reader
-            line = json.dumps(_finite(result), ensure_ascii=False, default=_json_default, allow_nan=False)
-        self._fh.write(line + "\n")
+        self._fh.write(_line(result))
         self._fh.flush()
         os.fsync(self._fh.fileno())
+
+    def rewrite(self, results: Iterable[Mapping[str, Any]]) -> None:
+        """Replace the whole file with `results` (merging shards), atomically; the store must be open (locked)."""
+        if self._fh is None:
+            raise RuntimeError("open the store before rewriting it")
+        tmp = self.path.with_name(f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}-{self.path.name}")
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.writelines(_line(r) for r in results)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        self._fh.close()
+        self._fh = open(self.path, "a", encoding="utf-8")
 
     def close(self) -> None:
         if self._fh is not None:
@@ -121,6 +137,19 @@ def read_results(path: Path) -> dict[str, dict[str, Any]]:
 
 def result_files(run_dir: Path) -> Iterable[Path]:
     return sorted((run_dir / RESULTS_DIRNAME).glob("*.jsonl"))
+
+
+def shard_index_path(run_dir: Path, benchmark_id: str, config_hash: str, count: int) -> Path:
+    """Where a sharded run lists every sample of a benchmark with its shard (what `merge` checks against)."""
+    return run_dir / RESULTS_DIRNAME / f"{safe_name(benchmark_id)}.{config_hash}.shards-{count}.json"
+
+
+def _line(result: Mapping[str, Any]) -> str:
+    try:
+        line = json.dumps(result, ensure_ascii=False, default=_json_default, allow_nan=False)
+    except ValueError:  # NaN/inf somewhere in the details: store null, keep valid JSON for every reader
+        line = json.dumps(_finite(result), ensure_ascii=False, default=_json_default, allow_nan=False)
+    return line + "\n"
 
 
 def _cut_torn_tail(path: Path) -> None:

@@ -3,9 +3,9 @@
     score(sample_or_record, output) -> Score(value, extracted, well_formed, details)
     reward(sample_or_record, output, format_weight=0.1) -> float
 
-Modules: `extract` (named answer-extraction steps), `tasks` / `grounding` / `math_task` / `code_task` (one scorer
-per task type), `metrics` (IoU, MRA, WER, ANLS, ROUGE-L and aggregation helpers), `router` (routing by
-`problem_type`, `score`, `reward`). See docs/scoring.md.
+Modules: `extract` and `letters` (named answer-extraction steps), `tasks` / `grounding` / `math_task` /
+`code_task` (one scorer per task type), `metrics` (IoU, MRA, WER, ANLS, ROUGE-L and aggregation helpers),
+`router` (routing by `problem_type`, `score`, `reward`). See docs/scoring.md.
 """
 
 from .base import Score, UnknownTaskType

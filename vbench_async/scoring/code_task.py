@@ -53,7 +53,8 @@ def _parser(lang: str):
         code = _block(text)
         if lang == "python":
             tree = _python_tree(code) if code else None
-            return code if tree is not None and tree.body else None  # comments alone are not code
+            # comments, "...", or a lone literal parse too, but name nothing: not code
+            return code if tree is not None and (_defined_names(tree) or _identifiers(tree)) else None
         if lang == "svg":  # from the first <svg to the last </svg>
             start, ends = _SVG_OPEN.search(code), list(_SVG_CLOSE.finditer(code))
             if start is None or not ends or ends[-1].start() < start.start():

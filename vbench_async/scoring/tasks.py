@@ -16,6 +16,7 @@ from ..errors import SampleError
 from ..samples import Sample
 from . import extract
 from .base import Score, clip01, malformed
+from .letters import parse_choice
 from .metrics import anls, mean_relative_accuracy, rouge_l, word_error_rate
 
 Parser = Callable[[str, bool], Any]  # (candidate text, is it the whole output?) -> answer, or None if not one
@@ -51,7 +52,7 @@ def score_multiple_choice(sample: Sample, output: str) -> Score:
     letters = valid_letters(sample)
 
     def parse(text: str, whole: bool) -> str | None:
-        return extract.parse_choice(text, letters, sample.options, whole)
+        return parse_choice(text, letters, sample.options, whole)
 
     gt = ground_truth(sample, parse, "an option letter")
     if gt not in letters:

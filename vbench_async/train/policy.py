@@ -1,9 +1,9 @@
 """The policy forward used for training: prompt + response tokens -> per-token log-probabilities.
 
 Two things make it safe under FSDP with mixed-modality batches (docs/training.md, "Mixed modalities under FSDP"):
-- the vision tower runs exactly ONCE per forward on every rank: images and videos of the micro-batch go through it
-  together (the tower treats each grid item independently, so this equals separate calls), and the results are
-  handed to the HF model as `mm_encoder_outputs`;
+- the vision tower runs exactly ONCE per forward on every rank: the distinct images and videos of the micro-batch
+  go through it together (the tower treats each grid item independently, so this equals separate calls; the n
+  responses of a group share one encoding), and the results are handed to the HF model as `mm_encoder_outputs`;
 - a rank whose micro-batch has no pixels runs the same single call on a zero-valued dummy input and adds
   0 * (every output, Qwen3-VL deepstack features included) to the loss, so every rank all-gathers and
   reduce-scatters the same parameters in the same order, and the gradients stay exact.
@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 MEDIA_KEYS = ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts")
+_MODEL_KEYS = ("image_grid_thw", "video_grid_thw", "second_per_grid_ts")  # per-row inputs the HF forward takes
 
 
 @dataclass
@@ -42,7 +43,11 @@ def encode(processor_output: Mapping[str, Any]) -> Encoded:
 
 @dataclass
 class MicroBatch:
-    """Left-padded prompts followed by right-padded responses: every response starts at column P."""
+    """Left-padded prompts followed by right-padded responses: every response starts at column P.
+
+    `media` holds each distinct prompt's pixels once (the n responses of a group share them) plus, per row, the
+    grids the model needs for positions and the index of every row's image/video items among the distinct ones.
+    """
 
     input_ids: torch.Tensor  # (B, P + R)
     attention_mask: torch.Tensor  # (B, P + R)
@@ -58,8 +63,39 @@ class MicroBatch:
                           move(self.response_mask))
 
 
+# (processor pixels key, processor grid key, short name)
+_KINDS = (("pixel_values", "image_grid_thw", "image"), ("pixel_values_videos", "video_grid_thw", "video"))
+
+
+def _collate_media(prompts: list[Encoded]) -> dict[str, torch.Tensor]:
+    unique: dict[int, Encoded] = {}
+    for p in prompts:
+        unique.setdefault(id(p), p)
+    media: dict[str, torch.Tensor] = {}
+    for px_key, grid_key, kind in _KINDS:
+        first_item: dict[int, int] = {}  # prompt -> index of its first item among the distinct items
+        pixels, grids = [], []
+        for key, p in unique.items():
+            if px_key in p.media:
+                first_item[key] = sum(len(g) for g in grids)
+                pixels.append(p.media[px_key])
+                grids.append(p.media[grid_key])
+        if not pixels:
+            continue
+        media[f"{kind}_pixels"] = torch.cat(pixels)
+        media[f"{kind}_grid_unique"] = torch.cat(grids)
+        rows = [p for p in prompts if px_key in p.media]
+        media[grid_key] = torch.cat([p.media[grid_key] for p in rows])  # per row: M-RoPE positions
+        media[f"{kind}_index"] = torch.tensor(
+            [first_item[id(p)] + j for p in rows for j in range(len(p.media[grid_key]))], dtype=torch.long)
+    seconds = [p.media["second_per_grid_ts"] for p in prompts if "second_per_grid_ts" in p.media]
+    if seconds:
+        media["second_per_grid_ts"] = torch.cat(seconds)
+    return media
+
+
 def collate(prompts: list[Encoded], responses: list[list[int]], pad_id: int) -> MicroBatch:
-    """Stack (prompt, response) pairs. Media tensors are concatenated in row order, as the model consumes them."""
+    """Stack (prompt, response) pairs. Rows that share an `Encoded` object share its pixels."""
     if len(prompts) != len(responses) or not prompts:
         raise ValueError("collate needs one response per prompt and at least one pair")
     P = max(len(p.input_ids) for p in prompts)
@@ -81,12 +117,7 @@ def collate(prompts: list[Encoded], responses: list[list[int]], pad_id: int) -> 
             ids[i, P: P + len(r)] = torch.tensor(r, dtype=torch.long)
             resp[i, : len(r)] = torch.tensor(r, dtype=torch.long)
             rmask[i, : len(r)] = 1.0
-    media: dict[str, torch.Tensor] = {}
-    for key in MEDIA_KEYS:
-        parts = [p.media[key] for p in prompts if key in p.media]
-        if parts:
-            media[key] = torch.cat(parts, dim=0)
-    return MicroBatch(ids, attn, ttypes, media, resp, rmask)
+    return MicroBatch(ids, attn, ttypes, _collate_media(prompts), resp, rmask)
 
 
 # ------------------------------------------------------------------------------------------------ vision
@@ -115,37 +146,34 @@ def _all_tensors(obj: Any) -> list[torch.Tensor]:
 
 def run_vision(model: nn.Module, media: Mapping[str, torch.Tensor], device: torch.device
                ) -> tuple[dict[str, Any] | None, torch.Tensor | None]:
-    """One vision-tower call for all images and videos of a micro-batch (or a zero dummy when there are none).
+    """One vision-tower call over the distinct images and videos of a micro-batch (a zero dummy when none).
 
-    Returns (mm_encoder_outputs for the HF model or None, a zero-valued term to add to the loss or None).
+    Returns (mm_encoder_outputs for the HF model, with every row's items, or None; a zero-valued term to add to the
+    loss, or None).
     """
     visual = model.model.visual
-    parts = [(kind, media[px], media[grid]) for kind, px, grid in
-             (("image", "pixel_values", "image_grid_thw"), ("video", "pixel_values_videos", "video_grid_thw"))
-             if px in media]
-    dummy = not parts
-    if dummy:
-        pixels, grid = dummy_vision_input(visual, device)
+    kinds = [kind for _, _, kind in _KINDS if f"{kind}_pixels" in media]
+    if kinds:
+        pixels = torch.cat([media[f"{k}_pixels"] for k in kinds])
+        grid = torch.cat([media[f"{k}_grid_unique"] for k in kinds])
     else:
-        pixels = torch.cat([p for _, p, _ in parts], dim=0)
-        grid = torch.cat([g for _, _, g in parts], dim=0)
+        pixels, grid = dummy_vision_input(visual, device)
     out = visual(pixels.to(visual.dtype), grid_thw=grid)
-    if dummy:
+    if not kinds:
         # Every output (pooled tokens, deepstack features, hidden states) joins the graph with weight zero.
         return None, sum(t.float().sum() for t in _all_tensors(dict(out))) * 0.0
     sizes = (grid.prod(-1) // visual.spatial_merge_size**2).tolist()
     pooled = torch.split(out.pooler_output, sizes)
-    deep = getattr(out, "deepstack_features", None)
-    deep_split = [torch.split(f, sizes) for f in deep] if deep else None
+    deep = [torch.split(f, sizes) for f in (getattr(out, "deepstack_features", None) or [])]
     encoder_outputs: dict[str, Any] = {}
-    start = 0
-    for kind, _, g in parts:
-        stop = start + len(g)
+    offset = 0
+    for kind in kinds:
+        rows = [offset + int(i) for i in media[f"{kind}_index"].tolist()]  # distinct item of each row's item
         encoder_outputs[kind] = types.SimpleNamespace(
-            pooler_output=pooled[start:stop],
-            deepstack_features=[d[start:stop] for d in deep_split] if deep_split is not None else None,
+            pooler_output=tuple(pooled[i] for i in rows),
+            deepstack_features=[tuple(d[i] for i in rows) for d in deep] or None,
         )
-        start = stop
+        offset += len(media[f"{kind}_grid_unique"])
     return encoder_outputs, None
 
 
@@ -162,8 +190,7 @@ class Policy(nn.Module):
                 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """(log-probs (B, R) of the response tokens, entropy (B, R) or None, zero-valued dummy term or None)."""
         encoder_outputs, zero = run_vision(self.model, media, input_ids.device)
-        kwargs: dict[str, Any] = {k: v for k, v in media.items()
-                                  if k in ("image_grid_thw", "video_grid_thw", "second_per_grid_ts")}
+        kwargs: dict[str, Any] = {k: v for k, v in media.items() if k in _MODEL_KEYS}
         if token_types is not None:
             kwargs["mm_token_type_ids"] = token_types
         R = response_ids.shape[1]

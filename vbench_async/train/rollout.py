@@ -51,8 +51,7 @@ class Group:
 
 class RolloutEngine(Protocol):
     processor: Any
-    eos_ids: set[int]
-    pad_id: int | None
+    ids: SpecialIds  # end-of-sequence, pad and media placeholder token ids
 
     def inputs(self, request: Request) -> Any:
         """The HF processor's encoding of a request's prompt (what the training forward consumes)."""
@@ -69,19 +68,32 @@ def rollout_seed(seed: int, step: int, round_: int, index: int) -> int:
     return zlib.crc32(f"{seed}/{step}/{round_}/{index}".encode()) & 0x7FFFFFFF
 
 
-def trim(ids: list[int], eos_ids: set[int], pad_id: int | None) -> tuple[list[int], bool]:
-    """Cut a generated row after its first end-of-sequence token; drop right padding. Returns (ids, finished)."""
+def trim(ids: list[int], ids_of: "SpecialIds") -> tuple[list[int], bool]:
+    """Cut a generated row after its first end-of-sequence token; drop right padding. Returns (ids, finished).
+
+    A media placeholder token (image/video pad) ends the row before it, unfinished: the training forward would
+    count it as a slot for visual features that do not exist.
+    """
     for i, t in enumerate(ids):
-        if t in eos_ids:
+        if t in ids_of.media:
+            return ids[:i], False
+        if t in ids_of.eos:
             return ids[: i + 1], True
-    while ids and pad_id is not None and ids[-1] == pad_id:
+    while ids and ids_of.pad is not None and ids[-1] == ids_of.pad:
         ids = ids[:-1]
     return ids, False
 
 
-def eos_ids_of(model_dir: str) -> tuple[set[int], int | None]:
-    """End-of-sequence ids (generation config, else tokenizer) and the pad id of a model directory."""
-    from transformers import AutoTokenizer, GenerationConfig
+@dataclass(frozen=True)
+class SpecialIds:
+    eos: frozenset[int]  # generation stops at any of these (generation_config, else the tokenizer's eos)
+    pad: int | None
+    media: frozenset[int]  # image / video placeholder tokens, never valid in a response
+
+
+def special_ids(model_dir: str) -> SpecialIds:
+    """The token ids that end, pad or must not appear in a response, read from a model directory."""
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     try:
@@ -89,8 +101,10 @@ def eos_ids_of(model_dir: str) -> tuple[set[int], int | None]:
     except OSError:
         eos = None
     eos = eos if eos is not None else tok.eos_token_id
-    ids = set(eos) if isinstance(eos, (list, tuple)) else {eos}
-    return ids, tok.pad_token_id
+    config = AutoConfig.from_pretrained(model_dir)
+    media = {getattr(config, name, None) for name in ("image_token_id", "video_token_id")} - {None}
+    return SpecialIds(frozenset(eos if isinstance(eos, (list, tuple)) else [eos]), tok.pad_token_id,
+                      frozenset(media))
 
 
 class HFRollout:
@@ -102,7 +116,7 @@ class HFRollout:
         self.backend = HFBackend(model_dir, device=str(device))
         asyncio.run(self.backend.start())
         self.processor = self.backend.processor
-        self.eos_ids, self.pad_id = eos_ids_of(model_dir)
+        self.ids = special_ids(model_dir)
 
     def inputs(self, request: Request) -> Any:
         return self.backend.inputs(request)
@@ -132,10 +146,10 @@ class HFRollout:
 # ------------------------------------------------------------------------------------------------ groups
 
 
-def make_responses(rows: list[list[int]], tokenizer: Any, eos_ids: set[int], pad_id: int | None) -> list[Response]:
+def make_responses(rows: list[list[int]], tokenizer: Any, ids_of: SpecialIds) -> list[Response]:
     out = []
     for row in rows:
-        ids, finished = trim(list(row), eos_ids, pad_id)
+        ids, finished = trim(list(row), ids_of)
         out.append(Response(ids, tokenizer.decode(ids, skip_special_tokens=True), finished=finished))
     return out
 

@@ -92,7 +92,8 @@ class Trainer:
         self.policy = self._build_policy(trainable=True)
         self.ref = self._build_policy(trainable=False) if cfg.algorithm.kl != "none" else None
         self.optim = torch.optim.AdamW([p for p in self.policy.parameters() if p.requires_grad], lr=cfg.train.lr,
-                                       betas=tuple(cfg.train.betas), weight_decay=cfg.train.weight_decay)
+                                       betas=tuple(cfg.train.betas), weight_decay=cfg.train.weight_decay,
+                                       foreach=True)  # one kernel per op over all (sharded) params, also on CPU
         self.rollout = self._build_rollout(gpu)
         self.tokenizer = self.rollout.processor.tokenizer
         self.step, self._synced = 0, True  # the rollout engine starts from the same checkpoint files
@@ -234,7 +235,7 @@ class Trainer:
             if rows is None:
                 sums.add("rollout/failed", 1)
                 continue
-            g = Group(it, req, make_responses(rows, self.tokenizer, self.rollout.eos_ids, self.rollout.pad_id))
+            g = Group(it, req, make_responses(rows, self.tokenizer, self.rollout.ids))
             score(g, self.cfg.reward)
             if mix_offline(g, k, r.offline_accuracy_threshold, self.tokenizer, self.tokenizer.eos_token_id,
                            r.max_tokens, self.cfg.reward):
@@ -256,7 +257,7 @@ class Trainer:
         return [seqs[i: i + size] for i in range(0, len(seqs), size)]
 
     def _batch(self, micro: list[Seq], encoded: list[Encoded]):
-        pad = self.rollout.pad_id if self.rollout.pad_id is not None else 0
+        pad = self.rollout.ids.pad if self.rollout.ids.pad is not None else 0
         return collate([encoded[s.prompt] for s in micro], [s.ids for s in micro], pad).to(self.info.device)
 
     @torch.no_grad()

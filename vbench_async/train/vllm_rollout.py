@@ -16,7 +16,7 @@ import torch
 
 from ..backends.base import Request
 from .config import RolloutConfig
-from .rollout import eos_ids_of
+from .rollout import special_ids
 
 
 class VLLMRollout:
@@ -36,7 +36,7 @@ class VLLMRollout:
         self.llm = LLM(model=model_dir, dtype="bfloat16", seed=seed, enable_sleep_mode=True,
                        gpu_memory_utilization=cfg.vllm_gpu_memory_utilization, max_model_len=cfg.vllm_max_model_len,
                        limit_mm_per_prompt={"video": 1, "image": 4}, enable_prefix_caching=True)
-        self.eos_ids, self.pad_id = eos_ids_of(model_dir)
+        self.ids = special_ids(model_dir)
         self._asleep = False
 
     def inputs(self, request: Request) -> Any:
@@ -58,7 +58,8 @@ class VLLMRollout:
         self._asleep = False
         params = [SamplingParams(n=r.n, temperature=r.sampling.temperature, top_p=r.sampling.top_p,
                                  top_k=r.sampling.top_k if r.sampling.top_k > 0 else -1,
-                                 max_tokens=r.sampling.max_tokens, seed=r.sampling.seed) for r in requests]
+                                 max_tokens=r.sampling.max_tokens, seed=r.sampling.seed,
+                                 logit_bias={t: -100.0 for t in self.ids.media}) for r in requests]
         outs = self.llm.generate([self._inputs.engine_input(r) for r in requests], params, use_tqdm=False)
         self.llm.sleep(level=1)  # frees the KV cache and offloads weights for the training step
         self._asleep = True

@@ -1,0 +1,156 @@
+"""Speed of the evaluation pipeline, measured side by side in one run (ratios; absolute times are noisy here).
+
+On a generated suite (default 200 questions over 50 videos of 10-60 s, 4 questions per video, 640x360-class frames):
+  (a) whole command: `vbench-async run` with a warm cache vs perf/sync_baseline.py (engine start, inline decoding per
+      question, fixed batches: how lmms-eval's vLLM backend works);
+  (b) the evaluation loop vs the engine alone on the same inputs preloaded in memory (overhead ratio), one engine;
+  (c) whole command with a cold cache vs a warm cache.
+Same tiny model, same engine settings, greedy, 16 new tokens. Ends with one SUMMARY line.
+
+Usage: .venv/bin/python perf/pipeline.py [--videos 50] [--questions-per-video 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SIZES = ((640, 360), (360, 640), (480, 270), (270, 480))  # realistic enough that decoding costs what it costs
+
+
+def sh(cmd: list[str], env: dict) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=REPO)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.exit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
+    return wall, proc.stdout
+
+
+def run_cmd(home: Path, out: Path, cache: Path, max_tokens: int) -> list[str]:
+    return [sys.executable, "-m", "vbench_async", "run", "--model", "tiny-qwen2.5-vl", "--suite", "demo",
+            "--output-dir", str(out), "--cache-dir", str(cache), "--max-tokens", str(max_tokens), "--no-progress",
+            "--no-site"]
+
+
+async def loop_vs_engine(home: Path, cache_dir: Path, max_tokens: int, concurrency: int) -> dict[str, float]:
+    """(b): one engine; the engine alone on preloaded inputs vs the full loop (cache loads, scoring, fsynced lines)."""
+    from vbench_async import models
+    from vbench_async.backends.base import Request, SamplingParams, VideoInput
+    from vbench_async.backends.vllm import VLLMBackend, VLLMSettings
+    from vbench_async.benchmarks import resolve_benchmarks
+    from vbench_async.frames import FrameCache
+    from vbench_async.pipeline import Pipeline, WorkItem, group_by_video
+    from vbench_async.results.store import ResultStore
+    from vbench_async.scoring import score
+
+    model = models.resolve("tiny-qwen2.5-vl")
+    # Caches that would favour whichever pass runs second are off, so both passes do the same engine work.
+    backend = VLLMBackend(model.path, VLLMSettings(max_num_seqs=concurrency, enable_prefix_caching=False,
+                                                   mm_processor_cache_gb=0))
+    await backend.start()
+    cache = FrameCache(cache_dir)
+    sampling = SamplingParams(max_tokens=max_tokens)
+    entries, preloaded = [], []
+    tmp = Path(tempfile.mkdtemp())
+    for bench in resolve_benchmarks("demo", None):
+        spec = bench.frame_spec(model.family)
+        store = ResultStore(tmp, bench.id, "perf")
+        for s in bench.load_samples(None):
+            video = bench.video_path(s, None)
+            item = WorkItem(sample=s, prompt=bench.render_prompt(s), store=store)
+            entries.append((item, video, spec, s.window, []))
+            cv = cache.get(video, spec, s.window)
+            preloaded.append(Request(request_id=s.key, prompt=item.prompt, sampling=sampling,
+                                     videos=(VideoInput(cv.frames, cv.hf_metadata(), cv.key),)))
+
+    async def engine_alone(tag: str) -> float:
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(r: Request):
+            async with sem:
+                return await backend.generate(Request(**{**r.__dict__, "request_id": f"{tag}-{r.request_id}"}))
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(r) for r in preloaded))
+        return time.perf_counter() - t0
+
+    async def full_loop(tag: str) -> float:
+        for item, *_ in entries:
+            item.store = ResultStore(tmp / tag, item.store.benchmark_id, "perf")
+        stores = {id(i.store): i.store for i, *_ in entries}.values()
+        for s in stores:
+            s.open()
+        pipe = Pipeline(backend, cache.get_or_decode, lambda p: None, score, sampling, concurrency=concurrency)
+        t0 = time.perf_counter()
+        await pipe.run(group_by_video(entries))
+        wall = time.perf_counter() - t0
+        for s in stores:
+            s.close()
+        return wall
+
+    await engine_alone("warmup")
+    times = {"engine": [], "loop": []}
+    for rep in range(2):  # interleaved, so drift in machine load hits both alike
+        times["engine"].append(await engine_alone(f"e{rep}"))
+        times["loop"].append(await full_loop(f"l{rep}"))
+    await backend.close()
+    return {k: min(v) for k, v in times.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--videos", type=int, default=50)
+    ap.add_argument("--questions-per-video", type=int, default=4)
+    ap.add_argument("--max-tokens", type=int, default=16)
+    ap.add_argument("--concurrency", type=int, default=16)
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="vbench-perf-"))
+    home = work / "home"
+    os.environ["VBENCH_ASYNC_HOME"] = str(home)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    env = {**os.environ}
+    from vbench_async.demo.suite import SUITE_VERSION, generate_suite
+
+    # The generated suite stands in for the built-in demo suite inside this private home.
+    t0 = time.perf_counter()
+    counts = generate_suite(home / "suites" / f"demo-v{SUITE_VERSION}", n_videos=args.videos,
+                            questions_per_video=args.questions_per_video, seed=1, min_s=10, max_s=60, sizes=SIZES)
+    n = sum(counts.values())
+    print(f"suite: {n} questions over {args.videos} videos of 10-60 s ({time.perf_counter() - t0:.0f} s to generate)")
+
+    cache = work / "cache"
+    cold, _ = sh(run_cmd(home, work / "cold", cache, args.max_tokens), env)
+    print(f"(c) cold cache, whole command: {cold:.1f} s")
+    warm, _ = sh(run_cmd(home, work / "warm", cache, args.max_tokens), env)
+    print(f"    warm cache, whole command: {warm:.1f} s   cold/warm = {cold / warm:.2f}x")
+    base, out = sh([sys.executable, str(REPO / "perf" / "sync_baseline.py"), "--max-tokens", str(args.max_tokens)],
+                   env)
+    detail = json.loads(out.strip().splitlines()[-1])
+    print(f"(a) synchronous baseline, whole command: {base:.1f} s (decode {detail['decode_s']:.1f} s, engine "
+          f"{detail['engine_s']:.1f} s)   baseline/warm = {base / warm:.2f}x")
+    warm_summary = json.loads((work / "warm" / "summary.json").read_text())
+    loop = warm_summary["run"]["loop"]
+    print(f"    warm run: start-up {warm_summary['run'].get('startup_s')} s, {loop['samples_per_s']} q/s, "
+          f"queue empty {loop['queue_empty_fraction']:.0%} of gets")
+
+    b = asyncio.run(loop_vs_engine(home, cache, args.max_tokens, args.concurrency))
+    overhead = b["loop"] / b["engine"]
+    print(f"(b) engine alone on preloaded inputs: {b['engine']:.2f} s; full loop: {b['loop']:.2f} s   "
+          f"loop/engine = {overhead:.3f}x")
+    print(f"SUMMARY questions={n} sync_baseline_vs_warm={base / warm:.2f}x loop_overhead={overhead:.3f}x "
+          f"cold_vs_warm={cold / warm:.2f}x")
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

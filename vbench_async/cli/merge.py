@@ -1,0 +1,45 @@
+"""`vbench-async merge`: combine the shards of a sharded run into one summary."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import UserError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "merge",
+        help="combine the shard result files of a sharded run (run --shard K/N) into one summary",
+        description=(
+            "Check the shards that `vbench-async run --shard K/N --output-dir OUTPUT_DIR` wrote and combine them: "
+            "every benchmark must have been run under one config hash and one split, and every sample must have "
+            "exactly one result across the shards. Then write results/<benchmark>.<hash>.jsonl, summary.json, "
+            "manifest.json and the leaderboard, as an unsharded run would. Missing, duplicated or unexpected samples "
+            "are listed by id and nothing is written. The last shard to finish merges automatically; this command is "
+            "for merging by hand (e.g. after re-running a failed shard)."
+        ),
+    )
+    p.add_argument("output_dir", type=Path, metavar="OUTPUT_DIR", help="the --output-dir every shard wrote into")
+    p.add_argument("--config-hash", action="append", metavar="HASH",
+                   help="merge only the shards of this config hash (the 12 hex digits in the result file names); "
+                        "repeat for several. Default: all, refusing a benchmark with shards of different configs")
+    p.add_argument("--no-site", action="store_true", help="do not write the HTML leaderboard into OUTPUT_DIR")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..results.merge import merge_run
+    from ..results.report import print_table
+
+    if not args.output_dir.is_dir():
+        raise UserError(f"{args.output_dir} is not a folder; give the --output-dir the shards wrote into")
+    summary = merge_run(args.output_dir, set(args.config_hash) if args.config_hash else None,
+                        write_site=not args.no_site)
+    print(f"merged shards {', '.join(summary['merged']['shards'])} of {args.output_dir}\n")
+    print_table(summary)
+    print(f"\nsummary: {args.output_dir}/summary.json")
+    if summary.get("leaderboard"):
+        print(f"leaderboard: {summary['leaderboard']}")
+    return 0

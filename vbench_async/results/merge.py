@@ -1,0 +1,317 @@
+"""`merge`: turn the shard files of a sharded run into exactly what an unsharded run writes.
+
+Each shard K of N wrote `results/<benchmark>.<hash>.shard-K-of-N.jsonl`, and every shard recorded the benchmark's full
+sample list with each sample's shard in `results/<benchmark>.<hash>.shards-N.json` (the index). Merging checks, per
+benchmark, that all shards ran under one config hash and one split, and that every sample of the index has exactly
+one result across the shard files; only then it writes `results/<benchmark>.<hash>.jsonl` (samples in annotation
+order), `summary.json`, `manifest.json` (the shards' manifests combined) and the run's site. Anything wrong refuses
+the merge with the ids at fault and writes nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import fcntl
+import json
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Collection, Mapping
+
+from ..errors import UserError
+from ..sharding import PLAN_DIRNAME
+from .manifest import iso, totals
+from .report import MANIFEST_FILE, SUMMARY_FILE, _write_json, output_name, summarize_benchmark
+from .store import RESULTS_DIRNAME, ResultStore, StoreLocked, read_results
+
+log = logging.getLogger(__name__)
+
+SHOWN_IDS = 20  # ids listed per problem; the rest are counted
+
+
+class MergeRefused(UserError):
+    """The shards cannot be merged as they are; the message lists every problem."""
+
+
+@dataclass(frozen=True)
+class ShardSet:
+    """The shards of one benchmark under one config: N shard files and the index they were planned with."""
+
+    run_dir: Path
+    benchmark: str
+    config_hash: str
+    count: int
+    index_path: Path
+    sample_ids: tuple[str, ...]
+    owners: tuple[int, ...]  # shard of each sample id
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    def store(self, shard: int | None = None) -> ResultStore:
+        return ResultStore(self.run_dir, self.benchmark, self.config_hash, (shard, self.count) if shard is not None
+                           else None)
+
+
+@dataclass
+class MergeCheck:
+    """What the shard files of one ShardSet hold, measured against its index."""
+
+    shard_set: ShardSet
+    results: list[dict[str, Any]]  # one per sample, in index order (only those found)
+    missing: dict[int, list[str]]  # shard -> ids it should have and nobody has
+    duplicated: dict[str, list[int]]  # id -> the shards holding it
+    unexpected: dict[int, list[str]]  # shard -> ids not in the index
+    absent: list[int]  # shards with samples and no results file (never started?)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.duplicated or self.unexpected)
+
+    def problems(self) -> list[str]:
+        s = self.shard_set
+        where = f"{s.benchmark} (config {s.config_hash}, {s.count} shards)"
+        out = []
+        for shard, ids in sorted(self.missing.items()):
+            note = " (no results file: not started?)" if shard in self.absent else ""
+            out.append(f"{where}: {len(ids)} sample(s) of shard {shard}/{s.count} missing{note}: {_ids(ids)}")
+        if self.duplicated:
+            ids = sorted(self.duplicated)
+            shown = ", ".join(f"{i} (shards {'+'.join(map(str, self.duplicated[i]))})" for i in ids[:SHOWN_IDS])
+            more = f" and {len(ids) - SHOWN_IDS} more" if len(ids) > SHOWN_IDS else ""
+            out.append(f"{where}: {len(ids)} sample(s) duplicated across shards: {shown}{more}")
+        for shard, ids in sorted(self.unexpected.items()):
+            out.append(f"{where}: shard {shard}/{s.count} holds {len(ids)} sample(s) the index does not list: "
+                       f"{_ids(ids)}")
+        return out
+
+    def progress(self) -> str:
+        s = self.shard_set
+        return f"{s.benchmark}: {len(self.results) - len(self.duplicated)} of {len(s.sample_ids)} samples done"
+
+
+def find_shard_sets(run_dir: Path, config_hashes: Collection[str] | None = None) -> list[ShardSet]:
+    """Every benchmark split of the run directory (optionally only those with the given config hashes)."""
+    run_dir = Path(run_dir)
+    sets = []
+    for path in sorted((run_dir / RESULTS_DIRNAME).glob("*.shards-*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            s = ShardSet(run_dir, str(data["benchmark"]), str(data["config_hash"]), int(data["count"]), path,
+                         tuple(map(str, data["sample_ids"])), tuple(map(int, data["shards"])),
+                         data.get("config") or {})
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise MergeRefused(f"{path} is not a readable shard index ({exc}); re-run any shard to rewrite it") from exc
+        if len(s.sample_ids) != len(s.owners):
+            raise MergeRefused(f"{path} is damaged: {len(s.sample_ids)} ids but {len(s.owners)} shard numbers")
+        if config_hashes is None or s.config_hash in config_hashes:
+            sets.append(s)
+    return sets
+
+
+def mixed(sets: list[ShardSet]) -> list[str]:
+    """A benchmark split under more than one config or shard count: the shards were not started alike."""
+    by_benchmark: dict[str, list[ShardSet]] = defaultdict(list)
+    for s in sets:
+        by_benchmark[s.benchmark].append(s)
+    out = []
+    for bench, group in sorted(by_benchmark.items()):
+        if len(group) < 2:
+            continue
+        listed = "; ".join(f"config {s.config_hash} split {s.count} ways ({_present(s)})" for s in group)
+        diff = _config_diff([s.config for s in group])
+        out.append(f"{bench}: shards of different configs or splits: {listed}"
+                   + (f"; they differ in {diff}" if diff else ""))
+    return out
+
+
+def check(s: ShardSet) -> MergeCheck:
+    owner = dict(zip(s.sample_ids, s.owners))
+    found: dict[str, dict[str, Any]] = {}
+    holders: dict[str, list[int]] = defaultdict(list)
+    unexpected: dict[int, list[str]] = {}
+    absent = []
+    for shard in range(s.count):
+        path = s.store(shard).path
+        if not path.exists():
+            absent.append(shard)
+            continue
+        results = read_results(path)
+        for sid, rec in results.items():
+            holders[sid].append(shard)
+            found.setdefault(sid, rec)
+        extra = [sid for sid in results if sid not in owner]
+        if extra:
+            unexpected[shard] = extra
+    missing: dict[int, list[str]] = defaultdict(list)
+    for sid in s.sample_ids:
+        if sid not in found:
+            missing[owner[sid]].append(sid)
+    duplicated = {sid: shards for sid, shards in holders.items() if len(shards) > 1}
+    ordered = [found[sid] for sid in s.sample_ids if sid in found]
+    return MergeCheck(s, ordered, dict(missing), duplicated, unexpected, [k for k in absent if k in missing])
+
+
+def merge_run(run_dir: Path, config_hashes: Collection[str] | None = None, write_site: bool = True
+              ) -> dict[str, Any]:
+    """Check and merge every split in `run_dir`; return the summary written to summary.json. MergeRefused if any
+    check fails (nothing is written then)."""
+    run_dir = Path(run_dir)
+    sets = find_shard_sets(run_dir, config_hashes)
+    if not sets:
+        what = f" with config {', '.join(sorted(config_hashes))}" if config_hashes else ""
+        raise MergeRefused(f"{run_dir} holds no sharded results{what} (no results/*.shards-N.json); "
+                           "run `vbench-async run --shard K/N --output-dir DIR` first")
+    with _merge_lock(run_dir):
+        checks = [check(s) for s in sets]
+        problems = mixed(sets) + [p for c in checks for p in c.problems()]
+        if problems:
+            raise MergeRefused(f"cannot merge {run_dir}:\n  " + "\n  ".join(problems))
+        return _write(run_dir, checks, write_site)
+
+
+def merge_if_complete(run_dir: Path, configs: Mapping[str, str], count: int, write_site: bool = True) -> bool:
+    """Merge the run that just finished a shard when all its shards are done; False (and a log line) otherwise."""
+    sets = [s for s in find_shard_sets(run_dir, set(configs.values()))
+            if configs.get(s.benchmark) == s.config_hash and s.count == count]
+    checks = [check(s) for s in sets]
+    if len(sets) != len(configs) or not all(c.ok for c in checks):
+        waiting = [c.progress() for c in checks if not c.ok]
+        log.info("not merging yet (%s); the last shard to finish merges, or run `vbench-async merge %s`",
+                 "; ".join(waiting) or "some benchmarks have no shard index", run_dir)
+        return False
+    with _merge_lock(run_dir):
+        checks = [check(s) for s in sets]  # again, under the lock: another shard may have merged or rerun meanwhile
+        if not all(c.ok for c in checks):
+            return False
+        try:
+            _write(run_dir, checks, write_site)
+        except MergeRefused as exc:
+            log.warning("not merging: %s", exc)
+            return False
+    log.info("all %d shards are done: merged into %s", count, run_dir / SUMMARY_FILE)
+    return True
+
+
+# -- writing ---------------------------------------------------------------------------------------------------------
+def _write(run_dir: Path, checks: list[MergeCheck], write_site: bool) -> dict[str, Any]:
+    from ..benchmarks import get_benchmark
+
+    benchmarks: dict[str, Any] = {}
+    for c in checks:
+        s = c.shard_set
+        try:
+            with s.store() as store:
+                store.rewrite(c.results)
+        except StoreLocked as exc:
+            raise MergeRefused(f"{exc} (an unsharded run of the same config?); merge when it has finished") from exc
+        benchmarks[s.benchmark] = summarize_benchmark(run_dir, get_benchmark(s.benchmark), store.path,
+                                                      s.config_hash, len(s.sample_ids))
+    shards = _shard_outputs(run_dir, sorted({c.shard_set.count for c in checks}))
+    first = next((sh["summary"] for sh in shards if sh["summary"]), {})
+    summary = {
+        "model": first.get("model", run_dir.name),
+        "family": first.get("family"),
+        "complete": all(b["complete"] for b in benchmarks.values()),
+        "benchmarks": benchmarks,
+        "run": {"merged_from": [{"shard": sh["shard"], "wall_s": (sh["summary"] or {}).get("wall_s"),
+                                 "run": (sh["summary"] or {}).get("run")} for sh in shards]},
+        "wall_s": max(((sh["summary"] or {}).get("wall_s") or 0 for sh in shards), default=0),
+        "merged": {"shards": [sh["shard"] for sh in shards], "merged_at": iso(time.time())},
+    }
+    _write_json(run_dir / SUMMARY_FILE, summary)
+    _write_json(run_dir / MANIFEST_FILE, _manifest(shards, benchmarks))
+    if write_site:
+        from ..leaderboard import build_site
+
+        summary["leaderboard"] = str(build_site([run_dir], run_dir / "leaderboard") / "index.html")
+    return summary
+
+
+def _shard_outputs(run_dir: Path, counts: list[int]) -> list[dict[str, Any]]:
+    """Each shard's own summary and manifest (None where a shard wrote none, e.g. it had no samples)."""
+    out = []
+    for n in counts:
+        for k in range(n):
+            out.append({"shard": f"{k}/{n}",
+                        "summary": _read_json(run_dir / output_name(SUMMARY_FILE, (k, n))),
+                        "manifest": _read_json(run_dir / output_name(MANIFEST_FILE, (k, n)))})
+    return out
+
+
+def _manifest(shards: list[dict[str, Any]], benchmarks: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The shards' manifests as one: the first shard's, with merged result files and counts, and every shard's
+    own timing, hardware, versions and command under "shards"."""
+    manifests = [sh["manifest"] for sh in shards if sh["manifest"]]
+    merged = copy.deepcopy(manifests[0]) if manifests else {}
+    per_benchmark = merged.setdefault("benchmarks", {})
+    for bid, agg in benchmarks.items():
+        entry = per_benchmark.get(bid) or next((copy.deepcopy(m["benchmarks"][bid]) for m in manifests
+                                                if bid in m.get("benchmarks", {})), {})
+        entry.update(results_file=agg["results_file"], config_hash=agg["config_hash"],
+                     counts={k: agg[k] for k in ("n_expected", "n_total", "n_scored", "n_failed", "complete")
+                             if k in agg})
+        per_benchmark[bid] = entry
+    for bid in [b for b in per_benchmark if b not in benchmarks]:
+        del per_benchmark[bid]
+    merged["counts"] = totals(benchmarks)
+    keys = ("started_at", "finished_at", "duration_s", "command", "hardware", "versions", "git_commit",
+            "environment", "throughput")
+    merged["shards"] = [{"shard": sh["shard"], **{k: sh["manifest"].get(k) for k in keys}} if sh["manifest"]
+                        else {"shard": sh["shard"], "manifest": None} for sh in shards]
+    if manifests:
+        merged["started_at"] = min(m.get("started_at") or "" for m in manifests) or None
+        merged["finished_at"] = max(m.get("finished_at") or "" for m in manifests) or None
+        if len({json.dumps(m.get("versions"), sort_keys=True) for m in manifests}) > 1:
+            log.warning("the shards ran with different package versions (see manifest.json 'shards')")
+    return merged
+
+
+class _merge_lock:
+    """One merge at a time per run directory (two shards finishing together both try)."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / PLAN_DIRNAME / ".merge.lock"
+
+    def __enter__(self) -> "_merge_lock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self.path, "a+")
+        fcntl.flock(self._fh, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._fh, fcntl.LOCK_UN)
+        self._fh.close()
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _ids(ids: list[str]) -> str:
+    more = f" and {len(ids) - SHOWN_IDS} more" if len(ids) > SHOWN_IDS else ""
+    return ", ".join(ids[:SHOWN_IDS]) + more
+
+
+def _present(s: ShardSet) -> str:
+    have = [k for k in range(s.count) if s.store(k).path.exists()]
+    return f"shard files {', '.join(f'{k}/{s.count}' for k in have)}" if have else "no shard files yet"
+
+
+def _config_diff(configs: list[Mapping[str, Any]]) -> str:
+    """The config fields (dotted, one level deep) whose values differ between the configs."""
+    def flat(c: Mapping[str, Any]) -> dict[str, Any]:
+        out = {}
+        for k, v in c.items():
+            if isinstance(v, Mapping):
+                out.update({f"{k}.{kk}": json.dumps(vv, sort_keys=True) for kk, vv in v.items()})
+            else:
+                out[k] = json.dumps(v, sort_keys=True)
+        return out
+
+    flats = [flat(c) for c in configs]
+    keys = sorted({k for f in flats for k in f if len({g.get(k) for g in flats}) > 1})
+    return ", ".join(f"{k} ({' vs '.join(str(f.get(k)) for f in flats)})" for k in keys)
