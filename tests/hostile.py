@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable
@@ -84,10 +84,17 @@ def _at(name: str, make: Callable[[Path], Any]) -> Callable[[Path, Path], str]:
 
 
 def _zero_frames(path: Path) -> None:
-    """An mp4 with a video stream that holds no frame."""
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=12)
-        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+    """A video stream that holds no frame (Matroska keeps an empty stream; the audio makes the muxer write it)."""
+    with av.open(str(path), "w", format="matroska") as container:
+        video = container.add_stream("libx264", rate=12)
+        video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
+        audio = container.add_stream("aac", rate=16000)
+        audio.layout = "mono"
+        for i in range(8):
+            frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
+            frame.sample_rate, frame.pts = 16000, i * 1024
+            container.mux(audio.encode(frame))
+        container.mux(audio.encode())
 
 
 def _other_container(path: Path) -> None:
@@ -163,7 +170,7 @@ VIDEO_CASES: list[VideoCase] = [
     VideoCase("png_as_mp4", _at("image.mp4", _png_as_mp4), frozenset({"decode_error"}) | OK),
     VideoCase("matroska_as_mp4", _at("mkv.mp4", _other_container), OK),
     VideoCase("audio_only", _at("audio.mp4", lambda p: write_audio_only(p, 1.0)), frozenset({"no_video_stream"})),
-    VideoCase("zero_frames", _at("noframes.mp4", _zero_frames), frozenset({"video_empty", "decode_error"})),
+    VideoCase("zero_frames", _at("noframes.mp4", _zero_frames), frozenset({"video_empty"})),
     VideoCase("thin_1000x4", _at("thin.mp4", lambda p: _video(p, width=1000, height=4, frames=6)),
               frozenset({"aspect_ratio"})),
     VideoCase("tiny_2x2", _at("tiny.mp4", lambda p: _video(p, width=2, height=2, frames=6)), OK),
@@ -199,6 +206,7 @@ class RecordCase:
     line: bytes  # one JSONL line, exactly as written (may be invalid JSON or invalid UTF-8)
     expect: frozenset[str]
     sample_id: str = "#{i}"  # the id its result must carry; "{i}" is the record's position in the file
+    engine: bool = False  # the outcome is the engine's to decide (a prompt longer than its context)
 
 
 _DROP = object()  # a key to leave out
@@ -231,8 +239,8 @@ def _bad_utf8_line(name: str, text: bytes) -> RecordCase:
 LONG = "word " * 12000  # ~12k tokens: longer than the engine's context
 
 RECORD_CASES: list[RecordCase] = [
+    _case("missing_problem_type", BAD, problem_type=_DROP),  # first: it must not decide the format of the file
     _case("control", OK),
-    _case("missing_problem_type", BAD, problem_type=_DROP),
     _case("missing_solution", BAD, solution=_DROP),
     _case("problem_type_int", BAD, problem_type=7),
     _case("problem_type_blank", BAD, problem_type="   "),
@@ -243,14 +251,17 @@ RECORD_CASES: list[RecordCase] = [
     _case("options_unparsable_string", BAD, options="A. red; B. green"),
     _case("options_not_strings", BAD, options=[1, 2, 3]),
     _case("mc_without_options", BAD, options=[]),
+    _case("solution_not_an_option", BAD, solution="<answer>Z</answer>"),
+    _case("numerical_solution_unreadable", BAD, problem_type="numerical", options=[], solution="<answer>lots</answer>"),
     _case("unknown_task_type", BAD | {"task_type_mismatch"}, problem_type="interpretive dance"),
     _case("path_is_int", BAD, path=12),
     _case("path_is_blank", BAD, path=""),
     _case("start_is_nan", BAD, start="nan"),
     _case("start_negative", BAD, start=-3),
     _case("end_before_start", BAD, start=3, end=1),
-    _case("very_long_question", frozenset({"engine_error"}), problem=LONG),
-    _case("very_long_options", frozenset({"engine_error"}) | OK, options=[f"{c}. " + "x" * 6000 for c in "ABCD"]),
+    replace(_case("very_long_question", frozenset({"engine_error"}), problem=LONG), engine=True),
+    replace(_case("very_long_options", frozenset({"engine_error"}) | OK,
+                  options=[f"{c}. " + "x" * 6000 for c in "ABCD"]), engine=True),
     _case("very_long_solution", OK, solution="<answer>A</answer>" + " " * 200_000),
     _case("control_characters", OK, problem="What\x00 is\x1b[31m this\u202e? \ufeff\u200b"),
     _case("jinja_in_question", OK, problem=JINJA, subject=JINJA),
@@ -260,6 +271,8 @@ RECORD_CASES: list[RecordCase] = [
     _case("id_with_newline_and_dots", OK, problem_id="../../etc/passwd\nnext"),
     _bad_utf8_line("lone_surrogate_escape", b"a \\ud800 b"),
     _bad_utf8_line("non_utf8_bytes", b"caf\xe9 \xff\xfe"),
+    RecordCase("unicode_line_separators", json.dumps(_good("rec-unicode_line_separators", problem="one\u2028two"
+               "\x85three\x0cfour"), ensure_ascii=False).encode(), OK, "rec-unicode_line_separators"),
     _raw("broken_json", b'{"problem_id": "rec-broken_json", "problem": "unterminated'),
     _raw("deeply_nested_json", b"[" * 100_000 + b"]" * 100_000),
     _raw("record_is_list", b'["problem", "solution"]'),
@@ -270,8 +283,9 @@ RECORD_CASES: list[RecordCase] = [
 
 
 def write_records(path: Path, cases: list[RecordCase], extra: list[dict[str, Any]] = ()) -> dict[str, RecordCase]:
-    """Write `extra` records, then every case, then the control case again, one per line; result id -> case."""
-    lines = [json.dumps(r).encode() for r in extra]
+    """Write every case, then the control case again (a duplicate id), then `extra` records, one per line, after a
+    UTF-8 byte-order mark; returns result id -> case."""
+    lines: list[bytes] = []
     ids: dict[str, RecordCase] = {}
     for case in cases:
         ids[case.sample_id.format(i=len(lines))] = case
@@ -279,7 +293,8 @@ def write_records(path: Path, cases: list[RecordCase], extra: list[dict[str, Any
     control = next(c for c in cases if c.name == "control")
     lines.append(control.line)
     ids[f"{control.sample_id}#2"] = control
-    path.write_bytes(b"\n".join(lines) + b"\n")
+    lines += [json.dumps(r).encode() for r in extra]
+    path.write_bytes(b"\xef\xbb\xbf" + b"\n".join(lines) + b"\n")  # with a byte-order mark, as some editors save
     return ids
 
 
@@ -393,3 +408,41 @@ def build_corpus(root: Path) -> Corpus:
     for sid, case in write_records(root / "hostile.jsonl", RECORD_CASES, extra).items():
         corpus.ids[sid], corpus.names[sid] = case.expect, f"record:{case.name}"
     return corpus
+
+
+# ----------------------------------------------------------------------------------------------- processes
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid` (children first), read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])  # the name may hold spaces and parentheses
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"

@@ -36,7 +36,7 @@ def vllm_server():
         [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", "127.0.0.1",
          "--port", str(port), "--dtype", "bfloat16", "--max-model-len", "8192", "--enforce-eager",
          "--limit-mm-per-prompt", '{"video": 1, "image": 1}', "--kv-cache-memory-bytes", str(64 << 20),
-         "--served-model-name", "tiny"],
+         "--served-model-name", "tiny", "--trust-request-mm-kwargs"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"

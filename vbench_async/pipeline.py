@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .backends.base import Backend, Completion, EngineDead, ImageInput, Request, SamplingParams, VideoInput, array_uuid
+from .backends.base import Backend, Completion, ImageInput, Request, SamplingParams, VideoInput, array_uuid
 from .errors import SampleError
 from .results.store import ResultStore
 from .samples import Sample
@@ -122,7 +122,8 @@ class Pipeline:
                     await asyncio.gather(*loaders)
                     for _ in workers:
                         await queue.put(_DONE)
-            except* EngineDead as group:
+            except* Exception as group:
+                # One fatal error (dead engine, setup problem) stopped the run: raise it as itself, not as a group.
                 raise group.exceptions[0] from None
             finally:
                 self.stats.wall_s = time.perf_counter() - start
@@ -226,7 +227,9 @@ class Pipeline:
                 result.update(
                     score=sc.value, extracted=sc.extracted, well_formed=sc.well_formed, details=dict(sc.details)
                 )
-            except ValueError as exc:  # unknown task type or unparsable ground truth: the record is at fault
+            except SampleError as exc:  # unparsable ground truth (scoring.score's contract): the record is at fault
+                error = exc
+            except ValueError as exc:  # unknown task type
                 error = SampleError("record_invalid", str(exc))
         if error is not None:
             result["error"] = {"kind": error.kind, "message": str(error)}

@@ -114,6 +114,10 @@ def parse_record(record: Any, benchmark: str, index: int) -> Sample:
     """
     if not isinstance(record, Mapping):
         raise SampleError("record_invalid", f"record #{index} is a {type(record).__name__}, not an object")
+    bad = [ascii(k) for k, v in record.items() if not _valid_text(k) or not _valid_text(v)]
+    if bad:
+        raise SampleError("record_invalid", f"record #{index}: {', '.join(bad)} hold(s) text that is not valid UTF-8 "
+                                            "(undecodable bytes, or a lone \\uD800-\\uDFFF escape)")
     missing = [k for k in ("problem_type", "solution") if k not in record]
     if missing:
         raise SampleError("record_invalid", f"record #{index} lacks required field(s): {', '.join(missing)}")
@@ -159,27 +163,50 @@ def parse_record(record: Any, benchmark: str, index: int) -> Sample:
 
 
 def read_records(path: Path) -> list[Any]:
-    """Read a JSON array, a single JSON object, or JSONL file of records (raises SampleError on bad syntax)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise SampleError("record_invalid", f"{path} is not UTF-8 text: {exc}") from exc
+    """Read a JSON array, a single JSON object, or JSONL file of records (raises SampleError on bad syntax).
+
+    A bad record hurts only itself: in JSONL every line is parsed on its own, and bytes that are not UTF-8 are kept
+    as lone surrogates (surrogateescape) so that `parse_record` rejects just the record holding them.
+    """
+    text = path.read_bytes().decode("utf-8-sig", errors="surrogateescape")  # -sig: a BOM from a Windows editor
     if path.suffix == ".jsonl":
         records = []
-        for lineno, line in enumerate(text.splitlines(), 1):
+        # Split on "\n" only: str.splitlines() also splits on U+2028, U+0085 and form feeds, which JSON strings may
+        # hold unescaped.
+        for lineno, line in enumerate(text.split("\n"), 1):
             if not line.strip():
                 continue
             try:
                 records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested deeper than json allows
                 # Keep the line as a broken record so it is counted and reported, not silently skipped.
                 records.append(_BrokenLine(lineno, str(exc)))
         return records
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise SampleError("record_invalid", f"{path} is not valid JSON: {exc}") from exc
     return [data] if isinstance(data, dict) else list(data) if isinstance(data, list) else [data]
+
+
+def _valid_text(value: Any) -> bool:
+    """False if any string in `value` (keys included) holds a lone surrogate: bytes that were not UTF-8, or an
+    escape such as \\ud800 that encodes no character. Such text cannot be written to result files or pages."""
+    stack = [value]
+    while stack:  # iterative: a record may be nested as deep as the JSON parser allows
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    return False
+        elif isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return True
 
 
 @dataclass(frozen=True)
@@ -200,6 +227,7 @@ def iter_samples(records: list[Any], benchmark: str) -> Iterator[Sample | Sample
             yield parse_record(rec, benchmark, i)
         except SampleError as exc:
             pid = rec.get("problem_id") if isinstance(rec, Mapping) else None
+            pid = pid if _valid_text(pid) else None  # an id that cannot be written falls back to the position
             # An invalid record still needs a stable id so its failure is stored (and resumed) like any result.
             exc.sample_id = str(pid) if isinstance(pid, (str, int)) and not isinstance(pid, bool) else f"#{i}"
             yield exc

@@ -3,7 +3,8 @@
 Videos travel as the cached frames, not as a file for the server to re-sample: a `data:video/jpeg` URL holding one
 base64 image per frame, with the source metadata (fps, frame indices, total frames) in `media_io_kwargs`, which vLLM's
 server accepts per request. Frames are PNG-encoded (PIL reads them whatever the declared subtype), so the model sees
-exactly the cached pixels. Servers that don't know `media_io_kwargs` ignore it.
+exactly the cached pixels; `mm_processor_kwargs` (do_resize=False) keeps the server from resizing them again, which
+vLLM's server accepts when started with `--trust-request-mm-kwargs`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import json
 import os
 import random
 import time
@@ -18,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SampleError
+from ..errors import SampleError, UserError
 from .base import Completion, EngineDead, Request
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
@@ -118,30 +120,49 @@ class OpenAIBackend:
                     # Exponential backoff with jitter, so many workers don't retry in lockstep.
                     await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1) * (0.5 + random.random()))
                 try:
-                    resp = await self._client.post("/chat/completions", json=body)
-                except (httpx.TimeoutException, httpx.TransportError) as exc:
-                    last = f"{type(exc).__name__}: {exc}"
+                    # httpx's timeout bounds each read, not the request: a server that trickles bytes would never
+                    # time out without the overall limit.
+                    resp = await asyncio.wait_for(self._client.post("/chat/completions", json=body), self.timeout_s)
+                except (httpx.TimeoutException, httpx.TransportError, TimeoutError) as exc:
+                    last = f"{type(exc).__name__}: {exc}" if str(exc) else f"no response within {self.timeout_s:g} s"
                     continue
                 if resp.status_code in RETRY_STATUS:
                     last = f"HTTP {resp.status_code}: {resp.text[:200]}"
                     continue
+                if resp.status_code == 400 and "mm_processor_kwargs" in resp.text:
+                    # A setup problem, not a sample problem: stop with the fix instead of failing every sample.
+                    raise UserError(
+                        "the server refuses per-request mm_processor_kwargs, which keep it from resizing the cached "
+                        "frames again; start vLLM's server with --trust-request-mm-kwargs"
+                    )
                 if resp.status_code != 200:
                     raise SampleError("server_error", f"HTTP {resp.status_code}: {resp.text[:300]}")
                 try:
-                    data = resp.json()
-                    choices = data["choices"]
-                    usage = data.get("usage") or {}
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise SampleError("server_error", f"malformed response: {exc}") from exc
-                end = time.perf_counter()
-                texts = [c.get("message", {}).get("content") or "" for c in choices]
-                return Completion(
-                    text=texts[0] if texts else "",
-                    prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                    output_tokens=int(usage.get("completion_tokens") or 0),
-                    finish_reason=choices[0].get("finish_reason") if choices else None,
-                    latency_s=end - start,
-                    engine_wait_s=end - start,
-                    texts=texts if request.n > 1 else None,
-                )
+                    return _completion(resp.json(), request.n, time.perf_counter() - start)
+                except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                    raise SampleError("server_error", f"malformed response: {type(exc).__name__}: {exc}") from exc
         raise SampleError("server_error", f"gave up after {self.max_retries + 1} attempts; last error: {last}")
+
+
+def _completion(data: Any, n: int, latency_s: float) -> Completion:
+    """A Completion from a chat-completions response body; TypeError/KeyError/... if it has another shape."""
+    choices = data["choices"]
+    if not isinstance(choices, list):
+        raise TypeError(f"choices is a {type(choices).__name__}, not a list")
+    usage = data.get("usage") or {}
+    texts = [_text(c.get("message", {}).get("content")) for c in choices]
+    return Completion(
+        text=texts[0] if texts else "",
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        output_tokens=int(usage.get("completion_tokens") or 0),
+        finish_reason=choices[0].get("finish_reason") if choices else None,
+        latency_s=latency_s,
+        engine_wait_s=latency_s,
+        texts=texts if n > 1 else None,
+    )
+
+
+def _text(content: Any) -> str:
+    """The answer text; a lone surrogate escape ("\\ud800", no character at all) becomes "?" so it can be stored."""
+    text = "" if content is None else content if isinstance(content, str) else json.dumps(content)
+    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")

@@ -105,8 +105,11 @@ def safe_join(root: Path, relative: str, allow_outside: bool, what: str) -> Path
         return candidate
     if ".." in path.parts:
         raise SampleError("path_unsafe", f"{what} path {relative!r} climbs out of {root} with '..'")
-    real_root = root.resolve()
-    if not candidate.resolve().is_relative_to(real_root):
+    try:
+        real_root, real = root.resolve(), candidate.resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13), a broken mount
+        raise SampleError("path_unsafe", f"{what} path {relative!r} cannot be resolved: {exc}") from None
+    if not real.is_relative_to(real_root):
         raise SampleError("path_unsafe", f"{what} path {relative!r} resolves outside {root} (a symlink?); "
                                          "pass --allow-outside-root to accept it")
     return candidate

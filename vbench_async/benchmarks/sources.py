@@ -184,8 +184,10 @@ def as_unified(records: list[Any], card: Card, image_store: Path) -> list[Any]:
     """Records as given, or mapped with the card's hub mapping when the file is in the official release's format
     (VCR-Bench's raw meta_info_video.json given as the unified file, as the predecessor's conversion hook allowed)."""
     hub = card.sources.hub
-    first = records[0] if records else None
-    if hub and hub.record and not hub.hook and isinstance(first, Mapping) and "problem_type" not in first:
+    # Any record with a problem_type makes the file unified: judged by the first record alone, one hand-edited record
+    # that lost its problem_type would send every record through the official mapping (and fail them all).
+    official = records and not any(isinstance(r, Mapping) and "problem_type" in r for r in records)
+    if hub and hub.record and not hub.hook and official and isinstance(records[0], Mapping):
         return official_to_unified(records, card, image_store)
     return records
 

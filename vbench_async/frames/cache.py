@@ -22,7 +22,7 @@ from .keys import FingerprintMemo, cache_key
 from .layout import CacheLayout, FailureRecord, default_cache_dir, write_text_atomic
 from .pool import DecodePool, WorkerStartError
 from .spec import FrameSpec, Window, normalize_window
-from .store import TMP_PREFIX, CorruptEntry, read_entry, read_header
+from .store import TMP_PREFIX, CorruptEntry, discard_entry, read_entry, read_header
 from .video import CachedVideo
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ class FrameCache:
         except CorruptEntry as exc:
             if path.exists():
                 log.warning("removing corrupt cache entry %s: %s", path, exc)
-                path.unlink(missing_ok=True)
+                discard_entry(path)
             return None
         _touch(path)
         return CachedVideo(key=key, frames=frames, meta=meta)
@@ -125,7 +125,7 @@ class FrameCache:
         except CorruptEntry as exc:
             if path.exists():
                 log.warning("removing corrupt cache entry %s: %s", path, exc)
-                path.unlink(missing_ok=True)
+                discard_entry(path)
             return False
 
     def _decode(self, key: str, video: Path, spec: FrameSpec, window: Window | None, retry: bool | None) -> str:

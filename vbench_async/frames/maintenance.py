@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .layout import CacheLayout, FailureRecord
-from .store import CorruptEntry, read_entry, read_header
+from .store import CorruptEntry, discard_entry, read_entry, read_header
 
 
 @dataclass
@@ -81,7 +81,7 @@ def verify_cache(root: Path, remove: bool = False, deep: bool = True) -> VerifyR
         except CorruptEntry as exc:
             report.corrupt.append((str(path), str(exc)))
             if remove:
-                path.unlink(missing_ok=True)
+                discard_entry(path)
                 report.removed += 1
     return report
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import uuid
 from pathlib import Path
 
@@ -81,6 +82,14 @@ def read_header(path: Path) -> tuple[VideoMeta, tuple[int, ...], int]:
         raise CorruptEntry(f"entry format {meta.format!r}, this version reads {FORMAT_VERSION!r}")
     _check_shape(shape, meta)
     return meta, shape, 8 + size + begin
+
+
+def discard_entry(path: Path) -> None:
+    """Remove a corrupt entry so it is rebuilt; also when something else (a directory) sits at its name."""
+    try:
+        path.unlink(missing_ok=True)
+    except IsADirectoryError:
+        shutil.rmtree(path, ignore_errors=True)  # inside the cache's own entries folder: never user data
 
 
 def read_entry(path: Path) -> tuple[np.ndarray, VideoMeta]:

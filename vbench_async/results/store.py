@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from ..errors import UserError
+
 RESULTS_DIRNAME = "results"
 
 
@@ -32,8 +34,8 @@ def safe_name(benchmark_id: str) -> str:
     return "".join(c if c.isalnum() or c in "-_.@" else "_" for c in benchmark_id)
 
 
-class StoreLocked(RuntimeError):
-    """Another process is writing the same result file."""
+class StoreLocked(UserError):
+    """Another process is writing the same result file (the CLI says so and exits 2, without a traceback)."""
 
 
 @dataclass
@@ -73,7 +75,8 @@ class ResultStore:
             fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
             self._lock_fh.close()
-            raise StoreLocked(f"{self.path} is being written by another process") from exc
+            raise StoreLocked(f"{self.path} is being written by another process (a second run with the same "
+                              "--output-dir?); wait for it to finish or choose another --output-dir") from exc
         _cut_torn_tail(self.path)
         self._fh = open(self.path, "a", encoding="utf-8")
         return self
@@ -148,7 +151,13 @@ def _line(result: Mapping[str, Any]) -> str:
     try:
         line = json.dumps(result, ensure_ascii=False, default=_json_default, allow_nan=False)
     except ValueError:  # NaN/inf somewhere in the details: store null, keep valid JSON for every reader
-        line = json.dumps(_finite(result), ensure_ascii=False, default=_json_default, allow_nan=False)
+        result = _finite(result)
+        line = json.dumps(result, ensure_ascii=False, default=_json_default, allow_nan=False)
+    if not line.isascii():
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (a server's "\ud800"): escape it, or the sample has no line
+            line = json.dumps(result, ensure_ascii=True, default=_json_default, allow_nan=False)
     return line + "\n"
 
 

@@ -196,6 +196,7 @@ class Trainer:
         c = self.cfg
         per_rank = c.train.prompts_per_step // self.info.world
         sums = Sums("rollout/responses", "reward/sum", "reward/accuracy_sum", "reward/format_sum", "response/tokens",
+                    "rollout/online", "reward/online_sum",
                     "response/finished", "rollout/groups", "rollout/dropped", "rollout/failed", "rollout/offline",
                     "time/media_s", "frames/decoded")
         kept: list[Group] = []
@@ -248,6 +249,9 @@ class Trainer:
                 sums.add("reward/format_sum", resp.format)
                 sums.add("response/tokens", len(resp.token_ids))
                 sums.add("response/finished", resp.finished)
+                if not resp.offline:
+                    sums.add("rollout/online", 1)
+                    sums.add("reward/online_sum", resp.reward)
             groups.append(g)
         return groups
 
@@ -327,6 +331,7 @@ class Trainer:
             "reward/mean": _ratio(s, "reward/sum", "rollout/responses"),
             "reward/accuracy": _ratio(s, "reward/accuracy_sum", "rollout/responses"),
             "reward/format": _ratio(s, "reward/format_sum", "rollout/responses"),
+            "reward/online": _ratio(s, "reward/online_sum", "rollout/online"),  # the policy's own samples
             "response/length": _ratio(s, "response/tokens", "rollout/responses"),
             "response/finished": _ratio(s, "response/finished", "rollout/responses"),
             "rollout/groups": s["rollout/groups"],

@@ -1,0 +1,274 @@
+"""Engine and server faults through `vbench-async run`.
+
+- An OpenAI-compatible server that fails on purpose (a real HTTP server on 127.0.0.1, in a thread of this process:
+  500s, 429s, hangs, bytes trickled past the timeout, dropped connections, malformed bodies) gets bounded retries,
+  then a recorded failure per sample, and the run completes.
+- A server nobody listens on, and a second run writing the same output directory, end with clear messages.
+- The vLLM engine core SIGKILLed mid-run stops the run cleanly: a clear message, exit code 3, every finished result
+  kept, no stray processes, and the same command resumes to a complete run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli
+from hostile import _good, _video, alive, command_line, descendants, unified_suite, write_data_map
+from vbench_async.results.store import read_results
+
+ANSWER = "<answer>A</answer>"
+RETRIES = 2
+TIMEOUT_S = 2.0
+
+
+class FaultServer:
+    """Answers chat completions with ANSWER, unless the question says `FAULT=<mode>#<n>`; counts attempts per n."""
+
+    def __init__(self) -> None:
+        self.attempts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                text = body["messages"][0]["content"][-1]["text"]
+                m = re.search(r"FAULT=(\w+)#(\d+)", text)
+                mode, tag = (m.group(1), m.group(2)) if m else ("ok", "-")
+                with server._lock:
+                    server.attempts[tag] += 1
+                    attempt = server.attempts[tag]
+                try:
+                    server.respond(self, mode, attempt)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout): nothing left to say
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.block_on_close = False
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> "FaultServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    @staticmethod
+    def _send(handler, status: int, body: bytes, content_type: str = "application/json") -> None:
+        handler.send_response(status)
+        handler.send_header("Content-Type", content_type)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def respond(self, h, mode: str, attempt: int) -> None:
+        ok = json.dumps({"choices": [{"message": {"content": ANSWER}, "finish_reason": "stop"}],
+                         "usage": {"prompt_tokens": 10, "completion_tokens": 3}}).encode()
+        if mode in ("e500", "e429", "e400"):
+            return self._send(h, int(mode[1:]), b'{"error": "injected"}')
+        if mode == "e503x2" and attempt <= 2:
+            return self._send(h, 503, b'{"error": "warming up"}')
+        if mode == "hang":
+            time.sleep(TIMEOUT_S * 3)
+            return self._send(h, 200, ok)
+        if mode == "trickle":  # headers at once, then one byte every 0.3 s: each read is quick, the whole is not
+            h.send_response(200)
+            h.send_header("Content-Type", "application/json")
+            h.send_header("Content-Length", str(len(ok)))
+            h.end_headers()
+            for i in range(len(ok)):
+                h.wfile.write(ok[i:i + 1])
+                h.wfile.flush()
+                time.sleep(0.3)
+            return None
+        if mode == "close" or (mode == "closex1" and attempt == 1):
+            h.close_connection = True
+            h.connection.shutdown(socket.SHUT_RDWR)  # no status line at all
+            return None
+        if mode == "garbage":
+            return self._send(h, 200, b"<html>this is not json</html>", "text/html")
+        if mode == "shape":
+            return self._send(h, 200, b'{"choices": "A", "usage": [1, 2]}')
+        if mode == "surrogate":
+            return self._send(h, 200, b'{"choices": [{"message": {"content": "bad \\ud800 text"}}]}')
+        if mode == "slow":
+            time.sleep(1.0)
+        return self._send(h, 200, ok)
+
+
+# mode -> (error kind or None, attempts the client must make)
+FAULTS = {
+    "ok": (None, 1),
+    "e500": ("server_error", RETRIES + 1),
+    "e429": ("server_error", RETRIES + 1),
+    "e503x2": (None, 3),
+    "e400": ("server_error", 1),
+    "hang": ("server_error", RETRIES + 1),
+    "trickle": ("server_error", RETRIES + 1),
+    "close": ("server_error", RETRIES + 1),
+    "closex1": (None, 2),
+    "garbage": ("server_error", 1),
+    "shape": ("server_error", 1),
+    "surrogate": (None, 1),
+}
+
+
+def _fault_suite(folder: Path, modes: list[str]) -> Path:
+    _video(folder / "videos" / "good.mp4")
+    records = [_good(f"q{i}-{mode}", problem=f"FAULT={mode}#{i} Which colour is the square?")
+               for i, mode in enumerate(modes)]
+    (folder / "faults.json").write_text(json.dumps(records))
+    return write_data_map(folder, "faults.json")
+
+
+def _openai_args(data_map: Path, out: Path, cache: Path, url: str, *extra: str) -> list[str]:
+    return ["run", "--model", "tiny-qwen2.5-vl", "--benchmarks", "mmvu", "--data-root", str(data_map),
+            "--output-dir", str(out), "--cache-dir", str(cache), "--max-frames", "4", "--max-pixels", "16384",
+            "--no-progress", "--no-site", "--backend", "openai", "--base-url", url, "--max-retries", str(RETRIES),
+            "--request-timeout", str(TIMEOUT_S), *extra]
+
+
+def _results(out: Path) -> dict[str, dict]:
+    files = list((out / "results").glob("*.jsonl"))
+    return {sid: r for f in files for sid, r in read_results(f).items()}
+
+
+def test_server_faults_get_bounded_retries_then_recorded_failures(tmp_path):
+    modes = list(FAULTS)
+    data_map = _fault_suite(tmp_path / "data", modes)
+    with FaultServer() as server:
+        t0 = time.monotonic()
+        proc = run_cli(*_openai_args(data_map, tmp_path / "out", tmp_path / "cache", server.url), timeout=300)
+        wall = time.monotonic() - t0
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-4000:]
+    results = _results(tmp_path / "out")
+    assert sorted(results) == sorted(f"q{i}-{m}" for i, m in enumerate(modes))
+    for i, mode in enumerate(modes):
+        kind, attempts = FAULTS[mode]
+        r = results[f"q{i}-{mode}"]
+        assert (r["error"] or {}).get("kind") == kind, (mode, r["error"])
+        assert server.attempts[str(i)] == attempts, (mode, server.attempts[str(i)])
+        if kind is None:
+            assert r["output"] == (ANSWER if mode != "surrogate" else "bad ? text"), mode
+    assert "gave up after 3 attempts" in results[f"q{modes.index('hang')}-hang"]["error"]["message"]
+    assert "HTTP 500" in results[f"q{modes.index('e500')}-e500"]["error"]["message"]
+    assert results[f"q{modes.index('ok')}-ok"]["score"] == 1.0
+    # Bounded: hangs and trickles cost at most (retries + 1) x the timeout each, plus backoff, not forever.
+    assert wall < 240, wall
+
+
+def test_a_server_nobody_listens_on_fails_every_sample_quickly(tmp_path):
+    with socket.socket() as s:  # a port that was free a moment ago
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data_map = _fault_suite(tmp_path / "data", ["ok"] * 3)
+    proc = run_cli(*_openai_args(data_map, tmp_path / "out", tmp_path / "cache", f"http://127.0.0.1:{port}/v1"),
+                   timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-4000:]
+    results = _results(tmp_path / "out")
+    assert len(results) == 3
+    assert all(r["error"]["kind"] == "server_error" and "ConnectError" in r["error"]["message"]
+               for r in results.values())
+
+
+def test_a_second_run_into_the_same_output_dir_is_refused(tmp_path):
+    data_map = _fault_suite(tmp_path / "data", ["slow"] * 6)
+    out = tmp_path / "out"
+    with FaultServer() as server:
+        args = _openai_args(data_map, out, tmp_path / "cache", server.url, "--concurrency", "1")
+        first = subprocess.Popen([sys.executable, "-m", "vbench_async", *args], cwd=REPO, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 240
+            while not any((out / "results").glob("*.jsonl")) and time.monotonic() < deadline:
+                time.sleep(0.1)  # the first run holds the result file's lock from here until it ends
+            second = run_cli(*args, timeout=300)
+            _, err = first.communicate(timeout=300)
+        finally:
+            if first.poll() is None:
+                first.kill()
+    assert second.returncode == 2, second.stderr[-3000:]
+    assert "being written by another process" in second.stderr and "Traceback" not in second.stderr
+    assert first.returncode == 0, err[-3000:]
+    assert len(_results(out)) == 6 and all(r["error"] is None for r in _results(out).values())
+
+
+# ----------------------------------------------------------------------------------------------- the vLLM engine
+
+
+def _engine_core(run_pid: int, timeout: float = 900) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pid in descendants(run_pid):
+            if "EngineCore" in command_line(pid):
+                return pid
+        time.sleep(0.2)
+    raise AssertionError("no vLLM engine-core process appeared")
+
+
+@pytest.mark.vllm
+def test_engine_core_killed_mid_run_stops_cleanly_and_resumes(tmp_path):
+    from hostile import run_args
+
+    data_map = unified_suite(tmp_path / "data", n_videos=4, questions_per_video=3)
+    n_total = len(json.loads((tmp_path / "data" / "annotations.json").read_text()))
+    args = run_args(data_map, tmp_path / "out", tmp_path / "cache", "--concurrency", "1", "--no-site")
+    proc = subprocess.Popen([sys.executable, "-m", "vbench_async", *args], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        core = _engine_core(proc.pid)
+        results = tmp_path / "out" / "results"
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline and proc.poll() is None:
+            files = list(results.glob("*.jsonl")) if results.is_dir() else []
+            if files and files[0].read_bytes().count(b"\n") >= 2:
+                break
+            time.sleep(0.05)
+        family = descendants(proc.pid)
+        os.kill(core, signal.SIGKILL)
+        _, err = proc.communicate(timeout=300)  # must end on its own, not hang
+        stragglers = [p for p in family if alive(p)]
+        deadline = time.monotonic() + 60
+        while stragglers and time.monotonic() < deadline:
+            time.sleep(0.5)
+            stragglers = [p for p in stragglers if alive(p)]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 3, err[-4000:]
+    assert "the engine stopped" in err and "re-run the same command" in err
+    assert not stragglers, [command_line(p) for p in stragglers]
+    kept = _results(tmp_path / "out")
+    assert 2 <= len(kept) < n_total
+    assert all(r["error"] is None for r in kept.values()), "the engine's death must not be recorded as failures"
+    rerun = run_cli(*args)
+    assert rerun.returncode == 0, rerun.stderr[-4000:]
+    final = _results(tmp_path / "out")
+    assert len(final) == n_total and all(r["error"] is None for r in final.values())
+    assert all(final[sid] == r for sid, r in kept.items())  # finished lines untouched

@@ -1,0 +1,68 @@
+"""Training configs: strict YAML parsing, overrides, presets, cross-field checks, and the example configs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vbench_async.errors import UserError
+from vbench_async.train.config import TrainConfig, load_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "cfg.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_minimal_config_gets_the_preset_of_its_algorithm(tmp_path):
+    cfg = load_config(_write(tmp_path, "data: {records: r.json}\nalgorithm: {name: dapo}\n"))
+    assert isinstance(cfg, TrainConfig)
+    a = cfg.algorithm
+    assert (a.advantage, a.loss_agg, a.clip_low, a.clip_high, a.dynamic_sampling) == \
+        ("grpo", "token-mean", 0.2, 0.28, True)
+
+
+def test_explicit_values_win_over_the_preset_and_overrides_win_over_the_file(tmp_path):
+    path = _write(tmp_path, "data: {records: r.json}\nalgorithm: {name: gspo, clip_high: 0.001}\nrollout: {n: 4}\n")
+    cfg = load_config(path, ["rollout.n=6", "train.lr=1e-5", "data.frames={max_frames: 8}"])
+    assert cfg.algorithm.ratio == "sequence" and cfg.algorithm.clip_high == 0.001
+    assert cfg.rollout.n == 6 and cfg.train.lr == 1e-5 and cfg.data.frames == {"max_frames": 8}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("data: {records: r.json}\nrollout: {nn: 4}\n", "unknown key.*rollout.nn"),
+    ("data: {records: r.json}\nrollout: {n: four}\n", "rollout.n must be an integer"),
+    ("data: {records: r.json}\nrollout: {n: 1}\n", "at least 2"),
+    ("data: {records: r.json}\nalgorithm: {name: ppo}\n", "algorithm.name is 'ppo'"),
+    ("data: {records: r.json}\nalgorithm: {kl: k3}\n", "kl_coef"),
+    ("data: {records: r.json, benchmark: mvbench}\n", "exactly one of"),
+    ("data: {records: r.json}\nrollout: {n: 4, offline_per_group: 4}\n", "offline_per_group"),
+    ("data: {records: r.json}\ntrain: {prompts_per_step: 6, mini_batches: 4}\n", "multiple of train.mini_batches"),
+    ("data: {records: r.json}\nvalidation: {every: 5}\n", "validation.benchmarks"),
+    ("- a list\n", "mapping"),
+])
+def test_bad_configs_name_the_problem(tmp_path, text, message):
+    with pytest.raises(UserError, match=message):
+        load_config(_write(tmp_path, text))
+
+
+def test_bad_override_syntax(tmp_path):
+    with pytest.raises(UserError, match="KEY=VALUE"):
+        load_config(_write(tmp_path, "data: {records: r.json}\n"), ["rollout.n"])
+
+
+def test_config_hash_ignores_cadence_but_not_what_is_trained(tmp_path):
+    path = _write(tmp_path, "data: {records: r.json}\n")
+    base = load_config(path).hash()
+    assert load_config(path, ["train.steps=500", "checkpoint.every=7", "logging.progress=false"]).hash() == base
+    assert load_config(path, ["train.lr=0.5"]).hash() != base
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "examples" / "train").glob("*.yaml")), ids=lambda p: p.name)
+def test_example_configs_parse(path):
+    cfg = load_config(path)
+    assert cfg.train.steps > 0

@@ -1,0 +1,116 @@
+"""Training data: records -> items through the evaluation adapters, resumable order, rank shares, cached media."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vbench_async.backends.base import SamplingParams
+from vbench_async.errors import UserError
+from vbench_async.train.config import DataConfig
+from vbench_async.train.data import DataOrder, MediaSource, frame_spec, load_items, rank_slice
+
+FRAMES = {"max_frames": 4, "min_pixels": 3136, "max_pixels": 3136}
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory) -> Path:
+    from vbench_async.demo.suite import generate_suite
+
+    root = tmp_path_factory.mktemp("suite")
+    generate_suite(root, n_videos=2, questions_per_video=2, min_s=2.0, max_s=3.0, workers=1)
+    return root
+
+
+def _records(suite: Path) -> Path:
+    recs = json.loads((suite / "annotations" / "mc.json").read_text())
+    recs[0]["offline_response"] = "<answer>B</answer>"
+    recs.append({"problem_id": "t1", "problem": "Which letter follows A?", "problem_type": "multiple choice",
+                 "options": ["A. Z", "B. B"], "solution": "<answer>B</answer>",
+                 "offline_output": "B", "has_offline_trajectory": True})
+    recs.append({"problem_id": "bad-type", "problem": "?", "problem_type": "interpretive dance", "solution": "x"})
+    recs.append({"problem_id": "escape", "problem": "?", "problem_type": "yes/no", "solution": "<answer>Yes</answer>",
+                 "path": "../outside.mp4"})
+    path = suite / "train.json"
+    path.write_text(json.dumps(recs))
+    return path
+
+
+def test_records_become_items_with_prompts_media_and_offline_responses(suite):
+    path = _records(suite)
+    items = load_items(DataConfig(records=str(path), video_dir=str(suite / "videos"),
+                                  prompt_template="multiple_choice"))
+    assert [it.index for it in items] == list(range(len(items)))
+    ids = [it.sample.sample_id for it in items]
+    assert "bad-type" not in ids and "escape" not in ids  # unknown task type, path escaping the root: skipped
+    video_item = items[0]
+    assert video_item.video == suite / "videos" / video_item.sample.video and video_item.video.is_file()
+    assert video_item.modality == "video" and video_item.offline == ("<answer>B</answer>",)
+    assert "Respond with only the letter" in video_item.prompt and video_item.sample.options[0] in video_item.prompt
+    text_item = items[-1]
+    assert text_item.modality == "text" and text_item.offline == ("B",)  # the predecessor's field names
+    plain = load_items(DataConfig(records=str(path), video_dir=str(suite / "videos")))
+    assert plain[-1].prompt == "Which letter follows A?\nA. Z\nB. B"
+
+
+def test_benchmark_mode_uses_the_card_prompt(suite, tmp_path):
+    from vbench_async.benchmarks import get_benchmark
+
+    datamap = tmp_path / "data.yaml"
+    datamap.write_text(f"benchmarks:\n  mvbench: {{annotation: {suite / 'annotations' / 'mc.json'}, "
+                       f"video_dir: {suite / 'videos'}}}\n")
+    items = load_items(DataConfig(benchmark="mvbench", data_root=str(datamap)))
+    bench = get_benchmark("mvbench")
+    assert items and all(it.prompt == bench.render_prompt(it.sample) for it in items)
+    assert all(it.video.is_file() for it in items)
+
+
+def test_no_usable_records_is_a_user_error(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps([{"problem": "?", "problem_type": "nonsense", "solution": "x"}]))
+    with pytest.raises(UserError, match="no usable training records"):
+        load_items(DataConfig(records=str(path)))
+    with pytest.raises(UserError, match="no such file"):
+        load_items(DataConfig(records=str(tmp_path / "missing.json")))
+
+
+def test_order_is_an_endless_seeded_stream_that_resumes_exactly():
+    whole = DataOrder(5, seed=3).take(23)
+    assert sorted(whole[:5]) == list(range(5)) and sorted(whole[5:10]) == list(range(5))  # every epoch: each once
+    assert whole[:5] != whole[5:10] or whole[5:10] != whole[10:15]  # reshuffled per epoch
+    chunked = DataOrder(5, seed=3)
+    parts = [chunked.take(4) for _ in range(4)]
+    resumed = DataOrder(5, seed=3, consumed=16)  # a restart knows only how much was consumed
+    assert sum(parts, []) + resumed.take(7) == whole
+    assert DataOrder(5, seed=3, shuffle=False).take(7) == [0, 1, 2, 3, 4, 0, 1]
+    assert DataOrder(5, seed=4).take(5) != DataOrder(5, seed=3).take(5)
+
+
+def test_rank_slices_cover_the_global_batch():
+    batch = [7, 1, 4, 2, 9, 0]
+    assert [rank_slice(batch, r, 3) for r in range(3)] == [[7, 1], [4, 2], [9, 0]]
+    with pytest.raises(UserError, match="multiple of the number of processes"):
+        rank_slice(batch, 0, 4)
+
+
+def test_cached_frames_equal_live_decoding_and_are_not_decoded_at_train_time(suite, tmp_path):
+    items = [it for it in load_items(DataConfig(records=str(_records(suite)), video_dir=str(suite / "videos")))
+             if it.video]
+    spec = frame_spec(DataConfig(records="x", frames=FRAMES), "qwen2.5-vl")
+    cached = MediaSource(spec, "cache", str(tmp_path / "cache"), workers=1)
+    live = MediaSource(spec, "decode", str(tmp_path / "unused"))
+    try:
+        report = cached.prepare(items)
+        assert report.failed == 0 and report.cached == len({it.video for it in items})
+        a, b = cached.video(items[0]), live.video(items[0])
+        assert cached.decoded == 0 and live.decoded == 1
+        assert a.frames.shape[0] == 4 and a.frames.shape[1] % 28 == 0 and np.array_equal(a.frames, b.frames)
+        assert a.metadata == b.metadata and a.metadata["frames_indices"] == sorted(a.metadata["frames_indices"])
+        req = cached.request(items[0], SamplingParams(), n=3, request_id="r")
+        assert req.n == 3 and req.videos[0].uuid == a.uuid and req.prompt == items[0].prompt
+    finally:
+        cached.close()
+        live.close()
