@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .backends.base import Backend, Completion, ImageInput, Request, SamplingParams, VideoInput, array_uuid
-from .errors import SampleError
+from .backends.base import Backend, Completion, EngineDead, ImageInput, Request, SamplingParams, VideoInput, array_uuid
+from .errors import SampleError, UserError
 from .results.store import ResultStore
 from .samples import Sample
 
@@ -189,7 +189,11 @@ class Pipeline:
                 completion = await self.backend.generate(request)
             except SampleError as exc:
                 error = exc
-            # EngineDead propagates: the TaskGroup cancels everything else and the run stops.
+            except (EngineDead, UserError):
+                raise  # fatal (dead engine, setup problem): the TaskGroup cancels everything else and the run stops
+            except Exception as exc:  # an exception type the backend did not expect, on one request: that sample's
+                log.exception("request %s failed", request.request_id)  # failure, not the whole run's
+                error = SampleError("engine_error", f"{type(exc).__name__}: {exc}")
         result = self._result(item, completion, error)
         item.store.append(result)
         self._count(result, completion)
