@@ -31,10 +31,10 @@ JINJA = "{{ 7*7 }} {% for x in range(3) %}LOOP{% endfor %} {{ cycler.__init__.__
 def unified_suite(folder: Path, records: list[dict[str, Any]] | None = None, *, n_videos: int = 3,
                   questions_per_video: int = 2, seed: int = 1, max_s: float = 4.0,
                   annotation: str = "annotations.json") -> Path:
-    """A data map for `--data-root`: the `CARD` benchmark reads `annotation` and `videos/` in `folder`.
+    """A data map for `--data-root`: the `CARD` benchmark reads `records` from `annotation`, videos from `videos/`.
 
     Without `records`, the demo generator writes `n_videos` short videos and their questions (all six task types,
-    exact ground truth) and they become the annotation file. Returns the data map path.
+    exact ground truth) and those are the records. Returns the data map path.
     """
     folder.mkdir(parents=True, exist_ok=True)
     if records is None:
@@ -43,7 +43,7 @@ def unified_suite(folder: Path, records: list[dict[str, Any]] | None = None, *, 
         generate_suite(folder, n_videos=n_videos, questions_per_video=questions_per_video, seed=seed,
                        min_s=min(2.0, max_s), max_s=max_s, workers=1)
         records = [r for f in sorted((folder / "annotations").glob("*.json")) for r in json.loads(f.read_text())]
-        (folder / annotation).write_text(json.dumps(records))
+    (folder / annotation).write_text(json.dumps(records))
     return write_data_map(folder, annotation)
 
 
@@ -400,7 +400,7 @@ def build_corpus(root: Path) -> Corpus:
         corpus.ids[pid], corpus.names[pid] = case.expect, case.name
     for i, case in enumerate(CACHE_CASES):
         name = f"cache_{i:02d}.mp4"
-        _video(videos / name, seed=i, frames=24 + i)  # distinct content: distinct cache keys
+        _video(videos / name, frames=25 + i)  # distinct content: distinct cache keys
         pid = f"cache-{case.name}"
         extra.append(_good(pid, path=name, subject="cache"))
         corpus.ids[pid], corpus.names[pid] = OK, f"cache:{case.name}"
@@ -408,41 +408,3 @@ def build_corpus(root: Path) -> Corpus:
     for sid, case in write_records(root / "hostile.jsonl", RECORD_CASES, extra).items():
         corpus.ids[sid], corpus.names[sid] = case.expect, f"record:{case.name}"
     return corpus
-
-
-# ----------------------------------------------------------------------------------------------- processes
-
-
-def descendants(pid: int) -> list[int]:
-    """Every live process below `pid` (children first), read from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            ppid = int(stat[stat.rindex(")") + 2:].split()[1])  # the name may hold spaces and parentheses
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def command_line(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def alive(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"

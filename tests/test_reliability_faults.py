@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_cli
-from hostile import _good, _video, alive, command_line, descendants, unified_suite, write_data_map
+from hostile import _good, _video, unified_suite, write_data_map
 from vbench_async.results.store import read_results
 
 ANSWER = "<answer>A</answer>"
@@ -34,10 +34,53 @@ RETRIES = 2
 TIMEOUT_S = 2.0
 
 
-class FaultServer:
-    """Answers chat completions with ANSWER, unless the question says `FAULT=<mode>#<n>`; counts attempts per n."""
+# ----------------------------------------------------------------------------------------------- processes
 
-    def __init__(self) -> None:
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid` (children first), read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])  # the name may hold spaces and parentheses
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+# ----------------------------------------------------------------------------------------------- a failing server
+
+
+class FaultServer:
+    """An OpenAI-compatible chat server on 127.0.0.1, in a thread, that answers `answer` unless the question says
+    `FAULT=<mode>#<n>`: then it misbehaves as `respond` says. Counts the attempts per n."""
+
+    def __init__(self, answer: str = "<answer>A</answer>", hang_s: float = 6.0) -> None:
+        self.answer, self.hang_s = answer, hang_s
         self.attempts: Counter[str] = Counter()
         self._lock = threading.Lock()
         server = self
@@ -87,14 +130,14 @@ class FaultServer:
         handler.wfile.write(body)
 
     def respond(self, h, mode: str, attempt: int) -> None:
-        ok = json.dumps({"choices": [{"message": {"content": ANSWER}, "finish_reason": "stop"}],
+        ok = json.dumps({"choices": [{"message": {"content": self.answer}, "finish_reason": "stop"}],
                          "usage": {"prompt_tokens": 10, "completion_tokens": 3}}).encode()
         if mode in ("e500", "e429", "e400"):
             return self._send(h, int(mode[1:]), b'{"error": "injected"}')
         if mode == "e503x2" and attempt <= 2:
             return self._send(h, 503, b'{"error": "warming up"}')
         if mode == "hang":
-            time.sleep(TIMEOUT_S * 3)
+            time.sleep(self.hang_s)
             return self._send(h, 200, ok)
         if mode == "trickle":  # headers at once, then one byte every 0.3 s: each read is quick, the whole is not
             h.send_response(200)
@@ -161,7 +204,7 @@ def _results(out: Path) -> dict[str, dict]:
 def test_server_faults_get_bounded_retries_then_recorded_failures(tmp_path):
     modes = list(FAULTS)
     data_map = _fault_suite(tmp_path / "data", modes)
-    with FaultServer() as server:
+    with FaultServer(ANSWER, hang_s=TIMEOUT_S * 3) as server:
         t0 = time.monotonic()
         proc = run_cli(*_openai_args(data_map, tmp_path / "out", tmp_path / "cache", server.url), timeout=300)
         wall = time.monotonic() - t0
@@ -201,20 +244,21 @@ def test_a_second_run_into_the_same_output_dir_is_refused(tmp_path):
     out = tmp_path / "out"
     with FaultServer() as server:
         args = _openai_args(data_map, out, tmp_path / "cache", server.url, "--concurrency", "1")
-        first = subprocess.Popen([sys.executable, "-m", "vbench_async", *args], cwd=REPO, text=True,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            deadline = time.monotonic() + 240
-            while not any((out / "results").glob("*.jsonl")) and time.monotonic() < deadline:
-                time.sleep(0.1)  # the first run holds the result file's lock from here until it ends
-            second = run_cli(*args, timeout=300)
-            _, err = first.communicate(timeout=300)
-        finally:
-            if first.poll() is None:
-                first.kill()
+        with open(tmp_path / "first.log", "w") as log:
+            first = subprocess.Popen([sys.executable, "-m", "vbench_async", *args], cwd=REPO, stdout=log,
+                                     stderr=subprocess.STDOUT)
+            try:
+                deadline = time.monotonic() + 240
+                while not any((out / "results").glob("*.jsonl")) and time.monotonic() < deadline:
+                    time.sleep(0.1)  # the first run holds the result file's lock from here until it ends
+                second = run_cli(*args, timeout=300)
+                first.wait(timeout=300)
+            finally:
+                if first.poll() is None:
+                    first.kill()
     assert second.returncode == 2, second.stderr[-3000:]
     assert "being written by another process" in second.stderr and "Traceback" not in second.stderr
-    assert first.returncode == 0, err[-3000:]
+    assert first.returncode == 0, (tmp_path / "first.log").read_text()[-3000:]
     assert len(_results(out)) == 6 and all(r["error"] is None for r in _results(out).values())
 
 
@@ -238,8 +282,9 @@ def test_engine_core_killed_mid_run_stops_cleanly_and_resumes(tmp_path):
     data_map = unified_suite(tmp_path / "data", n_videos=4, questions_per_video=3)
     n_total = len(json.loads((tmp_path / "data" / "annotations.json").read_text()))
     args = run_args(data_map, tmp_path / "out", tmp_path / "cache", "--concurrency", "1", "--no-site")
-    proc = subprocess.Popen([sys.executable, "-m", "vbench_async", *args], cwd=REPO, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    log = open(tmp_path / "run.log", "w")  # a file, not a pipe: vLLM logs a lot while nobody reads
+    proc = subprocess.Popen([sys.executable, "-m", "vbench_async", *args], cwd=REPO, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
     try:
         core = _engine_core(proc.pid)
         results = tmp_path / "out" / "results"
@@ -251,7 +296,7 @@ def test_engine_core_killed_mid_run_stops_cleanly_and_resumes(tmp_path):
             time.sleep(0.05)
         family = descendants(proc.pid)
         os.kill(core, signal.SIGKILL)
-        _, err = proc.communicate(timeout=300)  # must end on its own, not hang
+        proc.wait(timeout=300)  # must end on its own, not hang
         stragglers = [p for p in family if alive(p)]
         deadline = time.monotonic() + 60
         while stragglers and time.monotonic() < deadline:
@@ -261,6 +306,8 @@ def test_engine_core_killed_mid_run_stops_cleanly_and_resumes(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        log.close()
+    err = (tmp_path / "run.log").read_text(errors="replace")
     assert proc.returncode == 3, err[-4000:]
     assert "the engine stopped" in err and "re-run the same command" in err
     assert not stragglers, [command_line(p) for p in stragglers]

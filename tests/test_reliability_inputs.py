@@ -176,7 +176,7 @@ def test_data_validate_reports_every_hostile_record(tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def entry(tmp_path_factory, cache) -> tuple[Path, object]:
-    video = _video(tmp_path_factory.mktemp("cache-video") / "v.mp4", seed=3)
+    video = _video(tmp_path_factory.mktemp("cache-video") / "v.mp4", frames=28)  # content of its own
     return video, cache.get_or_decode(video, SPEC)
 
 
@@ -221,11 +221,13 @@ def test_leftovers_of_a_killed_writer_are_ignored_then_collected(entry, cache):
 
 
 def test_an_unreadable_failure_record_means_try_again(entry, cache, tmp_path):
-    video = _video(tmp_path / "w.mp4", seed=9)
+    video = _video(tmp_path / "w.mp4", frames=20)  # never cached before
     key = cache.key(video, SPEC)
     cache.layout.failure_path(key).parent.mkdir(parents=True, exist_ok=True)
     cache.layout.failure_path(key).write_bytes(b"\xff{ not json")
+    before = cache.decodes
     assert cache.get_or_decode(video, SPEC).frames.shape[0] >= 1
+    assert cache.decodes == before + 1
 
 
 # ----------------------------------------------------------------------------------------------- result files

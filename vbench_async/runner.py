@@ -161,7 +161,7 @@ def _plan(benchmark: Any, model: Any, cfg: RunConfig, run_dir: Path, samples: li
         try:
             item.prompt = benchmark.render_prompt(s, thinking=cfg.thinking)
             video = benchmark.video_path(s, cfg.data_root, allow_outside=cfg.allow_outside_root) if s.video else None
-            images = benchmark.image_paths(s, cfg.data_root) if s.images else []
+            images = benchmark.image_paths(s, cfg.data_root, allow_outside=cfg.allow_outside_root) if s.images else []
         except SampleError as exc:
             item.error = exc
         entries.append((item, video, spec if video else None, s.window if video else None, images or []))

@@ -1,4 +1,4 @@
-"""Split a run into N shards of about equal cost, the same way in every process, keeping each video's questions together.
+"""Split a run into N shards of about equal cost, the same way in every process, each video's questions together.
 
 A shard's cost is the number of frames its samples send to the model: frames x questions per video. Frame counts
 come from each benchmark's `FrameSpec` and, where the container header can be read (PyAV reads the header only, no
@@ -318,7 +318,7 @@ def publish_once(path: Path, text: str) -> str:
     if path.exists():
         return read_published(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}-{path.name}")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")  # never matches *.json
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)

@@ -194,6 +194,10 @@ class VLLMBackend:
     async def generate(self, request: Request) -> Completion:
         from vllm.v1.engine.exceptions import EngineDeadError
 
+        try:  # vLLM >= 0.12 raises its own exception types for a rejected request (prompt too long, bad parameter)
+            from vllm.exceptions import VLLMClientError
+        except ImportError:  # pragma: no cover - older vLLM: ValueError, caught below
+            VLLMClientError = ValueError
         if self.engine is None:
             raise EngineDead("the vLLM engine is not running")
         start = time.perf_counter()
@@ -208,7 +212,7 @@ class VLLMBackend:
                 final = out
         except EngineDeadError as exc:
             raise EngineDead(f"the vLLM engine died: {exc}") from exc
-        except (ValueError, RuntimeError, TypeError) as exc:
+        except (ValueError, RuntimeError, TypeError, VLLMClientError) as exc:
             # vLLM rejects one bad input (prompt too long, processor error) without dying: a per-sample failure.
             if self.engine is not None and getattr(self.engine, "errored", False):
                 raise EngineDead(f"the vLLM engine died: {exc}") from exc

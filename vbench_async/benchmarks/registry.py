@@ -63,9 +63,10 @@ class Benchmark:
         root = resolved.clip_root if "clip_source" in sample.fields and resolved.clip_root else resolved.video_root
         return safe_join(root, sample.video, allow_outside, "video")
 
-    def image_paths(self, sample: Sample, data_root: Path | str | None) -> list[Path]:
+    def image_paths(self, sample: Sample, data_root: Path | str | None, allow_outside: bool = False) -> list[Path]:
+        """The sample's extra images, checked like its video (SampleError("path_unsafe") unless allowed)."""
         root = self.resolve_source(data_root).image_root
-        return [safe_join(root, image, False, "image") for image in sample.images]
+        return [safe_join(root, image, allow_outside, "image") for image in sample.images]
 
     # -- model inputs ----------------------------------------------------------------------------------------
     def frame_spec(self, family: str, overrides: Mapping[str, Any] | None = None) -> Any:

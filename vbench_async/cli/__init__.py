@@ -25,6 +25,7 @@ _COMMAND_MODULES = [
     "judge",
     "leaderboard",
     "compare",
+    "train",
 ]
 
 

@@ -83,7 +83,7 @@ def check_benchmark(bench, data_root: Path | None, source: str, allow_outside: b
     for s in samples:
         try:
             paths = [bench.video_path(s, data_root, allow_outside)] if s.video else []
-            paths += bench.image_paths(s, data_root)
+            paths += bench.image_paths(s, data_root, allow_outside)
         except SampleError as exc:
             unsafe.append(f"{s.sample_id}: {exc}")
             continue

@@ -94,7 +94,7 @@ def find_shard_sets(run_dir: Path, config_hashes: Collection[str] | None = None)
     """Every benchmark split of the run directory (optionally only those with the given config hashes)."""
     run_dir = Path(run_dir)
     sets = []
-    for path in sorted((run_dir / RESULTS_DIRNAME).glob("*.shards-*.json")):
+    for path in sorted((run_dir / RESULTS_DIRNAME).glob("[!.]*.shards-*.json")):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             s = ShardSet(run_dir, str(data["benchmark"]), str(data["config_hash"]), int(data["count"]), path,

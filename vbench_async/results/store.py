@@ -90,7 +90,7 @@ class ResultStore:
         """Replace the whole file with `results` (merging shards), atomically; the store must be open (locked)."""
         if self._fh is None:
             raise RuntimeError("open the store before rewriting it")
-        tmp = self.path.with_name(f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}-{self.path.name}")
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")  # not *.jsonl
         try:
             with open(tmp, "w", encoding="utf-8") as fh:
                 fh.writelines(_line(r) for r in results)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import LoggingConfig
+from .fsdp import DistInfo, all_reduce
 
 log = logging.getLogger(__name__)
 
@@ -84,3 +85,48 @@ class MetricsLogger:
             self._tb.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+class Sums:
+    """Named running sums, reduced over ranks in one collective (every rank adds the same names)."""
+
+    def __init__(self, *names: str):
+        self.values = {n: 0.0 for n in names}
+
+    def add(self, name: str, value: float) -> None:
+        self.values[name] = self.values.get(name, 0.0) + float(value)
+
+    def reduced(self, info: DistInfo) -> dict[str, float]:
+        keys = sorted(self.values)
+        return dict(zip(keys, all_reduce([self.values[k] for k in keys], info)))
+
+
+def _ratio(sums: dict[str, float], num: str, den: str) -> float:
+    return sums[num] / sums[den] if sums.get(den) else float("nan")
+
+
+def step_metrics(s: dict[str, float], world: int) -> dict[str, float]:
+    """A step's metrics from the sums of all ranks (means per response, per token or per optimizer step)."""
+    optim_steps = s.get("optim/steps", 0.0) / world  # every rank counted the same optimizer steps
+    m = {
+        "reward/mean": _ratio(s, "reward/sum", "rollout/responses"),
+        "reward/accuracy": _ratio(s, "reward/accuracy_sum", "rollout/responses"),
+        "reward/format": _ratio(s, "reward/format_sum", "rollout/responses"),
+        "reward/online": _ratio(s, "reward/online_sum", "rollout/online"),  # the policy's own samples
+        "response/length": _ratio(s, "response/tokens", "rollout/responses"),
+        "response/finished": _ratio(s, "response/finished", "rollout/responses"),
+        "rollout/groups": s["rollout/groups"],
+        "rollout/dropped": s["rollout/dropped"],
+        "rollout/failed": s["rollout/failed"],
+        "rollout/offline_groups": s["rollout/offline"],
+        "frames/decoded": s["frames/decoded"],
+        "time/media_s": s["time/media_s"] / world,
+        "loss": s.get("loss_sum", float("nan")) / optim_steps if optim_steps else float("nan"),
+        "entropy": _ratio(s, "entropy_sum", "train/tokens"),
+        "grad_norm": s.get("grad_norm_sum", 0.0) / world / optim_steps if optim_steps else float("nan"),
+        "optim/skipped": s.get("optim/skipped", 0.0) / world,
+    }
+    for name in ("clipfrac_high", "clipfrac_low", "ratio_mean", "approx_kl_old", "kl"):
+        if f"{name}_sum" in s:
+            m[name] = _ratio(s, f"{name}_sum", "train/tokens")
+    return m

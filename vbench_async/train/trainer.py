@@ -16,7 +16,6 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 import yaml
@@ -28,7 +27,7 @@ from .checkpoint import export_hf, find_resume, gather_for_rank0, load_checkpoin
 from .config import TrainConfig
 from .data import DataOrder, MediaSource, frame_spec, load_items, rank_slice
 from .fsdp import all_reduce, barrier, close_distributed, full_tensors, init_distributed, shard
-from .logger import MetricsLogger
+from .logger import MetricsLogger, Sums, step_metrics
 from .policy import Encoded, Policy, collate, encode, forward_batch
 from .rollout import Group, make_responses, mix_offline, rollout_seed, score
 
@@ -46,30 +45,15 @@ class Seq:
     ref_logp: torch.Tensor | None = None
 
 
-class Sums:
-    """Named running sums, reduced over ranks in one collective (every rank adds the same names)."""
-
-    def __init__(self, *names: str):
-        self.values = {n: 0.0 for n in names}
-
-    def add(self, name: str, value: float) -> None:
-        self.values[name] = self.values.get(name, 0.0) + float(value)
-
-    def reduced(self, info) -> dict[str, float]:
-        keys = sorted(self.values)
-        return dict(zip(keys, all_reduce([self.values[k] for k in keys], info)))
-
-
-def _ratio(sums: dict[str, float], num: str, den: str) -> float:
-    return sums[num] / sums[den] if sums.get(den) else float("nan")
-
-
 class Trainer:
     def __init__(self, cfg: TrainConfig):
         from .. import models
 
         self.cfg = cfg
         self.info = init_distributed(cfg.fsdp)
+        if cfg.train.prompts_per_step % self.info.world:
+            raise UserError(f"train.prompts_per_step ({cfg.train.prompts_per_step}) must be a multiple of the "
+                            f"number of processes ({self.info.world})")
         self.out = Path(cfg.output_dir)
         torch.manual_seed(cfg.seed)
         model = models.resolve(cfg.model)
@@ -83,9 +67,6 @@ class Trainer:
             log.info("frame cache (rank %d): %s", self.info.rank, report.summary())
         barrier(self.info)
         self.order = DataOrder(len(self.items), cfg.seed, cfg.data.shuffle)
-        if cfg.train.prompts_per_step % self.info.world:
-            raise UserError(f"train.prompts_per_step ({cfg.train.prompts_per_step}) must be a multiple of the "
-                            f"number of processes ({self.info.world})")
         gpu = self.info.device.type == "cuda"
         self.mixed = gpu and cfg.train.dtype == "auto"
         self.load_dtype = torch.bfloat16 if cfg.train.dtype == "bfloat16" else torch.float32
@@ -324,37 +305,16 @@ class Trainer:
 
     # -- metrics ----------------------------------------------------------------------------------------------------
     def _metrics(self, sums: Sums, times: dict[str, float]) -> dict[str, float]:
-        s = sums.reduced(self.info)
-        w = self.info.world
-        optim_steps = s.get("optim/steps", 0.0) / w  # every rank counted the same optimizer steps
-        m = {
-            "reward/mean": _ratio(s, "reward/sum", "rollout/responses"),
-            "reward/accuracy": _ratio(s, "reward/accuracy_sum", "rollout/responses"),
-            "reward/format": _ratio(s, "reward/format_sum", "rollout/responses"),
-            "reward/online": _ratio(s, "reward/online_sum", "rollout/online"),  # the policy's own samples
-            "response/length": _ratio(s, "response/tokens", "rollout/responses"),
-            "response/finished": _ratio(s, "response/finished", "rollout/responses"),
-            "rollout/groups": s["rollout/groups"],
-            "rollout/dropped": s["rollout/dropped"],
-            "rollout/failed": s["rollout/failed"],
-            "rollout/offline_groups": s["rollout/offline"],
-            "frames/decoded": s["frames/decoded"],
-            "loss": s.get("loss_sum", float("nan")) / optim_steps if optim_steps else float("nan"),
-            "entropy": _ratio(s, "entropy_sum", "train/tokens"),
-            "grad_norm": s.get("grad_norm_sum", 0.0) / w / optim_steps if optim_steps else float("nan"),
-            "optim/skipped": s.get("optim/skipped", 0.0) / w,
+        m = step_metrics(sums.reduced(self.info), self.info.world)
+        m.update({
             "lr": self.optim.param_groups[0]["lr"],
             "data/consumed": self.order.consumed,
             "time/sync_s": times["sync"] - times["start"],
             "time/rollout_s": times["rollout"] - times["sync"],
-            "time/media_s": s["time/media_s"] / w,
             "time/logprob_s": times["logprob"] - times["rollout"],
             "time/update_s": times["update"] - times["logprob"],
             "time/step_s": time.perf_counter() - times["start"],
-        }
-        for name in ("clipfrac_high", "clipfrac_low", "ratio_mean", "approx_kl_old", "kl"):
-            if f"{name}_sum" in s:
-                m[name] = _ratio(s, f"{name}_sum", "train/tokens")
+        })
         return m
 
     def _log_samples(self, groups: list[Group]) -> None:
@@ -386,7 +346,7 @@ class Trainer:
         model_dir = self.export(where / "model")
         scores: dict[str, float] = {}
         if self.info.main:
-            scores = validate(model_dir, self.cfg.validation, where / "run")
+            scores = validate(model_dir, self.cfg.validation, where / "run", self.cfg.data.cache_dir)
         barrier(self.info)
         return scores
 

@@ -7,8 +7,10 @@ from pathlib import Path
 from .config import ValidationConfig
 
 
-def validate(model_dir: Path, cfg: ValidationConfig, out_dir: Path) -> dict[str, float]:
-    """Evaluate `model_dir` on the configured benchmarks; {"val/<benchmark>": score in [0, 1]}."""
+def validate(model_dir: Path, cfg: ValidationConfig, out_dir: Path, cache_dir: str | None = None) -> dict[str, float]:
+    """Evaluate `model_dir` on the configured benchmarks; {"val/<benchmark>": score in [0, 1]}.
+
+    `cache_dir` is the training's frame cache: validation videos sampled like the training ones are reused."""
     from ..backends.base import SamplingParams
     from ..runner import RunConfig, run
 
@@ -18,6 +20,7 @@ def validate(model_dir: Path, cfg: ValidationConfig, out_dir: Path) -> dict[str,
         benchmarks=list(cfg.benchmarks) or None,
         data_root=Path(cfg.data_root) if cfg.data_root else None,
         output_dir=Path(out_dir),
+        cache_dir=Path(cache_dir) if cache_dir else None,
         backend=cfg.backend,
         sampling=SamplingParams(max_tokens=cfg.max_tokens),
         frame_overrides=dict(cfg.frames),

@@ -1,0 +1,147 @@
+"""Bounded memory of the evaluation HARNESS: peak RSS of `runner.run` streaming 10,000 questions through planning,
+frame loading (preprocessing), scheduling, scoring, result writing and aggregation, against the same for 1,000.
+
+What is measured is the harness, not the engine: the backend in this script answers every request at once with a
+fixed text (`InstantBackend`, defined here and nowhere else), so the numbers are the pipeline's own memory: samples,
+work items, the bounded frame queue, result lines, summaries. Engine memory does not depend on the suite size (its KV
+cache is fixed at start-up). Each size runs in a fresh interpreter; the RSS is the process's peak (ru_maxrss), and
+"growth" is its relative increase from the small suite to the large one (target: < 20%).
+
+The suites are records pointing at a few small generated videos (many questions per video, as real benchmarks have),
+all through the real code of `vbench-async run` (`runner.run`) with the built-in tiny Qwen2.5-VL model's settings.
+
+    PYTHONPATH=. .venv/bin/python perf/memory.py [--small 1000] [--large 10000] [--videos 8] [--workdir DIR]
+
+Ends with one SUMMARY line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+TARGET = 0.20
+
+
+def build_suite(folder: Path, n_questions: int, template: list[dict]) -> Path:
+    """`n_questions` records cycling over the template questions (and so over their videos); returns a data map."""
+    from hostile import unified_suite  # tests/hostile.py: the data map the reliability tests use
+
+    records = []
+    for i in range(n_questions):
+        rec = dict(template[i % len(template)])
+        rec["problem_id"] = f"q{i:05d}"
+        rec["problem"] = f"[{i}] {rec['problem']}"  # every prompt differs, as in a real benchmark
+        records.append(rec)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "videos").symlink_to(folder.parent / "videos")  # every suite shares the same few videos
+    return unified_suite(folder, records)
+
+
+class InstantBackend:
+    """Answers at once, without a model: isolates the harness's memory. Only for this measurement."""
+
+    name = "instant (harness only, no model)"
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def describe(self) -> dict:
+        return {"backend": self.name}
+
+    async def generate(self, request):
+        from vbench_async.backends.base import Completion
+
+        return Completion(text="<answer>A</answer>", prompt_tokens=len(request.prompt) // 4, output_tokens=5)
+
+
+def _status_mb(field: str) -> float:
+    """VmRSS / VmHWM of this process in MB. VmHWM is the peak of this program image only: unlike ru_maxrss, it does
+    not start at the size of the parent that forked it."""
+    with open("/proc/self/status") as f:
+        kb = next(int(line.split()[1]) for line in f if line.startswith(f"{field}:"))
+    return round(kb / 1024, 1)
+
+
+def child(data_map: Path, out: Path, cache: Path) -> dict:
+    """One measured run, in this (fresh) interpreter."""
+    import vbench_async.benchmarks  # noqa: F401  (the modules a run imports, so "after imports" means it)
+    import vbench_async.frames  # noqa: F401
+    import vbench_async.results.report  # noqa: F401
+    import vbench_async.scoring  # noqa: F401
+    from vbench_async import runner
+    from vbench_async.backends.base import SamplingParams
+
+    runner.make_backend = lambda cfg, model, plans: InstantBackend()  # the one substitution: no engine
+    before = _status_mb("VmHWM")
+    t0 = time.perf_counter()
+    summary = runner.run(runner.RunConfig(
+        model="tiny-qwen2.5-vl", benchmarks=["mmvu"], data_root=data_map, output_dir=out, cache_dir=cache,
+        sampling=SamplingParams(max_tokens=8), frame_overrides={"max_frames": 8, "max_pixels": 65536},
+        progress=False, write_site=False, mode="both", queue_size=32, concurrency=16,
+    ))
+    bench = summary["benchmarks"]["mmvu"]
+    return {
+        "questions": bench["n_total"], "failed": bench["n_failed"], "wall_s": round(time.perf_counter() - t0, 2),
+        "rss_after_imports_mb": before,
+        "peak_rss_mb": _status_mb("VmHWM"),
+        "rss_at_end_mb": _status_mb("VmRSS"),
+    }
+
+
+def measure(data_map: Path, out: Path, cache: Path) -> dict:
+    proc = subprocess.run([sys.executable, __file__, "--child", str(data_map), str(out), str(cache)],
+                          capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode != 0:
+        raise SystemExit(f"measured run failed:\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--small", type=int, default=1000, help="questions in the reference suite")
+    ap.add_argument("--large", type=int, default=10000, help="questions in the large suite")
+    ap.add_argument("--videos", type=int, default=8, help="distinct videos the questions point at")
+    ap.add_argument("--workdir", type=Path, help="keep the generated suites and runs here (default: a temp dir)")
+    ap.add_argument("--child", nargs=3, type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(*args.child)))
+        return 0
+
+    from vbench_async.demo.suite import generate_suite
+
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="vbench-memory-"))
+    generate_suite(work / "template", n_videos=args.videos, questions_per_video=3, seed=3, min_s=2.0, max_s=8.0)
+    template = [r for f in sorted((work / "template" / "annotations").glob("*.json")) for r in json.loads(f.read_text())]
+    (work / "videos").symlink_to(work / "template" / "videos")
+    rows = {}
+    for n in (args.small, args.large):
+        data_map = build_suite(work / f"suite-{n}", n, template)
+        # a cold cache for each size: both preprocess the same videos, so only the question count differs
+        rows[n] = measure(data_map, work / f"run-{n}", work / f"cache-{n}")
+        print(f"{n:>6} questions: {json.dumps(rows[n])}", flush=True)
+    small, large = rows[args.small], rows[args.large]
+    growth = large["peak_rss_mb"] / small["peak_rss_mb"] - 1
+    over_imports = [r["peak_rss_mb"] - r["rss_after_imports_mb"] for r in (small, large)]
+    ok = growth < TARGET and small["failed"] == large["failed"] == 0
+    print(f"SUMMARY memory (harness, instant backend): peak RSS {small['peak_rss_mb']:.0f} MB for {args.small} "
+          f"questions, {large['peak_rss_mb']:.0f} MB for {args.large} (growth {100 * growth:+.1f}%, target < "
+          f"{100 * TARGET:.0f}%; above imports {over_imports[0]:.0f} -> {over_imports[1]:.0f} MB; "
+          f"{large['wall_s'] / large['questions'] * 1000:.2f} ms/question) {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
