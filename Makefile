@@ -22,3 +22,4 @@ test-slow: setup  ## long variants (many crash trials, big suites)
 perf: setup
 	$(PY) perf/frames.py
 	$(PY) perf/pipeline.py
+	$(PY) perf/train_step.py

@@ -21,7 +21,10 @@ def main() -> None:
     ap.add_argument("--suite", default="demo")
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=16)
+    ap.add_argument("--max-frames", type=int, help="frame cap override, as `vbench-async run --max-frames`")
+    ap.add_argument("--max-pixels", type=int, help="per-frame pixel cap override")
     args = ap.parse_args()
+    overrides = {k: v for k, v in (("max_frames", args.max_frames), ("max_pixels", args.max_pixels)) if v}
     started = time.perf_counter()
 
     from vllm import LLM, SamplingParams
@@ -42,7 +45,7 @@ def main() -> None:
 
     work = []
     for bench in resolve_benchmarks(args.suite, None):
-        spec = bench.frame_spec(model.family)
+        spec = bench.frame_spec(model.family, overrides)
         for s in bench.load_samples(None):
             work.append((bench, s, spec))
 

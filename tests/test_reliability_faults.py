@@ -63,6 +63,16 @@ def command_line(pid: int) -> str:
         return ""
 
 
+def wait_gone(pids: list[int], timeout: float) -> list[int]:
+    """The processes of `pids` still alive after waiting up to `timeout` seconds for them to end."""
+    deadline = time.monotonic() + timeout
+    left = [p for p in pids if alive(p)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = [p for p in left if alive(p)]
+    return left
+
+
 def alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie."""
     try:
@@ -264,6 +274,34 @@ def test_a_second_run_into_the_same_output_dir_is_refused(tmp_path):
 
 # ----------------------------------------------------------------------------------------------- the vLLM engine
 
+FRONT_END = """
+import subprocess, sys, time
+from vbench_async.backends.guard import OrphanGuard
+engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # stands for an engine core
+guard = OrphanGuard({engine.pid})
+if sys.argv[1] == "disarm":
+    guard.disarm()
+print(engine.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("disarm", [False, True], ids=["killed", "disarmed"])
+def test_orphan_guard_stops_the_engine_processes_of_a_killed_front_end(disarm, tmp_path):
+    front = subprocess.Popen([sys.executable, "-c", FRONT_END, "disarm" if disarm else "armed"], cwd=REPO,
+                             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    engine = int(front.stdout.readline())
+    guards = [p for p in descendants(front.pid) if p != engine]
+    front.kill()  # SIGKILL: no handler, no atexit, nothing runs in the front end
+    front.wait()
+    try:
+        assert wait_gone(guards, 20) == [], "the watcher must not linger"
+        assert alive(engine) == disarm, "the guard must act only when the front end dies armed"
+    finally:
+        if alive(engine):
+            os.kill(engine, signal.SIGKILL)
+
+
 
 def _engine_core(run_pid: int, timeout: float = 900) -> int:
     deadline = time.monotonic() + timeout
@@ -297,11 +335,7 @@ def test_engine_core_killed_mid_run_stops_cleanly_and_resumes(tmp_path):
         family = descendants(proc.pid)
         os.kill(core, signal.SIGKILL)
         proc.wait(timeout=300)  # must end on its own, not hang
-        stragglers = [p for p in family if alive(p)]
-        deadline = time.monotonic() + 60
-        while stragglers and time.monotonic() < deadline:
-            time.sleep(0.5)
-            stragglers = [p for p in stragglers if alive(p)]
+        stragglers = wait_gone(family, 60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

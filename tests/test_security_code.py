@@ -155,8 +155,8 @@ def test_model_output_is_never_executed_by_a_scorer(task_type, tmp_path):
     answers = {"multiple choice": "A", "boolean": "yes", "temporal grounding": "[1.0, 2.0]",
                "spatial grounding": '{"boxes": [1, 2, 3, 4]}',
                "spatial-temporal grounding": '{"time": [0.0, 2.0], "boxes": {"1": [1, 2, 3, 4]}}',
-               "tracking": '{"boxes": {"0": [1, 2, 3, 4]}}', "code": "def f():\n    return 1", "html-code": "<div>x</div>",
-               "svg-code": "<svg><rect/></svg>", "preference": "A"}
+               "tracking": '{"boxes": {"0": [1, 2, 3, 4]}}', "code": "def f():\n    return 1",
+               "html-code": "<div>x</div>", "svg-code": "<svg><rect/></svg>", "preference": "A"}
     sample = Sample("b", "1", task_type, "q?", f"<answer>{answers.get(task_type, '3')}</answer>",
                     options=("A. x", "B. y") if task_type == "multiple choice" else ())
     for payload in PAYLOADS:

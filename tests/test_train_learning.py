@@ -8,7 +8,8 @@ answer is right well under 1% of the time.
 
 - fast (default suite): hybrid online/offline GRPO, one offline response ("B") per group of 4, then
   `vbench-async run --backend hf` before/after;
-- slow: pure online GRPO (8 samples per prompt), then `vbench-async run` on the real vLLM engine before/after.
+- slow: pure online GRPO (8 samples per prompt), then `vbench-async run` on the real vLLM engine before/after;
+- slow: hybrid GRPO with the colocated vLLM rollout engine (CPU build) instead of HF generate.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class Task:
             "rollout": {"n": 8, "max_tokens": MAX_TOKENS},
             "algorithm": {"name": "grpo"},
             "train": {"steps": 20, "prompts_per_step": 8, "micro_batch_size": 64, "lr": 1e-2},
+            "checkpoint": {"every": 0},
             "logging": {"progress": False},
         }
         for section, values in sections.items():
@@ -131,3 +133,17 @@ def test_online_grpo_learns_and_the_export_scores_higher_on_vllm(task, tmp_path)
     trained = task.evaluate(str(out / "export"), tmp_path / "eval-trained", "vllm")
     print(f"vbench-async run (vLLM): initial {initial:.3f}, trained {trained:.3f}")
     assert trained > initial
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_hybrid_grpo_learns_with_the_colocated_vllm_rollout_engine(task, tmp_path):
+    """The vLLM rollout engine (in-process `vllm.LLM`, weights synced every step) on the CPU build."""
+    out = tmp_path / "vllm-rollouts"
+    rows = _train(task.config(out, rollout={"engine": "vllm", "n": 4, "offline_per_group": 1,
+                                            "vllm_max_model_len": 2048},
+                              train={"steps": 16, "prompts_per_step": 4, "micro_batch_size": 16, "lr": 5e-3},
+                              checkpoint={"export": False}), timeout=1800)
+    before, after = _mean(rows[:3], "reward/online"), _mean(rows[-3:], "reward/online")
+    print(f"\nhybrid GRPO, vLLM rollouts: online reward {before:.3f} -> {after:.3f}")
+    assert after >= before + 0.3

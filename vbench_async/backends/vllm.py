@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import SampleError
 from .base import Completion, EngineDead, Request, messages_for
+from .guard import OrphanGuard, child_pids
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class VLLMBackend:
         self.model = model
         self.settings = settings or VLLMSettings()
         self.engine = None
+        self._guard: OrphanGuard | None = None
         self._processor = None
         self._sampling_cache: dict[Any, Any] = {}
 
@@ -125,12 +127,18 @@ class VLLMBackend:
             self._processor = AutoProcessor.from_pretrained(self.model)
             return AsyncLLM.from_engine_args(self.engine_args())
 
+        before = child_pids(os.getpid())
         self.engine = await asyncio.get_running_loop().run_in_executor(None, build)
+        # The engine-core processes would outlive a SIGKILLed front end (idle, holding their memory): guard them.
+        self._guard = OrphanGuard(child_pids(os.getpid()) - before)
 
     async def close(self) -> None:
         if self.engine is not None:
             self.engine.shutdown()
             self.engine = None
+        if self._guard is not None:
+            self._guard.disarm()
+            self._guard = None
 
     def describe(self) -> dict[str, Any]:
         try:

@@ -163,6 +163,9 @@ def export_hf(full_sd: dict[str, torch.Tensor], source_dir: str, out_dir: Path, 
     shutil.rmtree(tmp, ignore_errors=True)
     model = AutoModelForImageTextToText.from_pretrained(source_dir, dtype=source_dtype(source_dir))
     missing, unexpected = model.load_state_dict(full_sd, strict=False)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    loaded = {id(params[k]) for k in full_sd if k in params}
+    missing = [k for k in missing if not (k in params and id(params[k]) in loaded)]  # tied weights are loaded
     if missing or unexpected:
         raise RuntimeError(f"export: state dict does not match the architecture (missing {missing[:3]}, "
                            f"unexpected {unexpected[:3]})")

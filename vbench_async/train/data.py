@@ -8,6 +8,7 @@ Images have their own pixel budget (`image_min_pixels` / `image_max_pixels`), in
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,7 +61,7 @@ def load_items(cfg: DataConfig) -> list[TrainItem]:
     if not items:
         raise UserError(f"no usable training records in {cfg.benchmark or cfg.records}"
                         + (f" ({len(skipped)} invalid; first: {skipped[0]})" if skipped else ""))
-    return [TrainItem(i, it.sample, it.prompt, it.video, it.window, it.images, it.offline) for i, it in enumerate(items)]
+    return [dataclasses.replace(it, index=i) for i, it in enumerate(items)]
 
 
 def _from_benchmark(cfg: DataConfig) -> tuple[list[TrainItem], list[str]]:

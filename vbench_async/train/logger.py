@@ -32,6 +32,8 @@ class MetricsLogger:
         if not enabled:
             return
         Path(output_dir).mkdir(parents=True, exist_ok=True)
+        for path in (self.path, self.samples_path):
+            _keep_until(path, start_step)
         if cfg.tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
@@ -85,6 +87,15 @@ class MetricsLogger:
             self._tb.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+def _keep_until(path: Path, step: int) -> None:
+    """Drop lines logged after `step` by an earlier run of this directory (it resumes from `step`, or restarts)."""
+    if not path.is_file():
+        return
+    kept = [line for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and json.loads(line).get("step", 0) <= step]
+    path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
 
 
 class Sums:

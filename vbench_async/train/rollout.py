@@ -62,13 +62,23 @@ class RolloutEngine(Protocol):
     def generate(self, requests: list[Request]) -> list[list[list[int]] | None]:
         """Token ids of each request's n samples (None for a request the engine rejected)."""
 
+    def close(self) -> None:
+        """Release the engine (before the process group is destroyed)."""
+
 
 def rollout_seed(seed: int, step: int, round_: int, index: int) -> int:
     """A sampling seed fixed by (run seed, step, refill round, dataset index): resumed runs sample the same."""
     return zlib.crc32(f"{seed}/{step}/{round_}/{index}".encode()) & 0x7FFFFFFF
 
 
-def trim(ids: list[int], ids_of: "SpecialIds") -> tuple[list[int], bool]:
+@dataclass(frozen=True)
+class SpecialIds:
+    eos: frozenset[int]  # generation stops at any of these (generation_config, else the tokenizer's eos)
+    pad: int | None
+    media: frozenset[int]  # image / video placeholder tokens, never valid in a response
+
+
+def trim(ids: list[int], ids_of: SpecialIds) -> tuple[list[int], bool]:
     """Cut a generated row after its first end-of-sequence token; drop right padding. Returns (ids, finished).
 
     A media placeholder token (image/video pad) ends the row before it, unfinished: the training forward would
@@ -82,13 +92,6 @@ def trim(ids: list[int], ids_of: "SpecialIds") -> tuple[list[int], bool]:
     while ids and ids_of.pad is not None and ids[-1] == ids_of.pad:
         ids = ids[:-1]
     return ids, False
-
-
-@dataclass(frozen=True)
-class SpecialIds:
-    eos: frozenset[int]  # generation stops at any of these (generation_config, else the tokenizer's eos)
-    pad: int | None
-    media: frozenset[int]  # image / video placeholder tokens, never valid in a response
 
 
 def special_ids(model_dir: str) -> SpecialIds:
@@ -141,6 +144,9 @@ class HFRollout:
             return out
 
         return asyncio.run(run_all())
+
+    def close(self) -> None:
+        asyncio.run(self.backend.close())
 
 
 # ------------------------------------------------------------------------------------------------ groups

@@ -110,7 +110,8 @@ class Trainer:
         if engine == "vllm":
             from .vllm_rollout import VLLMRollout
 
-            return VLLMRollout(self.model_dir, self.cfg.rollout, seed=self.cfg.seed + self.info.rank)
+            return VLLMRollout(self.model_dir, self.cfg.rollout, seed=self.cfg.seed + self.info.rank,
+                               world=self.info.world)
         from .rollout import HFRollout
 
         return HFRollout(self.model_dir, self.info.device)
@@ -264,7 +265,8 @@ class Trainer:
         clip = algos.ClipSettings(a.ratio, a.clip_low, a.clip_high, a.clip_ratio_c)
         use_old = c.mini_batches > 1 or c.ppo_epochs > 1
         per = math.ceil(len(seqs) / c.mini_batches)
-        minis = [seqs[i * per: (i + 1) * per] for i in range(c.mini_batches)]
+        # Every rank holds the same number of sequences, so every rank makes the same (non-empty) mini-batches.
+        minis = [m for m in (seqs[i * per: (i + 1) * per] for i in range(c.mini_batches)) if m]
         for group in self.optim.param_groups:
             group["lr"] = c.lr * min(1.0, (self.step + 1) / c.warmup_steps) if c.warmup_steps else c.lr
         for _ in range(c.ppo_epochs):
@@ -351,6 +353,7 @@ class Trainer:
         return scores
 
     def close(self) -> None:
+        self.rollout.close()
         close_distributed()
 
 

