@@ -201,6 +201,7 @@ def _trials(reference: Reference, work: Path, n: int, seed: int) -> list[Outcome
 def test_three_crashes_lose_nothing(reference, tmp_path):
     outcomes = [run_trial(i, trigger, whole_tree=i != 1, ref=reference, work=tmp_path, rng=random.Random(i))
                 for i, trigger in enumerate(("cache_write", "first_result", "delay"))]
+    print("\n" + "\n".join(map(str, outcomes)))
     assert all(not o.problems for o in outcomes), "\n".join(map(str, outcomes))
 
 

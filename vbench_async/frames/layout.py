@@ -25,9 +25,12 @@ CACHE_ENV = "VBENCH_ASYNC_CACHE"
 
 
 def default_cache_dir() -> Path:
-    """$VBENCH_ASYNC_CACHE, else ~/.cache/vbench-async/frames."""
+    """$VBENCH_ASYNC_CACHE, else <home>/frames, home being $VBENCH_ASYNC_HOME or ~/.cache/vbench-async."""
     env = os.environ.get(CACHE_ENV)
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "vbench-async" / "frames"
+    if env:
+        return Path(env).expanduser()
+    home = os.environ.get("VBENCH_ASYNC_HOME")
+    return (Path(home).expanduser() if home else Path.home() / ".cache" / "vbench-async") / "frames"
 
 
 @dataclass(frozen=True)
