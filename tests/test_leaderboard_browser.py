@@ -87,10 +87,11 @@ class Page:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory) -> dict[str, Any]:
-    """A site over the runs under test plus a copy of the first one that answered one sample with HTML/script."""
+def site(tmp_path_factory, qwen25_runs) -> dict[str, Any]:
+    """A site over the runs under test, a real tiny-model run of `vbench-async run` (vLLM engine, demo suite), and a
+    copy of the first run that answered one sample with HTML/script."""
     root = tmp_path_factory.mktemp("browser")
-    runs = runs_under_test(root / "runs")
+    runs = [*runs_under_test(root / "runs"), qwen25_runs[0] / "a"]
     hostile, bid, sid = with_hostile_output(runs[0], root / "runs-extra" / "hostile")
     out = build_site([*runs, hostile], root / "site")
     return {"dir": out, "hostile_benchmark": bid, "hostile_sample": sid}
