@@ -114,7 +114,7 @@ def _png_as_mp4(path: Path) -> None:
     Image.fromarray(np.full((48, 64, 3), 128, np.uint8)).save(path, format="PNG")
 
 
-def _flip_middle(path: Path) -> None:
+def _zero_middle(path: Path) -> None:
     _video(path, frames=48)
     data = bytearray(path.read_bytes())
     mid = len(data) // 2
@@ -177,7 +177,7 @@ VIDEO_CASES: list[VideoCase] = [
     VideoCase("one_frame_per_hour", _at("slow.mp4", lambda p: _video(p, frames=3, fps=Fraction(1, 3600))), OK),
     VideoCase("20000_frames", _at("many.mp4", lambda p: _video(p, frames=20000, fps=1000, width=16, height=16,
                                                                  gop=250)), OK),
-    VideoCase("zeroed_middle", _at("damaged.mp4", _flip_middle), frozenset({"decode_error"}) | OK),
+    VideoCase("zeroed_middle", _at("damaged.mp4", _zero_middle), frozenset({"decode_error"}) | OK),
     VideoCase("sparse_4gib", _at("huge.mp4", _sparse), frozenset({"decode_error", "no_video_stream"})),
     VideoCase("directory", _at("folder.mp4", lambda p: p.mkdir()), frozenset({"video_missing"})),
     VideoCase("fifo", _at("pipe.mp4", _fifo), frozenset({"video_missing"})),
