@@ -17,7 +17,7 @@ from ..errors import UserError
 from ._atomic import build_once, default_home
 
 TINY_MODELS = ("tiny-qwen2-vl", "tiny-qwen2.5-vl", "tiny-qwen3-vl")
-TINY_MODEL_VERSION = 1  # bump when anything below changes what gets written
+TINY_MODEL_VERSION = 2  # bump when anything below changes what gets written (2: weights stored in bf16)
 SEED = 1234
 
 
