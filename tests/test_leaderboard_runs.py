@@ -66,11 +66,12 @@ def make_run(run_dir: Path, model_name: str, answer: Answer, benchmarks=BENCHMAR
         with store:
             for i, s in enumerate(todo[:keep] if keep is not None else todo):
                 out = answer(s, i)
-                item = WorkItem(sample=s, prompt=bench.render_prompt(s), store=store)
+                prompt = bench.render_prompt(s)
+                item = WorkItem(sample=s, prompt=prompt, store=store)
                 if isinstance(out, SampleError):
-                    line = builder._result(item, None, out)
+                    line = builder._result(item, prompt, None, out)
                 else:
-                    line = builder._result(item, Completion(text=out, prompt_tokens=100, output_tokens=9,
+                    line = builder._result(item, prompt, Completion(text=out, prompt_tokens=100, output_tokens=9,
                                                             finish_reason="stop", latency_s=0.1), None)
                 store.append(line)
         plans.append(BenchmarkPlan(bench, store, spec, config, n_total=len(todo), entries=[]))

@@ -201,7 +201,7 @@ def apply_active_judge(run_dir: Path, results_path: Path, results: list[Mapping[
     """`results` with the active judge's verdicts applied (unchanged, and None, when no judge ran)."""
     identity = active_judge(Path(run_dir))
     if identity is None or not any(needs_judge(r) for r in results):
-        return [dict(r) for r in results], None
+        return list(results), None  # the same dicts: callers only read them
     store = judge_store(Path(run_dir), Path(results_path), identity["key"])
     merged, info = apply_judgements(results, read_results(store.path), identity)
     info["file"] = str(store.path.relative_to(run_dir))

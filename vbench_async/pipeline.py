@@ -29,12 +29,14 @@ from .samples import Sample
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(slots=True)
 class WorkItem:
-    """One sample to evaluate, with everything resolved except its frames."""
+    """One sample to evaluate, with everything resolved except its frames (and, usually, its prompt text)."""
 
     sample: Sample
-    prompt: str
+    # The prompt, or the benchmark's renderer, called when the request is built: a plan of 10,000 questions then
+    # holds no prompt text, only samples.
+    prompt: str | Callable[[Sample], str]
     store: ResultStore
     error: SampleError | None = None  # known before any work (unsafe path, bad record): recorded as is
 
@@ -173,12 +175,18 @@ class Pipeline:
     async def _evaluate(self, item: WorkItem, video: VideoInput | None, images: tuple[ImageInput, ...]) -> None:
         completion: Completion | None = None
         error = item.error
+        prompt = ""
+        if error is None:
+            try:
+                prompt = item.prompt(item.sample) if callable(item.prompt) else item.prompt
+            except SampleError as exc:  # the record cannot fill the template (unknown task type, bad options)
+                error = exc
         if error is None:
             if self.engine_ready is not None:
                 await self.engine_ready.wait()
             request = Request(
                 request_id=f"{item.sample.key}#{item.store.config_hash}",
-                prompt=item.prompt,
+                prompt=prompt,
                 videos=(video,) if video is not None else (),
                 images=images,
                 sampling=self.sampling,
@@ -194,11 +202,12 @@ class Pipeline:
             except Exception as exc:  # an exception type the backend did not expect, on one request: that sample's
                 log.exception("request %s failed", request.request_id)  # failure, not the whole run's
                 error = SampleError("engine_error", f"{type(exc).__name__}: {exc}")
-        result = self._result(item, completion, error)
+        result = self._result(item, prompt, completion, error)
         item.store.append(result)
         self._count(result, completion)
 
-    def _result(self, item: WorkItem, completion: Completion | None, error: SampleError | None) -> dict[str, Any]:
+    def _result(self, item: WorkItem, prompt: str, completion: Completion | None,
+                error: SampleError | None) -> dict[str, Any]:
         s = item.sample
         result: dict[str, Any] = {
             "sample_id": s.sample_id,
@@ -210,7 +219,7 @@ class Pipeline:
             "answer": s.answer,
             "video": s.video,
             "fields": dict(s.fields),
-            "prompt": item.prompt,
+            "prompt": prompt,
             "output": None,
             "extracted": None,
             "score": None,

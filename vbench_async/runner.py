@@ -7,11 +7,12 @@ waits for the slower of the two, not their sum.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .backends.base import SamplingParams
 from .errors import SampleError, UserError
@@ -79,6 +80,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     loaded = [(b, _samples(b, cfg)) for b in benchmarks]
     selection = _shard_selection(cfg, model, loaded, run_dir) if cfg.shard else None
     plans = [_plan(b, model, cfg, run_dir, samples, selection) for b, samples in loaded]
+    del loaded  # the plans hold what is still to run; finished samples need not stay in memory
 
     stats: dict[str, Any] = {}
     pending = sum(len(p.entries) for p in plans)
@@ -93,6 +95,8 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         # marked partial, then let the CLI exit 130.
         interrupted = True
         stats["interrupted"] = True
+    for p in plans:
+        p.entries = []  # the summary reads the result files; the work list can go before it does
     summary = report.write_run_outputs(
         run_dir=run_dir,
         model=model,
@@ -144,6 +148,7 @@ def _plan(benchmark: Any, model: Any, cfg: RunConfig, run_dir: Path, samples: li
         selection.write_index(run_dir, benchmark.id, store.config_hash, config, [s.sample_id for s in samples])
         samples = selection.keep(benchmark.id, samples)
     done = store.completed_ids(retry_failed=cfg.retry_failed)
+    render = functools.partial(benchmark.render_prompt, thinking=cfg.thinking)
     entries = []
     for s in samples:
         if isinstance(s, SampleError):  # malformed record: still one result line, with its error
@@ -156,10 +161,9 @@ def _plan(benchmark: Any, model: Any, cfg: RunConfig, run_dir: Path, samples: li
             continue
         if s.sample_id in done:
             continue
-        item = WorkItem(sample=s, prompt="", store=store)
+        item = WorkItem(sample=s, prompt=render, store=store)  # the prompt is rendered when the request is built
         video = images = None
         try:
-            item.prompt = benchmark.render_prompt(s, thinking=cfg.thinking)
             video = benchmark.video_path(s, cfg.data_root, allow_outside=cfg.allow_outside_root) if s.video else None
             images = benchmark.image_paths(s, cfg.data_root, allow_outside=cfg.allow_outside_root) if s.images else []
         except SampleError as exc:
@@ -171,22 +175,20 @@ def _plan(benchmark: Any, model: Any, cfg: RunConfig, run_dir: Path, samples: li
 def _execute(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any) -> dict[str, Any]:
     from .frames import VideoJob, preprocess
 
-    jobs = [
-        VideoJob(video=v, spec=spec, window=w)
-        for p in plans
-        for (item, v, spec, w, _) in p.entries
-        if v is not None and item.error is None
-    ]
+    def jobs() -> Iterator[VideoJob]:  # one per question (preprocess counts them), made on the fly, not listed
+        return (VideoJob(video=v, spec=spec, window=w) for p in plans for (item, v, spec, w, _) in p.entries
+                if v is not None and item.error is None)
+
     mode = cfg.mode
     if mode == "auto":
-        unique = {(str(j.video), j.spec, j.window) for j in jobs}
-        cached = sum(1 for (v, s, w) in unique if cache.get(Path(v), s, w) is not None)
+        unique = {(str(j.video), j.spec, j.window) for j in jobs()}
+        cached = sum(1 for (v, s, w) in unique if cache.has(Path(v), s, w))  # headers only: no frames are read
         mode = "eval" if not unique or cached >= 0.9 * len(unique) else "both"
         log.info("mode auto -> %s (%d of %d videos cached)", mode, cached, len(unique))
 
     stats: dict[str, Any] = {"mode": mode}
     if mode == "preprocess":
-        report = preprocess(jobs, cache, workers=cfg.preprocess_workers, progress=cfg.progress)
+        report = preprocess(jobs(), cache, workers=cfg.preprocess_workers, progress=cfg.progress)
         stats["preprocess"] = report.to_dict()
         return stats
 
@@ -200,7 +202,7 @@ def _execute(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any)
         starter = asyncio.create_task(backend.start())
         if mode == "both":
             rep = await loop.run_in_executor(
-                None, lambda: preprocess(jobs, cache, workers=cfg.preprocess_workers, progress=cfg.progress)
+                None, lambda: preprocess(jobs(), cache, workers=cfg.preprocess_workers, progress=cfg.progress)
             )
             stats["preprocess"] = rep.to_dict()
         await starter

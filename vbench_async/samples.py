@@ -11,9 +11,10 @@ import ast
 import json
 import math
 import re
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from .errors import SampleError
 
@@ -22,9 +23,10 @@ _CORE_KEYS = {"problem_id", "problem", "problem_type", "options", "solution", "p
 _OPTION_RE = re.compile(r"^\s*\(?([A-Z])\s*[\.\):：]\s*", re.ASCII)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Sample:
-    """One question of one benchmark. Immutable; safe to share across coroutines and processes."""
+    """One question of one benchmark. Immutable; safe to share across coroutines and processes. Slotted: a run holds
+    one per question (tens of thousands for a large suite), so no per-instance __dict__."""
 
     benchmark: str
     sample_id: str
@@ -147,46 +149,57 @@ def parse_record(record: Any, benchmark: str, index: int) -> Sample:
         raise SampleError("record_invalid", f"record #{index}: end ({end}) must be after start ({start})")
     window = (start, end) if (start is not None or end is not None) else None
 
-    extras = {k: v for k, v in record.items() if k not in _CORE_KEYS}
+    # Interned: every record repeats the same keys and category values; one copy each serves the whole suite.
+    extras = {sys.intern(k): _interned(v) for k, v in record.items() if k not in _CORE_KEYS}
     return Sample(
         benchmark=benchmark,
         sample_id=sample_id,
-        task_type=problem_type.strip(),
+        task_type=sys.intern(problem_type.strip()),
         question=question,
         answer=solution,
         options=_parse_options(record.get("options")),
-        video=path.strip() if path else None,
+        video=sys.intern(path.strip()) if path else None,  # shared by the questions on one video
         window=window,
         images=(image,) if image else (),
         fields=extras,
     )
 
 
+def _interned(value: Any) -> Any:
+    return sys.intern(value) if isinstance(value, str) and len(value) <= 64 else value
+
+
 def read_records(path: Path) -> list[Any]:
-    """Read a JSON array, a single JSON object, or JSONL file of records (raises SampleError on bad syntax).
+    """All records of a JSON array, a single JSON object, or a JSONL file (SampleError on bad syntax)."""
+    return list(iter_records(path))
+
+
+def iter_records(path: Path) -> Iterator[Any]:
+    """Stream the records of a JSON array, a single JSON object, or a JSONL file, one at a time (a large file is never
+    held whole). Raises SampleError on bad syntax in a JSON file, when the iteration reaches it.
 
     A bad record hurts only itself: in JSONL every line is parsed on its own, and bytes that are not UTF-8 are kept
     as lone surrogates (surrogateescape) so that `parse_record` rejects just the record holding them.
     """
-    text = path.read_bytes().decode("utf-8-sig", errors="surrogateescape")  # -sig: a BOM from a Windows editor
-    if path.suffix == ".jsonl":
-        records = []
-        # Split on "\n" only: str.splitlines() also splits on U+2028, U+0085 and form feeds, which JSON strings may
-        # hold unescaped.
-        for lineno, line in enumerate(text.split("\n"), 1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested deeper than json allows
-                # Keep the line as a broken record so it is counted and reported, not silently skipped.
-                records.append(_BrokenLine(lineno, str(exc)))
-        return records
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise SampleError("record_invalid", f"{path} is not valid JSON: {exc}") from exc
-    return [data] if isinstance(data, dict) else list(data) if isinstance(data, list) else [data]
+    from .jsonstream import iter_json_array
+
+    # -sig: a BOM from a Windows editor. newline="\n": split lines on "\n" only, as JSON Lines does (str.splitlines()
+    # would also split on U+2028, U+0085 and form feeds, which JSON strings may hold unescaped).
+    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="\n") as fh:
+        if path.suffix == ".jsonl":
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    yield json.loads(line)
+                except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested deeper than allowed
+                    # Keep the line as a broken record so it is counted and reported, not silently skipped.
+                    yield _BrokenLine(lineno, str(exc))
+            return
+        try:
+            yield from iter_json_array(fh)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise SampleError("record_invalid", f"{path} is not valid JSON: {exc}") from exc
 
 
 def _valid_text(value: Any) -> bool:
@@ -215,19 +228,23 @@ class _BrokenLine:
     error: str
 
 
-def iter_samples(records: list[Any], benchmark: str) -> Iterator[Sample | SampleError]:
+def iter_samples(records: Iterable[Any], benchmark: str) -> Iterator[Sample | SampleError]:
     """Yield a Sample per valid record and a SampleError per invalid one, in file order."""
     for i, rec in enumerate(records):
-        if isinstance(rec, _BrokenLine):
-            err = SampleError("record_invalid", f"line {rec.lineno} is not valid JSON: {rec.error}")
-            err.sample_id = f"#{i}"
-            yield err
-            continue
-        try:
-            yield parse_record(rec, benchmark, i)
-        except SampleError as exc:
-            pid = rec.get("problem_id") if isinstance(rec, Mapping) else None
-            pid = pid if _valid_text(pid) else None  # an id that cannot be written falls back to the position
-            # An invalid record still needs a stable id so its failure is stored (and resumed) like any result.
-            exc.sample_id = str(pid) if isinstance(pid, (str, int)) and not isinstance(pid, bool) else f"#{i}"
-            yield exc
+        yield sample_from(rec, benchmark, i)
+
+
+def sample_from(rec: Any, benchmark: str, index: int) -> Sample | SampleError:
+    """The record at position `index` as a Sample, or the SampleError that says why it is not one (with an id)."""
+    if isinstance(rec, _BrokenLine):
+        err = SampleError("record_invalid", f"line {rec.lineno} is not valid JSON: {rec.error}")
+        err.sample_id = f"#{index}"
+        return err
+    try:
+        return parse_record(rec, benchmark, index)
+    except SampleError as exc:
+        pid = rec.get("problem_id") if isinstance(rec, Mapping) else None
+        pid = pid if _valid_text(pid) else None  # an id that cannot be written falls back to the position
+        # An invalid record still needs a stable id so its failure is stored (and resumed) like any result.
+        exc.sample_id = str(pid) if isinstance(pid, (str, int)) and not isinstance(pid, bool) else f"#{index}"
+        return exc

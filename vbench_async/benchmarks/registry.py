@@ -48,7 +48,7 @@ class Benchmark:
     def record_count(self, data_root: Path | str | None) -> int | None:
         """How many records the benchmark has under this data root, or None when its annotations are absent."""
         try:
-            return len(load_records(self.card, self.resolve_source(data_root), data_root))
+            return sum(1 for _ in load_records(self.card, self.resolve_source(data_root), data_root))
         except UserError:
             return None
 

@@ -19,12 +19,12 @@ import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import yaml
 
 from ..errors import SampleError, UserError
-from ..samples import Sample, iter_samples, read_records
+from ..samples import Sample, iter_records, sample_from
 from .cards import Card
 from .quirks import SAMPLE_HOOKS, ClipResolver, add_path_fields, dedupe_ids
 
@@ -163,21 +163,39 @@ def _missing_message(card: Card, resolved: Resolved, root: Path | str | None) ->
     return f"no annotations for {card.id!r}: expected " + " or ".join(wanted) + "; set --data-root or a data map"
 
 
-def load_records(card: Card, resolved: Resolved, root: Path | str | None) -> list[Any]:
-    """Unified-format records (dicts, or SampleErrors for records that could not be mapped)."""
+def load_records(card: Card, resolved: Resolved, root: Path | str | None) -> Iterable[Any]:
+    """Unified-format records (dicts, or SampleErrors for records that could not be mapped). A unified annotation
+    file is streamed, record by record; records that need mapping from an official release come as a list."""
     if resolved.kind == "hub":
         from .hub import load_hub_records
 
         if not (resolved.snapshot and resolved.snapshot.is_dir()):
             raise UserError(_missing_message(card, resolved, root))
         return load_hub_records(resolved.snapshot, card.sources.hub, resolved.video_root)
-    if resolved.annotation is None or not resolved.annotation.is_file():
+    path = resolved.annotation
+    if path is None or not path.is_file():
         raise UserError(_missing_message(card, resolved, root))
+    hub = card.sources.hub
+    # A file in the official release's format is mapped whole; deciding needs at most one pass that usually stops at
+    # the first record (a unified file's first record has a problem_type).
+    if hub and hub.record and not hub.hook and not _has_problem_type(path):
+        return as_unified(_read(path), card, path.parent / ".vbench-images")
+    return _stream(path)
+
+
+def _read(path: Path) -> list[Any]:
+    return list(_stream(path))
+
+
+def _stream(path: Path) -> Iterator[Any]:
     try:
-        records = read_records(resolved.annotation)
-    except SampleError as exc:
-        raise UserError(f"cannot read {resolved.annotation}: {exc}") from exc
-    return as_unified(records, card, resolved.annotation.parent / ".vbench-images")
+        yield from iter_records(path)
+    except SampleError as exc:  # the file's syntax is broken: a user error, before anything runs
+        raise UserError(f"cannot read {path}: {exc}") from exc
+
+
+def _has_problem_type(path: Path) -> bool:
+    return any(isinstance(r, Mapping) and "problem_type" in r for r in _stream(path))
 
 
 def as_unified(records: list[Any], card: Card, image_store: Path) -> list[Any]:
@@ -207,11 +225,20 @@ def official_to_unified(records: list[Any], card: Card, image_store: Path) -> li
     return out
 
 
-def to_samples(records: list[Any], card: Card, resolved: Resolved | None = None) -> list[Sample | SampleError]:
-    """Parse records and apply the card's per-sample steps (path fields, hooks, clip fallback, unique ids)."""
-    placeholders = [{} if isinstance(r, SampleError) else r for r in records]
-    items = [records[i] if isinstance(records[i], SampleError) else item
-             for i, item in enumerate(iter_samples(placeholders, card.id))]
+def _consumed(records: Iterable[Any]) -> Iterator[Any]:
+    if isinstance(records, list):
+        for i in range(len(records)):
+            record, records[i] = records[i], None
+            yield record
+    else:
+        yield from records
+
+
+def to_samples(records: Iterable[Any], card: Card, resolved: Resolved | None = None) -> list[Sample | SampleError]:
+    """Parse records and apply the card's per-sample steps (path fields, hooks, clip fallback, unique ids).
+
+    Consumes `records` (a stream, or a list whose entries are released as they become samples), so the raw dicts
+    and the samples of a large file are never all in memory at once."""
     unknown = [q for q in card.quirks if q not in SAMPLE_HOOKS]
     if unknown:
         raise UserError(f"{card.id}: unknown quirk(s) {unknown}; known: {', '.join(sorted(SAMPLE_HOOKS))}")
@@ -219,7 +246,9 @@ def to_samples(records: list[Any], card: Card, resolved: Resolved | None = None)
     if resolved is not None and resolved.clip_root is not None and card.sources.unified.clip_fallback:
         clip = ClipResolver(card.sources.unified.clip_fallback, resolved.video_root, resolved.clip_root)
     out: list[Sample | SampleError] = []
-    for item in items:
+    for i, record in enumerate(_consumed(records)):
+        # A record that could not be mapped (a SampleError from the hub mapping) is kept as its own error.
+        item = record if isinstance(record, SampleError) else sample_from(record, card.id, i)
         if isinstance(item, Sample):
             item = add_path_fields(item, card.path_fields)
             for name in card.quirks:

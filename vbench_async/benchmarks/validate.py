@@ -76,7 +76,7 @@ def validate_records(records: list[Any], bench: Benchmark, file: str = "") -> Re
 
     records = as_unified(records, bench.card, Path(file or ".").parent / ".vbench-images")
     report = Report(file=file, benchmark=bench.id, records=len(records))
-    for index, item in enumerate(to_samples(records, bench.card)):
+    for index, item in enumerate(to_samples(list(records), bench.card)):  # a copy: to_samples consumes it
         try:
             if isinstance(item, SampleError):
                 raise item

@@ -75,6 +75,13 @@ class FrameCache:
             return None
         return self._load(key)
 
+    def has(self, video: Path, spec: FrameSpec, window: Window | None = None) -> bool:
+        """Whether a valid entry exists, checked from its header alone (no frames are read)."""
+        try:
+            return self._valid(self.key(video, spec, window))
+        except FrameError:
+            return False
+
     def failure(self, video: Path, spec: FrameSpec, window: Window | None = None) -> FailureRecord | None:
         try:
             return FailureRecord.read(self.layout.failure_path(self.key(video, spec, window)))

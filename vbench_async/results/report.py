@@ -55,7 +55,9 @@ def summarize_benchmark(run_dir: Path, benchmark: Any, results_path: Path, confi
     from .store import read_results
 
     # Verdicts of an LLM judge pass (if one ran) replace the offline scores of open-ended items.
-    results, judge_info = apply_active_judge(run_dir, results_path, list(read_results(results_path).values()))
+    lines = read_results(results_path, view=aggregate_view)
+    results, judge_info = apply_active_judge(run_dir, results_path, list(lines.values()))
+    del lines
     agg = benchmark.aggregate(results)
     if judge_info:
         agg["judge"] = judge_info
@@ -65,6 +67,23 @@ def summarize_benchmark(run_dir: Path, benchmark: Any, results_path: Path, confi
     agg["results_file"] = str(results_path.relative_to(run_dir))
     agg["config_hash"] = config_hash
     return agg
+
+
+# What aggregation reads of a result line (answer and extracted: the spatio-temporal metrics re-parse them).
+_AGGREGATED = ("sample_id", "task_type", "score", "error", "fields", "details", "answer", "extracted")
+
+
+def aggregate_view(result: dict[str, Any]) -> dict[str, Any]:
+    """A result line reduced to what aggregation needs: prompts and outputs stay on disk, so summarising a large run
+    holds a few hundred bytes per sample. Lines awaiting an LLM judge stay whole (its answer hash reads the output)."""
+    from ..judge import needs_judge
+
+    if needs_judge(result):
+        return result
+    view = {k: result[k] for k in _AGGREGATED if k in result}
+    if isinstance(view.get("fields"), dict):
+        view["fields"] = {sys.intern(k): v for k, v in view["fields"].items()}
+    return view
 
 
 def output_name(name: str, shard: tuple[int, int] | None) -> str:

@@ -16,7 +16,7 @@ import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import UserError
 
@@ -118,8 +118,11 @@ class ResultStore:
         self.close()
 
 
-def read_results(path: Path) -> dict[str, dict[str, Any]]:
-    """Results keyed by sample id. Skips a torn (unterminated or unparsable) last line left by a crash."""
+def read_results(path: Path, view: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+                 ) -> dict[str, dict[str, Any]]:
+    """Results keyed by sample id. Skips a torn (unterminated or unparsable) last line left by a crash.
+
+    `view` maps each line as it is read (to the fields a caller needs), so a large file is never held whole."""
     out: dict[str, dict[str, Any]] = {}
     if not path.exists():
         return out
@@ -131,10 +134,10 @@ def read_results(path: Path) -> dict[str, dict[str, Any]]:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            sid = rec.get("sample_id")
+            sid = rec.get("sample_id") if isinstance(rec, dict) else None
             if isinstance(sid, str):
                 out.pop(sid, None)  # keep insertion order of the latest line
-                out[sid] = rec
+                out[sid] = view(rec) if view is not None else rec
     return out
 
 
