@@ -7,12 +7,13 @@ waits for the slower of the two, not their sum.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from .backends.base import SamplingParams
 from .errors import SampleError, UserError
@@ -192,6 +193,17 @@ def _execute(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any)
         stats["preprocess"] = report.to_dict()
         return stats
 
+    with contextlib.ExitStack() as open_stores:
+        # Lock the result files first: a second run into the same output directory is refused before an engine starts.
+        for p in plans:
+            open_stores.enter_context(p.store)
+        return _evaluate(cfg, model, plans, cache, mode, jobs, stats)
+
+
+def _evaluate(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any, mode: str,
+              jobs: Callable[[], Iterator[Any]], stats: dict[str, Any]) -> dict[str, Any]:
+    from .frames import preprocess
+
     backend = make_backend(cfg, model, plans)
     stats["backend"] = backend.describe()
     t0 = time.perf_counter()
@@ -221,12 +233,9 @@ def _execute(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any)
             queue_size=cfg.queue_size,
             progress=bar,
         )
-        stores = [p.store.open() for p in plans]
         try:
             loop_stats = await pipeline.run(groups)
         finally:
-            for s in stores:
-                s.close()
             if bar is not None:
                 bar.close()
             await backend.close()
