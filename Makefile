@@ -12,14 +12,19 @@ setup:
 demo: setup  ## evaluate the tiny model on the built-in synthetic suite, write results + leaderboard
 	.venv/bin/vbench-async run --model tiny-qwen2.5-vl --suite demo --output-dir runs/demo
 
+# Two workers: a vLLM engine core computes on one thread, so two of them (or one and the unit tests) fill 2 cores.
+# Tests sharing the demo runs and the vLLM server run on one worker (xdist_group "engine"), the rest spread.
+TEST_WORKERS ?= 2
+
 test: setup  ## the whole default test suite (real vLLM engine on CPU, real headless Chromium)
 	bash scripts/install_browser.sh
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 test-slow: setup  ## long variants (many crash trials, big suites)
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest -q -m slow -n $(TEST_WORKERS) --dist loadgroup
 
 perf: setup
 	$(PY) perf/frames.py
 	$(PY) perf/pipeline.py
 	$(PY) perf/train_step.py
+	$(PY) perf/memory.py

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -41,6 +44,9 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 600, cwd: Path
 
 
 # -- the demo suite through the real engine, shared by several test files ------------------------------------------
+# Every test that uses `qwen25_runs` or `vllm_server` carries this mark, so under `pytest -n N --dist loadgroup` they
+# all run on one worker and the runs and the server are made once (session fixtures are per worker).
+ENGINE_GROUP = pytest.mark.xdist_group("engine")
 DEMO_ARGS = ("--suite", "demo", "--max-tokens", "12", "--no-progress")
 
 
@@ -72,3 +78,60 @@ def qwen25_runs(tmp_path_factory):
     second = run_cli("run", "--model", "tiny-qwen2.5-vl", *DEMO_ARGS, "--output-dir", str(tmp / "b"),
                      "--cache-dir", str(cache))
     return tmp, first, second
+
+
+SERVED = "tiny-qwen2.5-vl"  # the name `vllm_server` serves its model under
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def vllm_server():
+    """vLLM's real OpenAI-compatible server on 127.0.0.1, serving tiny Qwen2.5-VL under its built-in name; yields its
+    /v1 URL.
+
+    Shared by the tests whose subject is not the in-process engine (the openai backend, the judge pass, sharding,
+    real annotation formats): one engine start-up instead of one per test."""
+    from vbench_async.demo.tiny_models import ensure_tiny_model
+
+    model = ensure_tiny_model("tiny-qwen2.5-vl")
+    port = _free_port()
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", "127.0.0.1",
+         "--port", str(port), "--dtype", "bfloat16", "--max-model-len", "8192", "--enforce-eager",
+         "--limit-mm-per-prompt", '{"video": 1, "image": 1}', "--kv-cache-memory-bytes", str(64 << 20),
+         "--served-model-name", SERVED, "--trust-request-mm-kwargs"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 480
+    try:
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"vLLM server exited {proc.returncode}: {proc.stderr.read()[-3000:]}")
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("vLLM server did not become healthy in time")
+            time.sleep(1)
+        yield url + "/v1"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def served_args(url: str) -> tuple[str, ...]:
+    """`vbench-async run` options that send the requests to `vllm_server` instead of an in-process engine."""
+    return ("--backend", "openai", "--base-url", url, "--served-model", SERVED)

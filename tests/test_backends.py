@@ -6,68 +6,18 @@ Qwen3-VL timestamps included) must equal those of the in-process vLLM run on the
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-
 import pytest
 
-from conftest import outputs, run_cli
-from vbench_async.demo.tiny_models import ensure_tiny_model
+from conftest import ENGINE_GROUP, outputs, run_cli, served_args
 
-pytestmark = pytest.mark.vllm
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def vllm_server():
-    model = ensure_tiny_model("tiny-qwen2.5-vl")
-    port = _free_port()
-    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", "127.0.0.1",
-         "--port", str(port), "--dtype", "bfloat16", "--max-model-len", "8192", "--enforce-eager",
-         "--limit-mm-per-prompt", '{"video": 1, "image": 1}', "--kv-cache-memory-bytes", str(64 << 20),
-         "--served-model-name", "tiny", "--trust-request-mm-kwargs"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 480
-    try:
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vLLM server exited {proc.returncode}: {proc.stderr.read()[-3000:]}")
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("vLLM server did not become healthy in time")
-            time.sleep(1)
-        yield url + "/v1"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+pytestmark = [pytest.mark.vllm, ENGINE_GROUP]
 
 
 def test_openai_backend_matches_in_process_engine(vllm_server, qwen25_runs, tmp_path):
     tmp, _, _ = qwen25_runs
-    proc = run_cli("run", "--backend", "openai", "--base-url", vllm_server, "--served-model", "tiny",
-                   "--model", "tiny-qwen2.5-vl", "--benchmarks", "demo-mc,demo-tg", "--max-tokens", "12",
-                   "--no-progress", "--output-dir", str(tmp_path / "srv"), "--cache-dir", str(tmp / "cache"))
+    proc = run_cli("run", *served_args(vllm_server), "--model", "tiny-qwen2.5-vl", "--benchmarks", "demo-mc,demo-tg",
+                   "--max-tokens", "12", "--no-progress", "--output-dir", str(tmp_path / "srv"),
+                   "--cache-dir", str(tmp / "cache"))
     assert proc.returncode == 0, proc.stderr[-4000:]
     served = outputs(tmp_path / "srv", "prompt_tokens")
     local = outputs(tmp / "a", "prompt_tokens")

@@ -1,5 +1,7 @@
 """Two real-format benchmarks (Video-MME and Charades-STA annotation files, as their users have them) on generated
-stand-in videos, through `vbench-async run` with the tiny model on the real vLLM engine, in both annotation sources."""
+stand-in videos, through `vbench-async run` with the tiny model on the real vLLM engine (the shared server), in one
+run that reads one benchmark from each annotation source. Which source a benchmark is read from is decided per
+benchmark, so one data root holds both; the golden tests check every benchmark in both sources without an engine."""
 
 from __future__ import annotations
 
@@ -9,18 +11,18 @@ import pytest
 from test_benchmarks_golden import build_data_root, load_fixture
 from videos import write_video
 
-from conftest import run_cli
+from conftest import ENGINE_GROUP, run_cli, served_args
 from vbench_async.benchmarks import get_benchmark
 
-pytestmark = pytest.mark.vllm
-BENCHMARKS = ("videomme@32f", "charades_sta@32f")
+pytestmark = [pytest.mark.vllm, ENGINE_GROUP]
+SOURCES = {"videomme@32f": "unified", "charades_sta@32f": "hub"}
+BENCHMARKS = tuple(SOURCES)
 
 
-@pytest.mark.parametrize("source", ["unified", "hub"])
-def test_real_format_benchmarks_end_to_end(source, tmp_path):
+def test_real_format_benchmarks_end_to_end(vllm_server, tmp_path):
     root = tmp_path / "data"
     expected = {}
-    for bench_id in BENCHMARKS:
+    for bench_id, source in SOURCES.items():
         bench = get_benchmark(bench_id)
         build_data_root(load_fixture(bench.card.base_id), source, root)
         samples = bench.load_samples(root, source=source)
@@ -30,8 +32,10 @@ def test_real_format_benchmarks_end_to_end(source, tmp_path):
             if not path.exists():
                 path.parent.mkdir(parents=True, exist_ok=True)
                 write_video(path, seconds=16, fps=25)
-    proc = run_cli("run", "--model", "tiny-qwen2.5-vl", "--benchmarks", ",".join(BENCHMARKS), "--data-root",
-                   str(root), "--max-tokens", "12", "--max-pixels", "65536", "--no-progress",
+    assert {b: get_benchmark(b).resolve_source(root).kind for b in BENCHMARKS} == SOURCES
+    proc = run_cli("run", "--model", "tiny-qwen2.5-vl", *served_args(vllm_server), "--benchmarks",
+                   ",".join(BENCHMARKS), "--data-root", str(root), "--max-tokens", "12", "--max-pixels", "65536",
+                   "--no-progress",
                    "--output-dir", str(tmp_path / "run"), "--cache-dir", str(tmp_path / "cache"))
     assert proc.returncode == 0, proc.stderr[-4000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DEMO_ARGS, demo_ids, outputs, run_cli
+from conftest import DEMO_ARGS, ENGINE_GROUP, demo_ids, outputs, run_cli
 
 pytestmark = pytest.mark.vllm
 
@@ -23,6 +23,7 @@ def assert_one_line_per_record(run_dir: Path, expected: dict[str, list[str]]) ->
         assert set(counts.values()) == {1}, f"{bench}: duplicated lines {counts}"
 
 
+@ENGINE_GROUP
 def test_demo_run_writes_results_summary_and_site(qwen25_runs):
     tmp, first, _ = qwen25_runs
     assert first.returncode == 0, first.stderr[-4000:]
@@ -39,6 +40,7 @@ def test_demo_run_writes_results_summary_and_site(qwen25_runs):
     assert "leaderboard:" in first.stdout
 
 
+@ENGINE_GROUP
 def test_shared_videos_are_decoded_once(qwen25_runs):
     tmp, _, second = qwen25_runs
     summary = json.loads((tmp / "a" / "summary.json").read_text())
@@ -53,12 +55,14 @@ def test_shared_videos_are_decoded_once(qwen25_runs):
     assert "preprocess" not in second_summary["run"]
 
 
+@ENGINE_GROUP
 def test_greedy_runs_are_identical(qwen25_runs):
     tmp, _, _ = qwen25_runs
     a, b = outputs(tmp / "a"), outputs(tmp / "b")
     assert a and a == b
 
 
+@ENGINE_GROUP
 def test_rerun_resumes_with_nothing_to_do(qwen25_runs):
     tmp, _, _ = qwen25_runs
     before = {f.name: f.read_bytes() for f in (tmp / "a" / "results").glob("*.jsonl")}
@@ -77,3 +81,5 @@ def test_qwen3_vl_demo_run(tmp_path):
     summary = json.loads((tmp_path / "q3" / "summary.json").read_text())
     assert summary["family"] == "qwen3-vl"
     assert all(b["n_failed"] == 0 for b in summary["benchmarks"].values())
+    pre = summary["run"]["preprocess"]  # Qwen3-VL's frame spec differs from Qwen2.5-VL's: its own cache entries
+    assert pre["jobs"] == sum(len(v) for v in demo_ids().values()) and pre["cached"] == pre["unique"] < pre["jobs"]

@@ -66,6 +66,7 @@ def test_qwen3_vllm_timestamps_equal_source_times_and_on_the_fly(clips, tmp_path
     assert 2.0 <= float(stamps[2][0]) and float(stamps[2][-1]) <= 6.0
 
 
+@pytest.mark.slow  # by default, test_backends checks the same counts over the whole demo suite (hf vs vLLM)
 def test_qwen25_vllm_video_tokens_match_hf_grid(clips, tmp_path):
     spec = FrameSpec(family="qwen2.5-vl", fps=2.0, max_frames=8, max_pixels=64 * 64 * 4)
     with FrameCache(tmp_path / "cache", workers=1) as cache:

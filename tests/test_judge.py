@@ -1,4 +1,5 @@
-"""LLM judge: verdict parsing, applying verdicts, and a full pass through the real vLLM engine with the tiny model."""
+"""LLM judge: verdict parsing, applying verdicts, and a full pass through the real vLLM engine with the tiny model
+(the shared vLLM server, through the openai backend: the judge is any served model)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 
 import pytest
 
+from conftest import ENGINE_GROUP, SERVED
 from test_leaderboard_runs import make_run
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.errors import SampleError
@@ -131,14 +133,15 @@ def test_recorded_verdicts_drive_the_summary_and_the_site(tmp_path):
 
 
 @pytest.mark.vllm
-def test_judge_pass_through_real_vllm_engine(tmp_path):
+@ENGINE_GROUP
+def test_judge_pass_through_real_vllm_engine(vllm_server, tmp_path):
     run_dir = make_run(tmp_path / "run", "model-oe", _answers, benchmarks=("vcrbench",),
                        samples={"vcrbench": _open_ended(6)})
     before = json.loads((run_dir / "summary.json").read_text())["benchmarks"]["vcrbench"]
     assert before["n_needs_judge"] == 5 and before["n_failed"] == 1
 
-    cfg = JudgeConfig(model="tiny-qwen2.5-vl", backend="vllm", max_tokens=8, concurrency=4,
-                      backend_options={"max_model_len": 2048, "max_num_seqs": 4})
+    cfg = JudgeConfig(model=SERVED, backend="openai", max_tokens=8, concurrency=4,
+                      backend_options={"base_url": vllm_server})
     summary = judge_run_dir(run_dir, cfg)
     jp = summary["judge_pass"]
     assert jp["n_judged"] + jp["n_judge_failed"] == 5 and jp["n_skipped"] == 0  # every item judged or a failure

@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 
+from conftest import ENGINE_GROUP
 from test_leaderboard_runs import XSS, runs_under_test, with_hostile_output
 from vbench_async.leaderboard import build_site
 
+pytestmark = ENGINE_GROUP  # shares the tiny-model demo run (qwen25_runs) with the other engine tests
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
 

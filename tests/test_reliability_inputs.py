@@ -17,7 +17,6 @@ import pytest
 from hostile import (
     CACHE_CASES,
     CARD,
-    OK,
     RECORD_CASES,
     VIDEO_CASES,
     _good,

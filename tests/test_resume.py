@@ -1,4 +1,16 @@
-"""Crash safety of `vbench-async run`: SIGKILL or Ctrl-C part-way, re-run, and get exactly the uninterrupted results."""
+"""Crash safety of `vbench-async run` with the in-process vLLM engine: one run, interrupted four ways in turn and each
+time re-run with the same command, must end exactly as the uninterrupted run (`qwen25_runs` "a"): one result line per
+sample, the same outputs and metrics, and every line written before an interruption left untouched.
+
+  1. SIGKILL of every process of the run while the cold frame cache is being written: the cache stays valid
+  2. Ctrl-C after some results: exit 130, finished results kept, a summary marked partial
+  3. SIGKILL of the vLLM engine-core process alone: the run stops by itself (exit 3, a clear message), results kept
+  4. SIGKILL of every process of the run mid-results
+  5. the same command again: it runs what is left, and only that
+
+One chain instead of one test per fault: each engine start-up costs half a minute on these CPUs. Twenty randomised
+SIGKILL trials run under `pytest -m slow tests/test_reliability_crash.py`.
+"""
 
 from __future__ import annotations
 
@@ -10,85 +22,136 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
-from conftest import DEMO_ARGS, REPO, demo_ids, outputs, run_cli
+from conftest import DEMO_ARGS, ENGINE_GROUP, REPO, demo_ids, outputs, run_cli
+from test_reliability_faults import command_line, descendants, wait_gone
 
-pytestmark = pytest.mark.vllm
-
-
-def _lines(run_dir: Path) -> list[dict]:
-    out = []
-    for f in (run_dir / "results").glob("*.jsonl"):
-        for line in f.read_text().splitlines():
-            if line.strip():
-                out.append(json.loads(line))
-    return out
+pytestmark = [pytest.mark.vllm, ENGINE_GROUP]
 
 
-def _start(run_dir: Path, cache: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "vbench_async", "run", "--model", "tiny-qwen2.5-vl", *DEMO_ARGS,
-         "--output-dir", str(run_dir), "--cache-dir", str(cache)],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )
+class Run:
+    """The demo run in one output directory and one (initially cold) cache, started as many times as needed."""
+
+    def __init__(self, out: Path, cache: Path, logs: Path):
+        self.out, self.cache, self.logs = out, cache, logs
+        self.args = ["run", "--model", "tiny-qwen2.5-vl", *DEMO_ARGS, "--no-site", "--output-dir", str(out),
+                     "--cache-dir", str(cache)]
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    def start(self) -> subprocess.Popen:
+        self.starts += 1
+        log = open(self.log, "w")  # a file, not a pipe: vLLM logs a lot while nobody reads
+        self.proc = subprocess.Popen([sys.executable, "-m", "vbench_async", *self.args], cwd=REPO, stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        return self.proc
+
+    @property
+    def log(self) -> Path:
+        return self.logs / f"start-{self.starts}.log"
+
+    def lines(self) -> list[bytes]:
+        files = sorted((self.out / "results").glob("*.jsonl")) if (self.out / "results").is_dir() else []
+        return [line for f in files for line in f.read_bytes().splitlines(keepends=True)]
+
+    def wait_until(self, what: str, ready: Callable[[], bool], timeout: float = 600) -> None:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if self.proc.poll() is not None:
+                pytest.fail(f"the run ended (exit {self.proc.returncode}) before {what}:\n"
+                            f"{self.log.read_text(errors='replace')[-3000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out waiting for {what}")
+            time.sleep(0.01)
+
+    def kill_all(self) -> None:
+        """SIGKILL the run and everything it started (a scheduler or the OOM killer taking the whole job)."""
+        family = descendants(self.proc.pid)
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        for pid in family:  # anything that left the process group
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+        assert not wait_gone(family, 30)
+
+    def engine_core(self) -> int:
+        for pid in descendants(self.proc.pid):
+            if "EngineCore" in command_line(pid):
+                return pid
+        return 0
+
+    def assert_cache_valid(self) -> None:
+        verify = run_cli("cache", "verify", "--cache-dir", str(self.cache))
+        assert verify.returncode == 0, verify.stdout[-2000:] + verify.stderr[-2000:]
+
+    def assert_kept(self, before: list[bytes]) -> list[bytes]:
+        """The lines on disk start with `before` (finished lines are never rewritten); returns the current lines."""
+        now = self.lines()
+        whole = [line for line in before if line.endswith(b"\n")]  # a torn last line may be cut on the next open
+        assert now[: len(whole)] == whole
+        ids = Counter(json.loads(line)["sample_id"] for line in now if line.endswith(b"\n"))
+        assert all(n == 1 for n in ids.values()), [k for k, n in ids.items() if n > 1]
+        return now
 
 
-def _wait_for_results(proc: subprocess.Popen, run_dir: Path, at_least: int, timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"run ended before it could be interrupted: {proc.stderr.read()[-3000:]}")
-        files = list((run_dir / "results").glob("*.jsonl")) if (run_dir / "results").exists() else []
-        if sum(f.read_bytes().count(b"\n") for f in files) >= at_least:
-            return
-        time.sleep(0.05)
-    pytest.fail("no results appeared in time")
+def test_interrupted_four_ways_then_finished_equals_uninterrupted(qwen25_runs, tmp_path):
+    reference = qwen25_runs[0] / "a"
+    run = Run(tmp_path / "out", tmp_path / "cache", tmp_path)
+    n_total = sum(len(v) for v in demo_ids().values())
 
+    # 1. Killed while a decode worker writes the first cache entry.
+    run.start()
+    run.wait_until("a cache write", lambda: any(d.is_dir() for d in run.cache.glob("vbf1/entries/*")))
+    run.kill_all()
+    run.assert_cache_valid()
+    seen = run.assert_kept([])
 
-def _assert_same_as_uninterrupted(run_dir: Path, reference: Path) -> None:
-    counts = Counter(f"{r['benchmark']}/{r['sample_id']}" for r in _lines(run_dir))
-    expected = {f"{b}/{i}" for b, ids in demo_ids().items() for i in ids}
-    assert set(counts) == expected
-    assert set(counts.values()) == {1}, [k for k, v in counts.items() if v > 1]
-    assert outputs(run_dir) == outputs(reference)
-    got = json.loads((run_dir / "summary.json").read_text())["benchmarks"]
-    want = json.loads((reference / "summary.json").read_text())["benchmarks"]
-    assert {b: got[b]["score"] for b in got} == {b: want[b]["score"] for b in want}
+    # 2. Ctrl-C once results flow: exit 130, a partial summary.
+    run.start()
+    run.wait_until("5 result lines", lambda: len(run.lines()) >= len(seen) + 5)
+    os.kill(run.proc.pid, signal.SIGINT)
+    assert run.proc.wait(timeout=120) == 130, run.log.read_text(errors="replace")[-3000:]
+    summary = json.loads((run.out / "summary.json").read_text())
+    assert summary["complete"] is False and summary["run"].get("interrupted") is True
+    seen = run.assert_kept(seen)
 
+    # 3. The engine core dies mid-run: the run stops on its own with exit 3 and says what to do.
+    run.start()
+    run.wait_until("the engine core", lambda: run.engine_core() != 0)
+    run.wait_until("3 more result lines", lambda: len(run.lines()) >= len(seen) + 3)
+    family = descendants(run.proc.pid)
+    os.kill(run.engine_core(), signal.SIGKILL)
+    code = run.proc.wait(timeout=300)  # must end by itself, not hang
+    log = run.log.read_text(errors="replace")
+    assert code == 3, log[-4000:]
+    assert "the engine stopped" in log and "re-run the same command" in log
+    assert not wait_gone(family, 60), "engine or decode processes outlived the run"
+    seen = run.assert_kept(seen)
+    assert all(json.loads(line)["error"] is None for line in seen), "the engine's death is not the samples' fault"
 
-def test_sigkill_then_rerun_gives_uninterrupted_results(qwen25_runs, tmp_path):
-    tmp, _, _ = qwen25_runs
-    run_dir = tmp_path / "killed"
-    proc = _start(run_dir, tmp / "cache")
-    _wait_for_results(proc, run_dir, at_least=5)
-    os.killpg(proc.pid, signal.SIGKILL)  # the whole tree: front end, engine core
-    proc.wait()
-    n_before = len(_lines(run_dir))
-    assert 0 < n_before < sum(len(v) for v in demo_ids().values())
-    rerun = run_cli("run", "--model", "tiny-qwen2.5-vl", *DEMO_ARGS, "--output-dir", str(run_dir),
-                    "--cache-dir", str(tmp / "cache"))
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    _assert_same_as_uninterrupted(run_dir, tmp / "a")
+    # 4. Killed, every process at once, mid-results.
+    run.start()
+    run.wait_until("3 more result lines", lambda: len(run.lines()) >= len(seen) + 3)
+    run.kill_all()
+    run.assert_cache_valid()
+    seen = run.assert_kept(seen)
+    assert len([line for line in seen if line.endswith(b"\n")]) < n_total, "the run finished before the last kill"
 
-
-def test_ctrl_c_keeps_finished_results_and_marks_partial(qwen25_runs, tmp_path):
-    tmp, _, _ = qwen25_runs
-    run_dir = tmp_path / "interrupted"
-    proc = _start(run_dir, tmp / "cache")
-    _wait_for_results(proc, run_dir, at_least=5)
-    os.kill(proc.pid, signal.SIGINT)
-    try:
-        code = proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert code == 130, proc.stderr.read()[-3000:]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["complete"] is False
-    assert summary["run"].get("interrupted") is True
-    rerun = run_cli("run", "--model", "tiny-qwen2.5-vl", *DEMO_ARGS, "--output-dir", str(run_dir),
-                    "--cache-dir", str(tmp / "cache"))
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    _assert_same_as_uninterrupted(run_dir, tmp / "a")
+    # 5. The same command finishes the run: exactly the uninterrupted results.
+    final = run_cli(*run.args)
+    assert final.returncode == 0, final.stderr[-4000:]
+    lines = run.assert_kept(seen)
+    assert len(lines) == n_total
+    assert outputs(run.out) == outputs(reference)
+    got = json.loads((run.out / "summary.json").read_text())
+    want = json.loads((reference / "summary.json").read_text())
+    assert got["complete"] is True
+    assert {b: got["benchmarks"][b]["score"] for b in want["benchmarks"]} == \
+        {b: blk["score"] for b, blk in want["benchmarks"].items()}
+    run.assert_cache_valid()

@@ -1,8 +1,9 @@
-"""Acceptance: two shards run at once (torchrun, two processes, each with the real vLLM CPU engine and a tiny model)
-into one directory, the last one merges, and the merged results are exactly those of an unsharded run.
+"""Acceptance: two shards run at once (torchrun, two processes) into one directory, the last one merges, and the
+merged results are exactly those of an unsharded run.
 
-The unsharded reference is the shared `qwen25_runs` fixture (same model, suite and flags); its frame cache is reused.
-This is the one test that runs two engines at once.
+The unsharded reference is the shared `qwen25_runs` fixture (same model, suite and flags, the in-process engine); its
+frame cache is reused. The two shard processes send their requests to the shared vLLM server (`vllm_server`, the same
+engine behind HTTP), so this test pays no engine start-up of its own; greedy outputs must still match exactly.
 """
 
 from __future__ import annotations
@@ -16,24 +17,24 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DEMO_ARGS, REPO, demo_ids, run_cli
+from conftest import DEMO_ARGS, ENGINE_GROUP, REPO, demo_ids, run_cli, served_args
 from vbench_async.results.store import read_results
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, ENGINE_GROUP]
 
 COMPARED = ("output", "score", "extracted", "well_formed", "error", "prompt_tokens", "output_tokens", "prompt")
 
 
 @pytest.fixture(scope="module")
-def runs(qwen25_runs, tmp_path_factory):
+def runs(qwen25_runs, vllm_server, tmp_path_factory):
     tmp, first, _ = qwen25_runs
     assert first.returncode == 0, first.stderr[-4000:]
     sharded = tmp_path_factory.mktemp("sharded") / "run"
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "VBENCH_ASYNC_SHARD")}
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         "-m", "vbench_async", "run", "--model", "tiny-qwen2.5-vl", *DEMO_ARGS, "--output-dir", str(sharded),
-         "--cache-dir", str(tmp / "cache"), "--shard", "auto"],
+         "-m", "vbench_async", "run", "--model", "tiny-qwen2.5-vl", *DEMO_ARGS, *served_args(vllm_server),
+         "--output-dir", str(sharded), "--cache-dir", str(tmp / "cache"), "--shard", "auto"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     return tmp / "a", sharded, proc

@@ -205,7 +205,6 @@ def _evaluate(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any
     from .frames import preprocess
 
     backend = make_backend(cfg, model, plans)
-    stats["backend"] = backend.describe()
     t0 = time.perf_counter()
 
     async def main() -> dict[str, Any]:
@@ -219,6 +218,7 @@ def _evaluate(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any
             stats["preprocess"] = rep.to_dict()
         await starter
         stats["startup_s"] = round(time.perf_counter() - t0, 3)
+        stats["backend"] = backend.describe()  # after start: describing vLLM imports it, which start did off-loop
         groups = group_by_video([e for p in plans for e in p.entries])
         total = sum(len(g.items) for g in groups)
         bar = _progress_bar(total, cfg.progress)

@@ -22,6 +22,8 @@ from .guard import OrphanGuard, child_pids
 
 log = logging.getLogger(__name__)
 
+CPU_SHUTDOWN_S = 0.5
+
 
 @dataclass
 class VLLMSettings:
@@ -134,7 +136,9 @@ class VLLMBackend:
 
     async def close(self) -> None:
         if self.engine is not None:
-            self.engine.shutdown()
+            # Every result is on disk by now. vLLM gives its engine-core process 5 s to tear down after SIGTERM;
+            # on CPU there is nothing to release that the kernel does not reclaim, so do not wait for it.
+            self.engine.shutdown(timeout=CPU_SHUTDOWN_S if on_cpu() else None)
             self.engine = None
         if self._guard is not None:
             self._guard.disarm()
