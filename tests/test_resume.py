@@ -54,9 +54,13 @@ class Run:
     def log(self) -> Path:
         return self.logs / f"start-{self.starts}.log"
 
-    def lines(self) -> list[bytes]:
+    def files(self) -> dict[str, list[bytes]]:
+        """Each result file's lines (a sample's line goes to its benchmark's file)."""
         files = sorted((self.out / "results").glob("*.jsonl")) if (self.out / "results").is_dir() else []
-        return [line for f in files for line in f.read_bytes().splitlines(keepends=True)]
+        return {f.name: f.read_bytes().splitlines(keepends=True) for f in files}
+
+    def lines(self) -> list[bytes]:
+        return [line for lines in self.files().values() for line in lines]
 
     def wait_until(self, what: str, ready: Callable[[], bool], timeout: float = 600) -> None:
         deadline = time.monotonic() + timeout
@@ -90,14 +94,21 @@ class Run:
         verify = run_cli("cache", "verify", "--cache-dir", str(self.cache))
         assert verify.returncode == 0, verify.stdout[-2000:] + verify.stderr[-2000:]
 
-    def assert_kept(self, before: list[bytes]) -> list[bytes]:
-        """The lines on disk start with `before` (finished lines are never rewritten); returns the current lines."""
-        now = self.lines()
-        whole = [line for line in before if line.endswith(b"\n")]  # a torn last line may be cut on the next open
-        assert now[: len(whole)] == whole
-        ids = Counter(json.loads(line)["sample_id"] for line in now if line.endswith(b"\n"))
+    def assert_kept(self, before: dict[str, list[bytes]]) -> dict[str, list[bytes]]:
+        """Every result file starts with its lines in `before` (finished lines are never rewritten; a torn last line
+        may be cut on the next open), and no sample has two lines. Returns the files' lines now."""
+        now = self.files()
+        for name, lines in before.items():
+            whole = [line for line in lines if line.endswith(b"\n")]
+            assert now.get(name, [])[: len(whole)] == whole, name
+        ids = Counter(json.loads(line)["sample_id"] for lines in now.values() for line in lines
+                      if line.endswith(b"\n"))
         assert all(n == 1 for n in ids.values()), [k for k, n in ids.items() if n > 1]
         return now
+
+
+def _count(files: dict[str, list[bytes]]) -> int:
+    return sum(1 for lines in files.values() for line in lines if line.endswith(b"\n"))
 
 
 def test_interrupted_four_ways_then_finished_equals_uninterrupted(qwen25_runs, tmp_path):
@@ -110,11 +121,11 @@ def test_interrupted_four_ways_then_finished_equals_uninterrupted(qwen25_runs, t
     run.wait_until("a cache write", lambda: any(d.is_dir() for d in run.cache.glob("vbf1/entries/*")))
     run.kill_all()
     run.assert_cache_valid()
-    seen = run.assert_kept([])
+    seen = run.assert_kept({})
 
     # 2. Ctrl-C once results flow: exit 130, a partial summary.
     run.start()
-    run.wait_until("5 result lines", lambda: len(run.lines()) >= len(seen) + 5)
+    run.wait_until("5 result lines", lambda: len(run.lines()) >= _count(seen) + 5)
     os.kill(run.proc.pid, signal.SIGINT)
     assert run.proc.wait(timeout=120) == 130, run.log.read_text(errors="replace")[-3000:]
     summary = json.loads((run.out / "summary.json").read_text())
@@ -124,7 +135,7 @@ def test_interrupted_four_ways_then_finished_equals_uninterrupted(qwen25_runs, t
     # 3. The engine core dies mid-run: the run stops on its own with exit 3 and says what to do.
     run.start()
     run.wait_until("the engine core", lambda: run.engine_core() != 0)
-    run.wait_until("3 more result lines", lambda: len(run.lines()) >= len(seen) + 3)
+    run.wait_until("3 more result lines", lambda: len(run.lines()) >= _count(seen) + 3)
     family = descendants(run.proc.pid)
     os.kill(run.engine_core(), signal.SIGKILL)
     code = run.proc.wait(timeout=300)  # must end by itself, not hang
@@ -133,21 +144,20 @@ def test_interrupted_four_ways_then_finished_equals_uninterrupted(qwen25_runs, t
     assert "the engine stopped" in log and "re-run the same command" in log
     assert not wait_gone(family, 60), "engine or decode processes outlived the run"
     seen = run.assert_kept(seen)
-    assert all(json.loads(line)["error"] is None for line in seen), "the engine's death is not the samples' fault"
+    assert all(json.loads(line)["error"] is None for line in run.lines()), "the engine's death is no sample's fault"
 
     # 4. Killed, every process at once, mid-results.
     run.start()
-    run.wait_until("3 more result lines", lambda: len(run.lines()) >= len(seen) + 3)
+    run.wait_until("3 more result lines", lambda: len(run.lines()) >= _count(seen) + 3)
     run.kill_all()
     run.assert_cache_valid()
     seen = run.assert_kept(seen)
-    assert len([line for line in seen if line.endswith(b"\n")]) < n_total, "the run finished before the last kill"
+    assert _count(seen) < n_total, "the run finished before the last kill"
 
     # 5. The same command finishes the run: exactly the uninterrupted results.
     final = run_cli(*run.args)
     assert final.returncode == 0, final.stderr[-4000:]
-    lines = run.assert_kept(seen)
-    assert len(lines) == n_total
+    assert _count(run.assert_kept(seen)) == n_total
     assert outputs(run.out) == outputs(reference)
     got = json.loads((run.out / "summary.json").read_text())
     want = json.loads((reference / "summary.json").read_text())

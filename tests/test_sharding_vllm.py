@@ -77,9 +77,6 @@ def test_each_shard_evaluated_its_own_videos(runs):
         for f in (sharded / "results").glob(f"*.shard-{k}-of-2.jsonl"):
             for r in read_results(f).values():
                 shard_of_video[r["video"]].add(k)
-        # torchrun's LOCAL_RANK picked a device block per process (--gpus auto)
-        manifest = json.loads((sharded / f"manifest.shard-{k}-of-2.json").read_text())
-        assert manifest["environment"]["CUDA_VISIBLE_DEVICES"] == str(k)
     assert sum(per_shard) == sum(len(v) for v in demo_ids().values()) and min(per_shard) > 0
     assert all(len(shards) == 1 for shards in shard_of_video.values())  # a video's questions stay together
     assert {k for s in shard_of_video.values() for k in s} == {0, 1}
