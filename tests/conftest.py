@@ -70,13 +70,19 @@ def outputs(run_dir: Path, field: str = "output") -> dict[str, object]:
 
 @pytest.fixture(scope="session")
 def qwen25_runs(tmp_path_factory):
-    """Two greedy runs of tiny Qwen2.5-VL on the demo suite: a cold cache, then the same command into a new dir."""
+    """Tiny Qwen2.5-VL on the demo suite twice, greedy, with the real in-process vLLM engine.
+
+    "a": one uninterrupted run on a cold cache (tmp/"cache"). "b": the same command on a cache of its own, killed
+    during a cache write, stopped with Ctrl-C, its engine core killed, and re-run each time until it finished
+    (tests/interruptions.py). The interrupted run is the second run, so "the two runs agree" and "an interrupted run
+    ends as an uninterrupted one" are one comparison, and the suite pays for two runs, not five.
+    Returns (tmp, the first run's process, the second run's Chain)."""
+    from interruptions import interrupt_and_finish
+
     tmp = tmp_path_factory.mktemp("e2e")
-    cache = tmp / "cache"
     first = run_cli("run", "--model", "tiny-qwen2.5-vl", *DEMO_ARGS, "--output-dir", str(tmp / "a"),
-                    "--cache-dir", str(cache))
-    second = run_cli("run", "--model", "tiny-qwen2.5-vl", *DEMO_ARGS, "--output-dir", str(tmp / "b"),
-                     "--cache-dir", str(cache))
+                    "--cache-dir", str(tmp / "cache"))
+    second = interrupt_and_finish(tmp / "b", tmp / "cache-b", tmp / "logs")
     return tmp, first, second
 
 

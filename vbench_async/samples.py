@@ -149,14 +149,13 @@ def parse_record(record: Any, benchmark: str, index: int) -> Sample:
         raise SampleError("record_invalid", f"record #{index}: end ({end}) must be after start ({start})")
     window = (start, end) if (start is not None or end is not None) else None
 
-    # Interned: every record repeats the same keys and category values; one copy each serves the whole suite.
-    extras = {sys.intern(k): _interned(v) for k, v in record.items() if k not in _CORE_KEYS}
+    extras = _shared_fields({k: v for k, v in record.items() if k not in _CORE_KEYS})
     return Sample(
         benchmark=benchmark,
         sample_id=sample_id,
         task_type=sys.intern(problem_type.strip()),
         question=question,
-        answer=solution,
+        answer=_interned(solution),  # "<answer>B</answer>" and the like recur across a suite
         options=_parse_options(record.get("options")),
         video=sys.intern(path.strip()) if path else None,  # shared by the questions on one video
         window=window,
@@ -167,6 +166,23 @@ def parse_record(record: Any, benchmark: str, index: int) -> Sample:
 
 def _interned(value: Any) -> Any:
     return sys.intern(value) if isinstance(value, str) and len(value) <= 64 else value
+
+
+_FIELDS: dict[tuple, dict[str, Any]] = {}  # shared `fields` dicts: samples are immutable, nobody writes to them
+
+
+def _shared_fields(extras: dict[str, Any]) -> dict[str, Any]:
+    """One dict per distinct set of extra fields: the questions of a suite repeat a few categories, so 10,000
+    samples share a handful of dicts instead of holding one each (keys and short values interned)."""
+    if not all(isinstance(v, (str, int, float, bool, type(None))) for v in extras.values()):
+        return {sys.intern(k): _interned(v) for k, v in extras.items()}
+    key = tuple((k, type(v), v) for k, v in extras.items())  # typed: 1, 1.0 and True are equal, not the same
+    shared = _FIELDS.get(key)
+    if shared is None:
+        if len(_FIELDS) >= 65536:  # a bound, for suites whose every record is different
+            _FIELDS.clear()
+        shared = _FIELDS[key] = {sys.intern(k): _interned(v) for k, v in extras.items()}
+    return shared
 
 
 def read_records(path: Path) -> list[Any]:
