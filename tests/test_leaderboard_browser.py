@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ENGINE_GROUP
+from conftest import ENGINE_GROUP, stop
 from test_leaderboard_runs import XSS, runs_under_test, with_hostile_output
 from vbench_async.leaderboard import build_site
 
@@ -124,11 +124,7 @@ def page(tmp_path_factory):
         with connect(tab["webSocketDebuggerUrl"], max_size=None, open_timeout=20) as ws:
             yield Page(ws)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc, 10)
 
 
 def _first_column(page: Page, table: str) -> list[str]:
