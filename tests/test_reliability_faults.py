@@ -286,6 +286,31 @@ time.sleep(600)
 """
 
 
+LATE_CHILD = """
+import subprocess, sys, time
+from vbench_async.backends.guard import OrphanGuard
+guard = OrphanGuard(watch_children=True)  # armed before the child exists, as the vLLM backend does
+time.sleep(0.3)
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # an engine core, mid start-up
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_orphan_guard_stops_children_started_after_it(tmp_path):
+    front = subprocess.Popen([sys.executable, "-c", LATE_CHILD], cwd=REPO, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(REPO)})
+    child = int(front.stdout.readline())
+    time.sleep(1.5)  # the watcher polls twice a second
+    front.kill()
+    front.wait()
+    try:
+        assert wait_gone([child], 20) == [], "a child started after the guard outlived its killed parent"
+    finally:
+        if alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
 @pytest.mark.parametrize("disarm", [False, True], ids=["killed", "disarmed"])
 def test_orphan_guard_stops_the_engine_processes_of_a_killed_front_end(disarm, tmp_path):
     front = subprocess.Popen([sys.executable, "-c", FRONT_END, "disarm" if disarm else "armed"], cwd=REPO,

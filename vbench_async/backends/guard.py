@@ -3,35 +3,57 @@
 vLLM's engine core runs in child processes that wait on a socket for work. If the front-end process is SIGKILLed
 (`kill -9`, the OOM killer), nothing tells them: they would idle forever, holding their memory (on a GPU, the card).
 `OrphanGuard` starts a tiny watcher process holding the read end of a pipe from this process. The kernel closes the
-pipe when this process dies, whatever the cause, so the watcher wakes up and stops the processes it was given. A
-normal shutdown disarms it first. Linux only (it reads /proc); elsewhere it does nothing.
+pipe when this process dies, whatever the cause, so the watcher wakes up and stops the processes it was given. With
+`watch_children`, it also notes every child this process starts from then on (polling /proc twice a second), so an
+engine killed *while it starts* (its core spawned, the front end not yet told) is stopped too. A normal shutdown
+disarms it first. Linux only (it reads /proc); elsewhere it does nothing.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-# The watcher: python -c WATCHER pid:starttime ... ; the start time tells a target from a later process given the
-# same pid. Imports only the standard library, so it starts in milliseconds.
+# The watcher: python -c WATCHER PARENT|0 pid:starttime ... ; the start time tells a target from a later process
+# given the same pid. With PARENT, new children of PARENT become targets as they appear. Imports only the standard
+# library, so it starts in milliseconds.
 WATCHER = r"""
-import os, signal, sys, time
+import os, select, signal, sys, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the run, which shuts its engine down itself
 
-def started(pid):
+def stat(pid):
     try:
-        stat = open(f"/proc/{pid}/stat").read()
+        text = open(f"/proc/{pid}/stat").read()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()
-    return None if fields[0] == "Z" else fields[19]
+    return text[text.rindex(")") + 2:].split()
 
-targets = [(int(p), s) for p, s in (a.split(":") for a in sys.argv[1:])]
-if sys.stdin.buffer.read() == b"disarm\n":
-    sys.exit(0)
+def started(pid):
+    fields = stat(pid)
+    return None if fields is None or fields[0] == "Z" else fields[19]
+
+parent, me = int(sys.argv[1]), os.getpid()
+targets = dict(a.split(":") for a in sys.argv[2:])
+message = b""
+while True:
+    ready, _, _ = select.select([0], [], [], 0.5 if parent else None)
+    if ready:
+        chunk = os.read(0, 64)
+        if not chunk:
+            break  # end of file: the process that armed us is gone
+        message += chunk
+        if message == b"disarm\n":
+            sys.exit(0)
+    elif parent:
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) != me and entry not in targets:
+                fields = stat(int(entry))
+                if fields is not None and int(fields[1]) == parent:
+                    targets[entry] = fields[19]
 for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
-    live = [pid for pid, s in targets if started(pid) == s]
+    live = [int(pid) for pid, s in targets.items() if started(int(pid)) == s]
     for pid in live:
         try:
             os.kill(pid, sig)
@@ -44,19 +66,6 @@ for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
 """
 
 
-def child_pids(parent: int) -> set[int]:
-    """Direct children of `parent`, from /proc (empty where there is no /proc)."""
-    out = set()
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat[stat.rindex(")") + 2:].split()[1]) == parent:
-            out.add(int(entry.name))
-    return out
-
-
 def _start_time(pid: int) -> str | None:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -66,14 +75,16 @@ def _start_time(pid: int) -> str | None:
 
 
 class OrphanGuard:
-    """Kills `pids` if this process dies before `disarm()` is called."""
+    """Kills `pids` (and, with `watch_children`, every child this process starts after the guard) if this process
+    dies before `disarm()` is called."""
 
-    def __init__(self, pids: set[int]):
+    def __init__(self, pids: set[int] = frozenset(), watch_children: bool = False):
         targets = [f"{pid}:{t}" for pid in sorted(pids) if (t := _start_time(pid)) is not None]
         self._proc = None
-        if targets:
+        if targets or (watch_children and Path("/proc/self/stat").exists()):
+            parent = str(os.getpid()) if watch_children else "0"
             # Its own session: a Ctrl-C or a kill of this process group must not take the watcher first.
-            self._proc = subprocess.Popen([sys.executable, "-c", WATCHER, *targets], stdin=subprocess.PIPE,
+            self._proc = subprocess.Popen([sys.executable, "-c", WATCHER, parent, *targets], stdin=subprocess.PIPE,
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
     def disarm(self) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import SampleError
 from .base import Completion, EngineDead, Request, messages_for
-from .guard import OrphanGuard, child_pids
+from .guard import OrphanGuard
 
 log = logging.getLogger(__name__)
 
@@ -129,10 +129,15 @@ class VLLMBackend:
             self._processor = AutoProcessor.from_pretrained(self.model)
             return AsyncLLM.from_engine_args(self.engine_args())
 
-        before = child_pids(os.getpid())
-        self.engine = await asyncio.get_running_loop().run_in_executor(None, build)
-        # The engine-core processes would outlive a SIGKILLed front end (idle, holding their memory): guard them.
-        self._guard = OrphanGuard(child_pids(os.getpid()) - before)
+        # The engine-core processes would outlive a SIGKILLed front end (idle, holding their memory; during start-up,
+        # waiting forever for a handshake): guard every child started from here on, before the engine spawns any.
+        self._guard = OrphanGuard(watch_children=True)
+        try:
+            self.engine = await asyncio.get_running_loop().run_in_executor(None, build)
+        except BaseException:
+            self._guard.disarm()  # vLLM stops what it started when its start-up fails
+            self._guard = None
+            raise
 
     async def close(self) -> None:
         if self.engine is not None:
