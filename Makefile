@@ -16,8 +16,10 @@ demo: setup  ## evaluate the tiny model on the built-in synthetic suite, write r
 # Tests sharing the demo runs and the vLLM server run on one worker (xdist_group "engine"), the rest spread.
 TEST_WORKERS ?= 2
 
-test: setup  ## the whole default test suite (real vLLM engine on CPU, real headless Chromium)
-	bash scripts/install_browser.sh
+# The browser (apt) and the venv (uv/pip) install side by side; either failing fails the target.
+test:  ## the whole default test suite (real vLLM engine on CPU, real headless Chromium)
+	@bash scripts/install_browser.sh & browser=$$!; rc=0; bash scripts/setup_env.sh || rc=$$?; \
+		wait $$browser || rc=$$?; exit $$rc
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 test-slow: setup  ## long variants (many crash trials, big suites)

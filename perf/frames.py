@@ -160,7 +160,7 @@ def bench_throughput(workdir: Path, n_videos: int) -> dict[int, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=3, help="timed repetitions per measurement (the best is reported)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed repetitions per measurement (best reported)")
     parser.add_argument("--workdir", type=Path, help="keep generated videos here (reused by later runs)")
     parser.add_argument("--throughput-videos", type=int, default=6, help="videos per preprocess throughput run")
     args = parser.parse_args()

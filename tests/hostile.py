@@ -21,6 +21,8 @@ import numpy as np
 from videos import truncate, write_audio_only, write_video
 
 OK = frozenset({"ok"})  # the sample must be answered (no error)
+# A prompt longer than the model's context, refused by the engine: in process, or over HTTP (a 400 from vLLM's server).
+REJECTED = frozenset({"engine_error", "server_error"})
 CARD = "mmvu"  # a unified-source card whose prompt routing has a default: any task type gets a prompt
 XSS = '<script>alert("vb-xss")</script><img src=x onerror="vbXss()">'
 JINJA = "{{ 7*7 }} {% for x in range(3) %}LOOP{% endfor %} {{ cycler.__init__.__globals__ }}"
@@ -259,8 +261,8 @@ RECORD_CASES: list[RecordCase] = [
     _case("start_is_nan", BAD, start="nan"),
     _case("start_negative", BAD, start=-3),
     _case("end_before_start", BAD, start=3, end=1),
-    replace(_case("very_long_question", frozenset({"engine_error"}), problem=LONG), engine=True),
-    replace(_case("very_long_options", frozenset({"engine_error"}) | OK,
+    replace(_case("very_long_question", REJECTED, problem=LONG), engine=True),
+    replace(_case("very_long_options", REJECTED | OK,
                   options=[f"{c}. " + "x" * 6000 for c in "ABCD"]), engine=True),
     _case("very_long_solution", OK, solution="<answer>A</answer>" + " " * 200_000),
     _case("control_characters", OK, problem="What\x00 is\x1b[31m this\u202e? \ufeff\u200b"),

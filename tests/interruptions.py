@@ -4,7 +4,7 @@ so the run that must equal the uninterrupted one is also the one that was interr
 what each step left behind.
 
   1. SIGKILL of every process of the run while the cold frame cache is being written
-  2. Ctrl-C once results flow
+  2. Ctrl-C while the engine starts (its core process spawned, vLLM not yet ready)
   3. SIGKILL of the vLLM engine-core process alone, mid-results
   4. the same command, to the end
 
@@ -42,6 +42,7 @@ class Step:
     stragglers: list[str] = field(default_factory=list)  # processes of the run alive after it ended
     log: str = ""  # the tail of what the run printed
     summary: dict | None = None  # summary.json as the step left it
+    seconds: float = 0.0  # from the signal to the end of the run (Ctrl-C)
 
 
 @dataclass
@@ -80,6 +81,11 @@ class Run:
 
     def engine_core(self) -> int:
         return next((pid for pid in descendants(self.proc.pid) if "EngineCore" in command_line(pid)), 0)
+
+    def engine_core_starting(self) -> int:
+        """The engine-core process from its spawn on (it takes the name EngineCore only once vLLM is imported)."""
+        return next((pid for pid in descendants(self.proc.pid)
+                     if "EngineCore" in command_line(pid) or "multiprocessing.spawn" in command_line(pid)), 0)
 
     def kill_all(self) -> list[int]:
         """SIGKILL the run and everything it started (a scheduler or the OOM killer taking the whole job)."""
@@ -137,13 +143,15 @@ def interrupt_and_finish(out: Path, cache: Path, logs: Path) -> Chain:
 
     step = chain.steps["ctrl_c"] = Step("ctrl_c")
     run.start(step.name)
-    run.wait_until("5 new result lines", lambda: count(run.files()) >= count(seen) + 5)
+    run.wait_until("the engine core to start", lambda: run.engine_core_starting() != 0)
     family = descendants(run.proc.pid)
     os.kill(run.proc.pid, signal.SIGINT)
+    started = time.monotonic()
     try:
         run.proc.wait(timeout=120)
     except subprocess.TimeoutExpired:
         run.kill_all()  # recorded as exit -9: the test says Ctrl-C did not end the run
+    step.seconds = time.monotonic() - started
     seen = run.finish_step(step, seen, family)
 
     step = chain.steps["engine_core"] = Step("engine_core")

@@ -36,3 +36,19 @@ def test_hf_backend_sees_the_same_tokens(qwen25_runs, tmp_path):
     local = outputs(tmp / "a", "prompt_tokens")
     assert len(hf) == 6
     assert all(hf[k] == local[k] for k in hf), (hf, local)
+
+
+def test_openai_video_part_carries_the_source_metadata():
+    """The request the openai backend sends: every cached frame, the source fps and indices; a 1-frame source padded
+    to the temporal patch is announced with as many frames as are sent (vLLM's server refuses fewer)."""
+    import numpy as np
+
+    from vbench_async.backends.openai import video_part
+
+    frames = np.zeros((2, 28, 28, 3), np.uint8)
+    meta = {"fps": 25.0, "frames_indices": [0, 0], "total_num_frames": 1, "duration": 0.04}
+    part, io_kwargs = video_part(frames, meta)
+    assert part["type"] == "video_url" and part["video_url"]["url"].count(",") == 2  # prefix + 2 frames
+    assert io_kwargs == {"num_frames": -1, "fps": 25.0, "frames_indices": [0, 0], "total_num_frames": 2,
+                         "duration": 0.04}
+    assert video_part(frames, {**meta, "total_num_frames": 300})[1]["total_num_frames"] == 300

@@ -4,6 +4,7 @@
   500s, 429s, hangs, bytes trickled past the timeout, dropped connections, malformed bodies) gets bounded retries,
   then a recorded failure per sample, and the run completes.
 - A server nobody listens on, and a second run writing the same output directory, end with clear messages.
+- Ctrl-C while results flow: exit 130, finished lines kept, a partial summary; the same command finishes the run.
 - The vLLM engine core SIGKILLed mid-run stops the run cleanly: a clear message, exit code 3, every finished result
   kept, no stray processes, and the same command resumes to a complete run.
 """
@@ -270,6 +271,45 @@ def test_a_second_run_into_the_same_output_dir_is_refused(tmp_path):
     assert "being written by another process" in second.stderr and "Traceback" not in second.stderr
     assert first.returncode == 0, (tmp_path / "first.log").read_text()[-3000:]
     assert len(_results(out)) == 6 and all(r["error"] is None for r in _results(out).values())
+
+
+def test_ctrl_c_mid_run_exits_130_keeps_finished_lines_and_the_same_command_finishes(tmp_path):
+    """Ctrl-C while results flow (through a real HTTP server; the in-process engine's Ctrl-C during start-up is in
+    tests/test_resume.py)."""
+    data_map = _fault_suite(tmp_path / "data", ["slow"] * 8)
+    out = tmp_path / "out"
+    with FaultServer() as server:
+        args = _openai_args(data_map, out, tmp_path / "cache", server.url, "--concurrency", "1")
+        with open(tmp_path / "first.log", "w") as log:
+            first = subprocess.Popen([sys.executable, "-m", "vbench_async", *args], cwd=REPO, stdout=log,
+                                     stderr=subprocess.STDOUT)
+            try:
+                deadline = time.monotonic() + 240
+                while len(_lines(out)) < 3 and time.monotonic() < deadline and first.poll() is None:
+                    time.sleep(0.05)
+                before = _lines(out)
+                first.send_signal(signal.SIGINT)
+                first.wait(timeout=60)
+            finally:
+                if first.poll() is None:
+                    first.kill()
+        log_text = (tmp_path / "first.log").read_text()
+        assert first.returncode == 130, log_text[-3000:]
+        assert "interrupted" in log_text and "Traceback" not in log_text
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["complete"] is False and summary["run"]["interrupted"] is True
+        kept = _lines(out)
+        assert 3 <= len(kept) < 8 and kept[: len(before)] == before  # finished lines stay, untouched
+        second = run_cli(*args, timeout=300)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert _lines(out)[: len(kept)] == kept
+    assert sorted(_results(out)) == [f"q{i}-slow" for i in range(8)]
+
+
+def _lines(out: Path) -> list[bytes]:
+    """The finished result lines of a one-benchmark run, in file order."""
+    files = list((out / "results").glob("*.jsonl"))
+    return [line for line in files[0].read_bytes().splitlines(keepends=True) if line.endswith(b"\n")] if files else []
 
 
 # ----------------------------------------------------------------------------------------------- the vLLM engine

@@ -1,4 +1,5 @@
-"""The whole hostile matrix through one `vbench-async run` with the real vLLM engine and a tiny model: broken videos,
+"""The whole hostile matrix through one `vbench-async run` with the real vLLM engine (the session's vLLM server: the
+in-process engine's own faults are tests/test_resume.py's) and a tiny model: broken videos,
 broken records and damaged cache entries in one benchmark. The run must complete, give every sample exactly one
 result line (an answer, or a clear recorded error of an expected kind), rebuild every damaged cache entry, render
 hostile text literally in prompts, and escape it in the HTML it writes.
@@ -12,18 +13,18 @@ from collections import Counter
 
 import pytest
 
-from conftest import run_cli
+from conftest import ENGINE_GROUP, run_cli, served_args
 from hostile import CACHE_CASES, CARD, JINJA, XSS, build_corpus, run_args, stale_temp_file
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.frames import FrameCache
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, ENGINE_GROUP]
 
 FRAMES = {"max_frames": 4, "max_pixels": 16384}  # what run_args asks for
 
 
 @pytest.fixture(scope="module")
-def hostile_run(tmp_path_factory):
+def hostile_run(tmp_path_factory, vllm_server):
     root = tmp_path_factory.mktemp("hostile-run")
     corpus = build_corpus(root / "data")
     cache_dir = root / "cache"
@@ -39,7 +40,7 @@ def hostile_run(tmp_path_factory):
     for case in CACHE_CASES:
         case.damage(entries[case.name])
     out = root / "out"
-    proc = run_cli(*run_args(corpus.data_map, out, cache_dir), timeout=1800)
+    proc = run_cli(*run_args(corpus.data_map, out, cache_dir, *served_args(vllm_server)), timeout=1800)
     lines = []
     for f in (out / "results").glob("*.jsonl"):
         lines += [json.loads(line) for line in f.read_text(encoding="utf-8").split("\n") if line]

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -212,9 +213,13 @@ def _evaluate(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any
         # Backends build their engine off the event loop, so frames are preprocessed while the engine starts.
         starter = asyncio.create_task(backend.start())
         if mode == "both":
-            rep = await loop.run_in_executor(
-                None, lambda: preprocess(jobs(), cache, workers=cfg.preprocess_workers, progress=cfg.progress)
-            )
+            stop = threading.Event()  # Ctrl-C: the decoding thread ends after the decodes in flight
+            try:
+                rep = await loop.run_in_executor(None, lambda: preprocess(
+                    jobs(), cache, workers=cfg.preprocess_workers, progress=cfg.progress, stop=stop))
+            except asyncio.CancelledError:
+                stop.set()
+                raise
             stats["preprocess"] = rep.to_dict()
         await starter
         stats["startup_s"] = round(time.perf_counter() - t0, 3)

@@ -41,7 +41,9 @@ def video_part(frames: np.ndarray, metadata: dict[str, Any]) -> tuple[dict[str, 
         "num_frames": -1,  # take every frame we send (the server default would keep only 32)
         "fps": float(metadata["fps"]),
         "frames_indices": [int(i) for i in metadata["frames_indices"]],
-        "total_num_frames": int(metadata["total_num_frames"]),
+        # vLLM's server refuses more frames than the source has; a 1-frame source comes padded to the temporal patch
+        # (2 frames). The count is not used once frames are sampled, so the padded count changes no token.
+        "total_num_frames": max(int(metadata["total_num_frames"]), len(frames)),
         "duration": float(metadata["duration"]),
     }
     return {"type": "video_url", "video_url": {"url": url}}, io_kwargs

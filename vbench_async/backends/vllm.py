@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import logging
 import os
+import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -110,30 +111,55 @@ class VLLMBackend:
 
     async def start(self) -> None:
         os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
-        s = self.settings
-        if on_cpu() and s.tensor_parallel_size * s.data_parallel_size == 1:
-            # One CPU worker: run it inside the engine-core process rather than spawning a third interpreter (vLLM
-            # only allows its single-process executor on CPU through this variable); saves one `import vllm`.
-            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        try:
-            from vllm.v1.engine.async_llm import AsyncLLM
-        except ImportError as exc:
-            raise RuntimeError(
-                "vLLM is not installed: on a GPU machine `pip install -e '.[vllm]'`; on CPU run scripts/setup_env.sh"
-            ) from exc
-        from transformers import AutoProcessor
+        loop = asyncio.get_running_loop()
+        built: asyncio.Future = loop.create_future()
+        cancelled = threading.Event()
 
-        def build():
-            # Runs in a worker thread with no event loop, so the engine binds its output handler to the caller's
-            # loop at the first request; meanwhile the caller's loop keeps loading frames.
-            self._processor = AutoProcessor.from_pretrained(self.model)
-            return AsyncLLM.from_engine_args(self.engine_args())
+        def build() -> None:
+            # Runs in a thread with no event loop, so the engine binds its output handler to the caller's loop at the
+            # first request; meanwhile the caller's loop keeps loading frames.
+            try:
+                # Imported here, not on the loop: `import vllm` takes 10-15 s, during which Ctrl-C would wait.
+                try:
+                    from vllm.v1.engine.async_llm import AsyncLLM
+                except ImportError as exc:
+                    raise RuntimeError("vLLM is not installed: on a GPU machine `pip install -e '.[vllm]'`; on CPU "
+                                       "run scripts/setup_env.sh") from exc
+                from transformers import AutoProcessor
+
+                s = self.settings
+                if on_cpu() and s.tensor_parallel_size * s.data_parallel_size == 1:
+                    # One CPU worker: run it inside the engine-core process rather than spawning a third interpreter
+                    # (vLLM allows its single-process executor on CPU only through this variable): one `import vllm`
+                    # less.
+                    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+                self._processor = AutoProcessor.from_pretrained(self.model)
+                engine = None if cancelled.is_set() else AsyncLLM.from_engine_args(self.engine_args())
+                if engine is not None and cancelled.is_set():  # Ctrl-C came while it started: nobody will use it
+                    engine.shutdown(timeout=CPU_SHUTDOWN_S if on_cpu() else None)
+                    engine = None
+                outcome = (built.set_result, engine)
+            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+                outcome = (built.set_exception, exc)
+            try:
+                loop.call_soon_threadsafe(lambda: built.done() or outcome[0](outcome[1]))
+            except RuntimeError:  # the loop is closed: the run was interrupted and has moved on
+                pass
 
         # The engine-core processes would outlive a SIGKILLed front end (idle, holding their memory; during start-up,
         # waiting forever for a handshake): guard every child started from here on, before the engine spawns any.
         self._guard = OrphanGuard(watch_children=True)
+        # A daemon thread, not the loop's executor: on Ctrl-C the run must not wait for a minute-long start-up to
+        # finish only to shut the engine down (asyncio.run joins executor threads, the interpreter joins those of
+        # concurrent.futures).
+        threading.Thread(target=build, name="vllm-start", daemon=True).start()
         try:
-            self.engine = await asyncio.get_running_loop().run_in_executor(None, build)
+            self.engine = await built
+        except asyncio.CancelledError:
+            # Ctrl-C while the engine starts: the thread shuts it down if it gets that far; if this process exits
+            # first, the guard (left armed) stops the engine core.
+            cancelled.set()
+            raise
         except BaseException:
             self._guard.disarm()  # vLLM stops what it started when its start-up fails
             self._guard = None

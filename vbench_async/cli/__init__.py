@@ -13,6 +13,7 @@ import os
 import sys
 
 from ..errors import UserError
+from ..process_exit import exit_now
 
 # Order here is the order in `vbench-async --help`.
 _COMMAND_MODULES = [
@@ -63,6 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def entry() -> None:
+    """The console script."""
+    exit_now(main())
+
+
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    sys.exit(main())
+    entry()

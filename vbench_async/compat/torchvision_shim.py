@@ -1,6 +1,6 @@
 """Let the CUDA-only torchvision wheel import beside the CPU build of torch.
 
-PyPI's torchvision 0.28 (the only one pairing with torch 2.13) is a CUDA build: its `_C.so` fails to load with CPU torch,
+PyPI's torchvision 0.28 (the only one pairing with torch 2.13) is a CUDA build: its `_C.so` fails to load on CPU torch,
 and `import torchvision` then dies on `operator torchvision::nms does not exist`. transformers' video processors need
 torchvision's pure-Python transforms only, so defining the two op schemas that torchvision registers fake kernels for is
 enough. vLLM imports torchvision in subprocesses it spawns, so this module is installed as a `.pth` hook into the venv

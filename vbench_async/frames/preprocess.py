@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
@@ -56,8 +57,11 @@ def preprocess(
     workers: int = 2,
     retry_failed: bool = False,
     progress: bool = True,
+    stop: threading.Event | None = None,
 ) -> PreprocessReport:
-    """Decode every distinct (video content, spec, window) not yet cached. Failures are reported, never raised."""
+    """Decode every distinct (video content, spec, window) not yet cached. Failures are reported, never raised.
+
+    Setting `stop` (Ctrl-C, when this runs in a thread) ends it after the decodes in flight."""
     started = time.perf_counter()
     report = PreprocessReport()
     todo: dict[str, tuple[VideoJob, int]] = {}  # key -> (first job, number of jobs)
@@ -85,6 +89,8 @@ def preprocess(
             for job, count in todo.values()
         }
         for future in as_completed(futures):
+            if stop is not None and stop.is_set():
+                break
             job, count = futures[future]
             try:
                 if future.result() == DECODED:
