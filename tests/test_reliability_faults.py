@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -23,6 +24,7 @@ import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 
@@ -250,8 +252,11 @@ def test_a_server_nobody_listens_on_fails_every_sample_quickly(tmp_path):
                for r in results.values())
 
 
-def test_a_second_run_into_the_same_output_dir_is_refused(tmp_path):
-    data_map = _fault_suite(tmp_path / "data", ["slow"] * 6)
+@contextlib.contextmanager
+def _slow_run(tmp_path: Path, questions: int) -> Iterator[tuple[list[str], subprocess.Popen, Path]]:
+    """`vbench-async run` in the background against a FaultServer answering `questions` questions slowly, one at a
+    time; yields (its arguments, its process, its output directory) while the server is up; kills it on the way out."""
+    data_map = _fault_suite(tmp_path / "data", ["slow"] * questions)
     out = tmp_path / "out"
     with FaultServer() as server:
         args = _openai_args(data_map, out, tmp_path / "cache", server.url, "--concurrency", "1")
@@ -259,14 +264,24 @@ def test_a_second_run_into_the_same_output_dir_is_refused(tmp_path):
             first = subprocess.Popen([sys.executable, "-m", "vbench_async", *args], cwd=REPO, stdout=log,
                                      stderr=subprocess.STDOUT)
             try:
-                deadline = time.monotonic() + 240
-                while not any((out / "results").glob("*.jsonl")) and time.monotonic() < deadline:
-                    time.sleep(0.1)  # the first run holds the result file's lock from here until it ends
-                second = run_cli(*args, timeout=300)
-                first.wait(timeout=300)
+                yield args, first, out
             finally:
                 if first.poll() is None:
                     first.kill()
+
+
+def _wait(ready: Callable[[], bool], proc: subprocess.Popen, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+
+
+def test_a_second_run_into_the_same_output_dir_is_refused(tmp_path):
+    with _slow_run(tmp_path, 6) as (args, first, out):
+        # The first run holds the result file's lock from its creation until it ends.
+        _wait(lambda: any((out / "results").glob("*.jsonl")), first)
+        second = run_cli(*args, timeout=300)
+        first.wait(timeout=300)
     assert second.returncode == 2, second.stderr[-3000:]
     assert "being written by another process" in second.stderr and "Traceback" not in second.stderr
     assert first.returncode == 0, (tmp_path / "first.log").read_text()[-3000:]
@@ -276,23 +291,11 @@ def test_a_second_run_into_the_same_output_dir_is_refused(tmp_path):
 def test_ctrl_c_mid_run_exits_130_keeps_finished_lines_and_the_same_command_finishes(tmp_path):
     """Ctrl-C while results flow (through a real HTTP server; the in-process engine's Ctrl-C during start-up is in
     tests/test_resume.py)."""
-    data_map = _fault_suite(tmp_path / "data", ["slow"] * 8)
-    out = tmp_path / "out"
-    with FaultServer() as server:
-        args = _openai_args(data_map, out, tmp_path / "cache", server.url, "--concurrency", "1")
-        with open(tmp_path / "first.log", "w") as log:
-            first = subprocess.Popen([sys.executable, "-m", "vbench_async", *args], cwd=REPO, stdout=log,
-                                     stderr=subprocess.STDOUT)
-            try:
-                deadline = time.monotonic() + 240
-                while len(_lines(out)) < 3 and time.monotonic() < deadline and first.poll() is None:
-                    time.sleep(0.05)
-                before = _lines(out)
-                first.send_signal(signal.SIGINT)
-                first.wait(timeout=60)
-            finally:
-                if first.poll() is None:
-                    first.kill()
+    with _slow_run(tmp_path, 8) as (args, first, out):
+        _wait(lambda: len(_lines(out)) >= 3, first)
+        before = _lines(out)
+        first.send_signal(signal.SIGINT)
+        first.wait(timeout=60)
         log_text = (tmp_path / "first.log").read_text()
         assert first.returncode == 130, log_text[-3000:]
         assert "interrupted" in log_text and "Traceback" not in log_text
