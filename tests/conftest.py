@@ -47,7 +47,9 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 600, cwd: Path
 # Every test that uses `qwen25_runs` or `vllm_server` carries this mark, so under `pytest -n N --dist loadgroup` they
 # all run on one worker and the runs and the server are made once (session fixtures are per worker).
 ENGINE_GROUP = pytest.mark.xdist_group("engine")
-DEMO_ARGS = ("--suite", "demo", "--max-tokens", "12", "--no-progress")
+# One decoder process per run: two pytest workers already fill the 2 cores, and each decoder process costs ~6 CPU-s
+# of `import torch` to start.
+DEMO_ARGS = ("--suite", "demo", "--max-tokens", "12", "--no-progress", "--workers", "1")
 
 
 def demo_ids() -> dict[str, list[str]]:
