@@ -1,8 +1,9 @@
 """Math answers: symbolic equivalence with math-verify, under a time limit that also works off the main thread.
 
-math-verify bounds its own work with SIGALRM, which only exists in the main thread. There it is used directly;
-from any other thread (the async pipeline's executors) the check runs in a one-process worker pool that is
-killed and replaced when a check overruns.
+math-verify bounds its own work with SIGALRM, but its alarm raises an ordinary exception that sympy sometimes catches
+and carries on (an integral ran for minutes under load), and SIGALRM only exists in the main thread anyway. So every
+math-verify check runs in a one-process worker pool, with math-verify's own limit inside it and a hard limit outside:
+the pool is killed and replaced when a check overruns.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def _mv_parse(text: str, limit: int):
 
 
 def check_equivalence(gt: str, pred: str, limit: int = TIME_LIMIT_S) -> tuple[bool, bool]:
-    """(pred parsed as math, pred equivalent to gt), with math-verify's own time limit (main thread only)."""
+    """(pred parsed as math, pred equivalent to gt), with math-verify's own (soft) time limit: call it through
+    `equivalent`, which bounds it for sure."""
     from math_verify import verify
 
     gold = _gold(gt, limit)
@@ -86,8 +88,6 @@ def equivalent(gt: str, pred: str, limit: int = TIME_LIMIT_S) -> tuple[bool, boo
     plain = all(len(n) == 1 and n[0].text.strip() == s.strip() for n, s in ((g, gt), (p, pred)))
     if plain:
         return True, numbers_match(p[0], g[0]), False
-    if threading.current_thread() is threading.main_thread():
-        return (*check_equivalence(gt, pred, limit), False)
     try:
         result = _worker_pool().apply_async(check_equivalence, (gt, pred, limit)).get(timeout=3 * limit + 5)
         return (*result, False)
