@@ -138,7 +138,10 @@ class VLLMBackend:
                 if engine is not None and cancelled.is_set():  # Ctrl-C came while it started: nobody will use it
                     engine.shutdown(timeout=CPU_SHUTDOWN_S if on_cpu() else None)
                     engine = None
-                outcome = (built.set_result, engine)
+                # Handed over here, not as the future's result: a reference left in a future or a closure would
+                # outlive close(), and the engine's __del__ would then run during interpreter teardown and fail.
+                self.engine, engine = engine, None
+                outcome = (built.set_result, None)
             except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
                 outcome = (built.set_exception, exc)
             try:
@@ -154,7 +157,7 @@ class VLLMBackend:
         # concurrent.futures).
         threading.Thread(target=build, name="vllm-start", daemon=True).start()
         try:
-            self.engine = await built
+            await built
         except asyncio.CancelledError:
             # Ctrl-C while the engine starts: the thread shuts it down if it gets that far; if this process exits
             # first, the guard (left armed) stops the engine core.
