@@ -138,8 +138,8 @@ class VLLMBackend:
                 if engine is not None and cancelled.is_set():  # Ctrl-C came while it started: nobody will use it
                     engine.shutdown(timeout=CPU_SHUTDOWN_S if on_cpu() else None)
                     engine = None
-                # Handed over here, not as the future's result: a reference left in a future or a closure would
-                # outlive close(), and the engine's __del__ would then run during interpreter teardown and fail.
+                # Handed over here, and the local dropped: a reference left in the future or in this thread's frame
+                # would outlive close(), and the engine's __del__ would then run during interpreter teardown and fail.
                 self.engine, engine = engine, None
                 outcome = (built.set_result, None)
             except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine

@@ -13,7 +13,7 @@ import os
 import sys
 
 from ..errors import UserError
-from ..process_exit import exit_now
+from ..process_exit import INTERRUPTED, exit_now
 
 # Order here is the order in `vbench-async --help`.
 _COMMAND_MODULES = [
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("vbench-async: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
 
 
 def entry() -> None:
