@@ -76,10 +76,10 @@ def qwen25_runs(tmp_path_factory):
 
     "a": one uninterrupted run on a cold cache (tmp/"cache"). "b": the same command on a cache of its own, killed
     during a cache write, stopped with Ctrl-C, its engine core killed, and re-run each time until it finished
-    (tests/interruptions.py). The interrupted run is the second run, so "the two runs agree" and "an interrupted run
+    (tests/support/interruptions.py). The interrupted run is the second run, so "the two runs agree" and "an interrupted run
     ends as an uninterrupted one" are one comparison, and the suite pays for two runs, not five.
     Returns (tmp, the first run's process, the second run's Chain)."""
-    from interruptions import interrupt_and_finish
+    from support.interruptions import interrupt_and_finish
 
     tmp = tmp_path_factory.mktemp("e2e")
     first = run_cli("run", "--model", "tiny-qwen2.5-vl", *DEMO_ARGS, "--output-dir", str(tmp / "a"),

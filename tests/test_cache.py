@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from videos import frame_index, truncate, write_audio_only, write_video
+from support.videos import BROKEN_KINDS, broken_videos, frame_index, truncate, write_video
 
 from vbench_async.frames import FrameCache, FrameError, FrameSpec, VideoJob, preprocess
 from vbench_async.frames.store import META_KEY, read_entry, write_entry
@@ -94,23 +94,13 @@ def test_same_video_in_two_benchmarks_is_stored_once(cache: FrameCache, media: P
 
 
 def test_bad_inputs_are_recorded_and_the_run_continues(cache: FrameCache, media: Path, tmp_path: Path) -> None:
-    zero = tmp_path / "zero.mp4"
-    zero.touch()
-    text = tmp_path / "text.mp4"
-    text.write_text("not a video, just text\n" * 100)
-    cut = truncate(write_video(tmp_path / "cut.mp4", frames=90), 0.6)
-    audio = write_audio_only(tmp_path / "audio.mp4")
+    broken = broken_videos(tmp_path)
+    text = broken["text"]
     good = media / "clip3.mp4"
-    jobs = [VideoJob(p, SPEC) for p in (tmp_path / "missing.mp4", zero, text, cut, audio, media / "one.mp4", good)]
+    jobs = [VideoJob(p, SPEC) for p in (*broken.values(), media / "one.mp4", good)]
     report = preprocess(jobs, cache, workers=2, progress=False)
     kinds = {Path(f.video).name: f.kind for f in report.failures}
-    assert kinds == {
-        "missing.mp4": "video_missing",
-        "zero.mp4": "video_empty",
-        "text.mp4": "decode_error",
-        "cut.mp4": "decode_error",
-        "audio.mp4": "no_video_stream",
-    }
+    assert kinds == {f"{name}.mp4": kind for name, kind in BROKEN_KINDS.items()}
     assert (report.cached, report.failed) == (2, 5)
     one = cache.get(media / "one.mp4", SPEC)
     assert one is not None and list(one.meta.frames_indices) == [0, 0] and one.meta.clamped

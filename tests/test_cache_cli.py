@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from videos import truncate
+from support.videos import truncate
 
 from vbench_async.cli import main
 from vbench_async.frames.layout import CacheLayout

@@ -9,7 +9,7 @@ import json
 
 import pytest
 from test_benchmarks_golden import build_data_root, load_fixture
-from videos import write_video
+from support.videos import write_video
 
 from conftest import ENGINE_GROUP, run_cli, served_args
 from vbench_async.benchmarks import get_benchmark

@@ -49,7 +49,7 @@ def test_shared_videos_are_decoded_once(qwen25_runs):
     assert pre["jobs"] == n_records
     assert pre["unique"] < n_records  # several questions share a video
     assert pre["cached"] == pre["unique"]  # each distinct video decoded exactly once
-    # The second run (its last start: tests/interruptions.py) finds every video cached and decodes nothing.
+    # The second run (its last start: tests/support/interruptions.py) finds every video cached and decodes nothing.
     second_summary = json.loads((tmp / "b" / "summary.json").read_text())
     assert second_summary["run"]["mode"] == "eval"
     assert "preprocess" not in second_summary["run"]

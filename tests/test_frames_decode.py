@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from videos import frame_index, truncate, write_audio_only, write_video
+from support.videos import BROKEN_KINDS, broken_videos, frame_index, write_video
 
 from vbench_async.frames import FrameError, FrameSpec, load_image
 from vbench_async.frames.decode import decode_video
@@ -77,20 +77,10 @@ def test_one_frame_video_is_repeated_and_recorded(clips) -> None:
 
 @pytest.mark.parametrize("decoder", sorted(DECODERS))
 def test_bad_files_raise_clear_frame_errors(tmp_path, decoder: str, clips) -> None:
-    zero = tmp_path / "zero.mp4"
-    zero.touch()
-    text = tmp_path / "notes.mp4"
-    text.write_text("this is not a video\n" * 50)
-    cut = truncate(write_video(tmp_path / "cut.mp4", frames=60), 0.5)
-    audio = write_audio_only(tmp_path / "audio.mp4")
-    cases = {
-        tmp_path / "missing.mp4": "video_missing",
-        tmp_path: "video_missing",  # a directory
-        zero: "video_empty",
-        text: "decode_error",
-        cut: "decode_error",
-        audio: "no_video_stream" if decoder != "opencv" else "decode_error",  # OpenCV cannot tell the two apart
-    }
+    cases = {path: BROKEN_KINDS[name] for name, path in broken_videos(tmp_path).items()}
+    cases[tmp_path] = "video_missing"  # a directory
+    if decoder == "opencv":  # OpenCV cannot tell an audio-only file from a broken one
+        cases[tmp_path / "audio.mp4"] = "decode_error"
     for path, kind in cases.items():
         with pytest.raises(FrameError) as err:
             decode_video(path, SPEC, decoder=decoder)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from videos import write_video
+from support.videos import write_video
 
 from vbench_async.frames import CachedVideo, FrameCache, FrameSpec
 from vbench_async.frames.decode import decode_video

@@ -8,7 +8,7 @@ import asyncio
 import re
 
 import pytest
-from videos import write_video
+from support.videos import write_video
 
 from vbench_async.backends.base import Request, SamplingParams, VideoInput
 from vbench_async.backends.vllm import VLLMBackend

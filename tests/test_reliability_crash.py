@@ -34,8 +34,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_cli
-from hostile import CARD, run_args, unified_suite
-from test_reliability_faults import wait_gone, command_line, descendants
+from support.hostile import CARD, run_args, unified_suite
+from support.processes import command_line, descendants, wait_gone
 
 pytestmark = pytest.mark.vllm
 

@@ -29,60 +29,13 @@ from typing import Callable, Iterator
 import pytest
 
 from conftest import REPO, run_cli
-from hostile import _good, _video, write_data_map
+from support.hostile import _good, _video, write_data_map
+from support.processes import alive, command_line, descendants, wait_gone
 from vbench_async.results.store import read_results
 
 ANSWER = "<answer>A</answer>"
 RETRIES = 2
 TIMEOUT_S = 2.0
-
-
-# ----------------------------------------------------------------------------------------------- processes
-
-
-def descendants(pid: int) -> list[int]:
-    """Every live process below `pid` (children first), read from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            ppid = int(stat[stat.rindex(")") + 2:].split()[1])  # the name may hold spaces and parentheses
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def command_line(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def wait_gone(pids: list[int], timeout: float) -> list[int]:
-    """The processes of `pids` still alive after waiting up to `timeout` seconds for them to end."""
-    deadline = time.monotonic() + timeout
-    left = [p for p in pids if alive(p)]
-    while left and time.monotonic() < deadline:
-        time.sleep(0.1)
-        left = [p for p in left if alive(p)]
-    return left
-
-
-def alive(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
 
 
 # ----------------------------------------------------------------------------------------------- a failing server

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from conftest import ENGINE_GROUP, run_cli, served_args
-from hostile import CACHE_CASES, CARD, JINJA, XSS, build_corpus, run_args, stale_temp_file
+from support.hostile import CACHE_CASES, CARD, JINJA, XSS, build_corpus, run_args, stale_temp_file
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.frames import FrameCache
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hostile import (
+from support.hostile import (
     CACHE_CASES,
     CARD,
     RECORD_CASES,

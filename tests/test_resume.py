@@ -1,5 +1,5 @@
 """Crash safety of `vbench-async run` with the in-process vLLM engine. The second run of `qwen25_runs` is interrupted
-three ways in turn and started again each time with the same command (tests/interruptions.py):
+three ways in turn and started again each time with the same command (tests/support/interruptions.py):
 
   1. SIGKILL of every process of the run while the cold frame cache is being written: the cache stays valid
   2. Ctrl-C while the engine starts: exit 130 within seconds (not after the start-up), a summary marked partial, and

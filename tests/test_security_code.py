@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hostile import JINJA
+from support.hostile import JINJA
 from vbench_async.samples import Sample
 
 REPO = Path(__file__).resolve().parents[1]

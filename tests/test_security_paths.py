@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 from conftest import run_cli
-from hostile import CARD, _good, _video, write_data_map
+from support.hostile import CARD, _good, _video, write_data_map
 from test_reliability_faults import FaultServer
 from vbench_async.results.store import read_results
 

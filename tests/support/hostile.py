@@ -18,7 +18,7 @@ from typing import Any, Callable
 import av
 import numpy as np
 
-from videos import truncate, write_audio_only, write_video
+from support.videos import truncate, write_audio_only, write_video
 
 OK = frozenset({"ok"})  # the sample must be answered (no error)
 # A prompt longer than the model's context, refused by the engine: in process, or over HTTP (a 400 from vLLM's server).

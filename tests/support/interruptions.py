@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from conftest import DEMO_ARGS, REPO, run_cli
-from test_reliability_faults import command_line, descendants, wait_gone
+from support.processes import command_line, descendants, wait_gone
 
 Files = dict[str, list[bytes]]  # result file name -> its lines
 

@@ -103,3 +103,20 @@ def truncate(path: Path, keep_fraction: float = 0.5) -> Path:
     data = path.read_bytes()
     path.write_bytes(data[: int(len(data) * keep_fraction)])
     return path
+
+
+# What each of `broken_videos`' files must fail with: the frame error kinds a decoder reports.
+BROKEN_KINDS = {"missing": "video_missing", "zero": "video_empty", "text": "decode_error", "cut": "decode_error",
+                "audio": "no_video_stream"}
+
+
+def broken_videos(folder: Path) -> dict[str, Path]:
+    """One file per way a video can be unusable (names as in BROKEN_KINDS): absent, empty, text, truncated mid-stream,
+    audio only."""
+    zero = folder / "zero.mp4"
+    zero.touch()
+    text = folder / "text.mp4"
+    text.write_text("not a video, just text\n" * 100)
+    return {"missing": folder / "missing.mp4", "zero": zero, "text": text,
+            "cut": truncate(write_video(folder / "cut.mp4", frames=60), 0.5),
+            "audio": write_audio_only(folder / "audio.mp4")}
