@@ -24,7 +24,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from videos import write_video  # noqa: E402  (tests/videos.py: the PyAV writer the tests use)
 
 from vbench_async.frames import FrameCache, FrameSpec, VideoJob, preprocess  # noqa: E402
-from vbench_async.frames.decode import decode_video  # noqa: E402
+from vbench_async.frames.extract import decode_video  # noqa: E402
 from vbench_async.frames.decoders import DECODERS  # noqa: E402
 from vbench_async.frames.keys import fingerprint  # noqa: E402
 

@@ -96,14 +96,14 @@ def child(data_map: Path, out: Path, cache: Path, engine_imports: bool) -> dict:
     import vbench_async.scoring  # noqa: F401
     from vbench_async import runner
     from vbench_async.backends.base import SamplingParams
-    from vbench_async.results import report
+    from vbench_async.results import summaries
 
     runner.make_backend = lambda cfg, model, plans: InstantBackend()  # the one substitution: no engine
     # Peaks by phase: planning (samples, prompts, paths) ends where evaluation starts; the loop; the summary.
     peaks: dict[str, float] = {"imports": _status_mb("VmHWM")}
     runner._plan = _phase(peaks, "plan", runner._plan)
     runner._execute = _phase(peaks, "loop", runner._execute)
-    report.write_run_outputs = _phase(peaks, "report", report.write_run_outputs)
+    summaries.write_run_outputs = _phase(peaks, "report", summaries.write_run_outputs)
     t0 = time.perf_counter()
     summary = runner.run(runner.RunConfig(
         model="tiny-qwen2.5-vl", benchmarks=["mmvu"], data_root=data_map, output_dir=out, cache_dir=cache,

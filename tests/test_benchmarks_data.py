@@ -12,7 +12,7 @@ from conftest import run_cli, shared_dir
 from test_benchmarks_golden import build_data_root, load_fixture, write_file
 
 from vbench_async.benchmarks import get_benchmark
-from vbench_async.benchmarks.validate import validate_records
+from vbench_async.benchmarks.annotation_check import check_records
 from vbench_async.errors import SampleError, UserError
 from vbench_async.samples import Sample, read_records
 
@@ -192,7 +192,7 @@ def test_hub_records_that_cannot_be_mapped_are_reported_not_dropped(tmp_path: Pa
 def test_every_reference_annotation_validates(name: str) -> None:
     folder = shared_dir("reference-annotations")
     path = next(folder.glob(f"{name}.json*"))
-    report = validate_records(read_records(path), get_benchmark(REFERENCE_BENCHMARK.get(name, name)), str(path))
+    report = check_records(read_records(path), get_benchmark(REFERENCE_BENCHMARK.get(name, name)), str(path))
     assert report.records == 25 and report.valid == 25 and not report.errors, report.errors
 
 
@@ -222,7 +222,7 @@ EXPECTED_KINDS = {0: "record_invalid", 1: "record_invalid", 2: "unknown_task_typ
 def test_broken_variants_get_clear_per_record_errors() -> None:
     fx = load_fixture("videomme")
     records = [copy.deepcopy(r) for r in fx["unified"]["records"] * 3]  # nine records, seven broken
-    report = validate_records(_broken(records), get_benchmark("videomme"))
+    report = check_records(_broken(records), get_benchmark("videomme"))
     assert report.records == 9 and report.valid == 2
     assert {e.index: e.kind for e in report.errors} == EXPECTED_KINDS
     messages = {e.index: e.message for e in report.errors}
@@ -256,15 +256,15 @@ def test_validate_cli_on_reference_and_broken_files(tmp_path: Path, capsys) -> N
 
 
 def test_validate_reports_an_unreadable_file(tmp_path: Path) -> None:
-    from vbench_async.benchmarks.validate import validate_file
+    from vbench_async.benchmarks.annotation_check import check_file
 
     path = tmp_path / "x.json"
     path.write_text("[{not json")
-    report = validate_file(path, get_benchmark("holmes"))
+    report = check_file(path, get_benchmark("holmes"))
     assert not report.ok and report.records == 0 and report.errors[0].index == -1
     lines = tmp_path / "x.jsonl"
     lines.write_text(json.dumps(load_fixture("holmes")["unified"]["records"][0]) + "\n{broken\n")
-    report = validate_file(lines, get_benchmark("holmes"))
+    report = check_file(lines, get_benchmark("holmes"))
     assert (report.records, report.valid) == (2, 1) and "line 2 is not valid JSON" in report.errors[0].message
 
 

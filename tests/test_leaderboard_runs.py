@@ -21,7 +21,7 @@ from vbench_async.benchmarks import get_benchmark
 from vbench_async.errors import SampleError
 from vbench_async.models import ModelRef
 from vbench_async.pipeline import Pipeline, WorkItem
-from vbench_async.results.report import write_run_outputs
+from vbench_async.results.summaries import write_run_outputs
 from vbench_async.results.store import ResultStore, config_hash
 from vbench_async.runner import BenchmarkPlan, RunConfig
 from vbench_async.samples import Sample

@@ -157,7 +157,7 @@ def active_judge(run_dir: Path) -> dict[str, Any] | None:
 
 
 def _write_state(run_dir: Path, identity: JudgeIdentity) -> None:
-    from .results.report import _write_json
+    from .results.summaries import _write_json
 
     state = read_state(run_dir)
     entry = state["judges"].get(identity.key) or {**identity.to_dict(), "created_at": iso(time.time())}
@@ -358,7 +358,7 @@ def judge_after_run(run_dir: Path, run_cfg: Any, judge_model: str, **overrides: 
 def recompute_summary(run_dir: Path, rebuild_site: bool = True) -> dict[str, Any]:
     """Re-aggregate every benchmark of summary.json from its result file with the active judge's verdicts."""
     from .benchmarks import get_benchmark
-    from .results.report import MANIFEST_FILE, SUMMARY_FILE, _write_json
+    from .results.summaries import MANIFEST_FILE, SUMMARY_FILE, _write_json
 
     run_dir = Path(run_dir)
     summary = _read_summary(run_dir)

@@ -67,7 +67,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     from . import models
     from .benchmarks import resolve_benchmarks
     from .frames import FrameCache
-    from .results import report
+    from .results import summaries
 
     if cfg.mode not in MODES:
         raise UserError(f"unknown --mode {cfg.mode!r}; choose from {', '.join(MODES)}")
@@ -99,7 +99,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         stats["interrupted"] = True
     for p in plans:
         p.entries = []  # the summary reads the result files; the work list can go before it does
-    summary = report.write_run_outputs(
+    summary = summaries.write_run_outputs(
         run_dir=run_dir,
         model=model,
         cfg=cfg,

@@ -50,9 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_validate(args: argparse.Namespace) -> int:
     from ..benchmarks import get_benchmark
-    from ..benchmarks.validate import validate_file
+    from ..benchmarks.annotation_check import check_file
 
-    report = validate_file(args.file, get_benchmark(args.benchmark))
+    report = check_file(args.file, get_benchmark(args.benchmark))
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return 0 if report.ok else 1

@@ -60,7 +60,7 @@ def backend_options(args: argparse.Namespace) -> dict:
 
 def main(args: argparse.Namespace) -> int:
     from ..judge import JudgeConfig, judge_run_dir
-    from ..results.report import print_table
+    from ..results.summaries import print_table
 
     cfg = JudgeConfig(model=args.judge_model, backend=args.backend, backend_options=backend_options(args),
                       max_tokens=args.max_tokens, seed=args.seed, concurrency=args.concurrency,

@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ..results.merge import merge_run
-    from ..results.report import print_table
+    from ..results.summaries import print_table
 
     if not args.output_dir.is_dir():
         raise UserError(f"{args.output_dir} is not a folder; give the --output-dir the shards wrote into")

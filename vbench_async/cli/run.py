@@ -117,7 +117,7 @@ def main(args: argparse.Namespace) -> int:
         apply_devices(select_devices(args.gpus, args.tensor_parallel_size * args.data_parallel_size))
 
     from ..backends.base import SamplingParams
-    from ..results.report import print_table
+    from ..results.summaries import print_table
     from ..runner import RunConfig, run
 
     frame_overrides = {

@@ -13,7 +13,7 @@ import os
 import threading
 from pathlib import Path
 
-from .decode import check_video_file
+from .extract import check_video_file
 from .spec import FrameSpec, Window, normalize_window
 from .video import FORMAT_VERSION
 

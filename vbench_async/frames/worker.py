@@ -24,7 +24,7 @@ def _send(channel: TextIO, message: dict[str, Any]) -> None:
 
 
 def handle(job: dict[str, Any]) -> dict[str, Any]:
-    from .decode import decode_video
+    from .extract import decode_video
     from .errors import FrameError
     from .spec import FrameSpec
     from .store import write_entry

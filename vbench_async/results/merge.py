@@ -23,7 +23,7 @@ from typing import Any, Collection, Mapping
 from ..errors import UserError
 from ..sharding import PLAN_DIRNAME
 from .manifest import iso, totals
-from .report import MANIFEST_FILE, SUMMARY_FILE, _write_json, output_name, summarize_benchmark
+from .summaries import MANIFEST_FILE, SUMMARY_FILE, _write_json, output_name, summarize_benchmark
 from .store import RESULTS_DIRNAME, ResultStore, StoreLocked, read_results
 
 log = logging.getLogger(__name__)

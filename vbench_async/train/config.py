@@ -199,7 +199,7 @@ def resolve_presets(cfg: TrainConfig) -> TrainConfig:
 
 
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> TrainConfig:
-    """Read a YAML config, apply `key.sub=value` overrides (values parsed as YAML), validate, resolve presets."""
+    """Read a YAML config, apply `key.sub=value` overrides (values parsed as YAML), check, resolve presets."""
     data: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
@@ -216,7 +216,7 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
             raise UserError(f"override {item!r} is not KEY=VALUE (e.g. rollout.n=4)")
         _set_path(data, key.strip().split("."), yaml.safe_load(raw) if raw.strip() else None)
     cfg = build(TrainConfig, data, "")
-    validate(cfg)
+    check_config(cfg)
     return resolve_presets(cfg)
 
 
@@ -300,7 +300,7 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
     return value
 
 
-def validate(cfg: TrainConfig) -> None:
+def check_config(cfg: TrainConfig) -> None:
     """Cross-field checks with messages that say what to change."""
     for dotted, allowed in CHOICES.items():
         section, key = dotted.split(".")

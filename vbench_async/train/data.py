@@ -223,7 +223,7 @@ class MediaSource:
         return report
 
     def video(self, item: TrainItem) -> VideoInput:
-        from ..frames.decode import decode_video
+        from ..frames.extract import decode_video
         from ..frames.video import CachedVideo
 
         if self.frame_source == "cache":

@@ -342,13 +342,13 @@ class Trainer:
         return out_dir
 
     def run_validation(self) -> dict[str, float]:
-        from .validate import validate
+        from .checkpoint_eval import evaluate_checkpoint
 
         where = self.out / "validation" / f"step-{self.step:06d}"
         model_dir = self.export(where / "model")
         scores: dict[str, float] = {}
         if self.info.main:
-            scores = validate(model_dir, self.cfg.validation, where / "run", self.cfg.data.cache_dir)
+            scores = evaluate_checkpoint(model_dir, self.cfg.validation, where / "run", self.cfg.data.cache_dir)
         barrier(self.info)
         return scores
 

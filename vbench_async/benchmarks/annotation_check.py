@@ -70,8 +70,8 @@ def check_sample(bench: Benchmark, sample: Sample) -> None:
         _check_path(image, "image")
 
 
-def validate_records(records: list[Any], bench: Benchmark, file: str = "") -> Report:
-    """Validate records already read from `file` (used by `data validate` and by tests on in-memory records)."""
+def check_records(records: list[Any], bench: Benchmark, file: str = "") -> Report:
+    """Check records already read from `file` (used by `data validate` and by tests on in-memory records)."""
     from ..scoring import UnknownTaskType
 
     records = as_unified(records, bench.card, Path(file or ".").parent / ".vbench-images")
@@ -91,7 +91,7 @@ def validate_records(records: list[Any], bench: Benchmark, file: str = "") -> Re
     return report
 
 
-def validate_file(path: Path, bench: Benchmark) -> Report:
+def check_file(path: Path, bench: Benchmark) -> Report:
     if not path.is_file():
         raise UserError(f"no such annotation file: {path}")
     try:
@@ -100,4 +100,4 @@ def validate_file(path: Path, bench: Benchmark) -> Report:
         report = Report(file=str(path), benchmark=bench.id)
         report.errors.append(RecordError(-1, None, exc.kind, str(exc)))
         return report
-    return validate_records(records, bench, str(path))
+    return check_records(records, bench, str(path))

@@ -1,4 +1,4 @@
-"""Validation through the evaluation pipeline: the exported checkpoint is evaluated exactly as `vbench-async run`."""
+"""Held-out validation during training, through the evaluation pipeline: the exported checkpoint is evaluated exactly as `vbench-async run`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from .config import ValidationConfig
 
 
-def validate(model_dir: Path, cfg: ValidationConfig, out_dir: Path, cache_dir: str | None = None) -> dict[str, float]:
+def evaluate_checkpoint(model_dir: Path, cfg: ValidationConfig, out_dir: Path, cache_dir: str | None = None) -> dict[str, float]:
     """Evaluate `model_dir` on the configured benchmarks; {"val/<benchmark>": score in [0, 1]}.
 
     `cache_dir` is the training's frame cache: validation videos sampled like the training ones are reused."""
