@@ -96,9 +96,10 @@ def child(data_map: Path, out: Path, cache: Path, engine_imports: bool) -> dict:
     import vbench_async.scoring  # noqa: F401
     from vbench_async import runner
     from vbench_async.backends.base import SamplingParams
+    from vbench_async.benchmarks.selection import Selection
     from vbench_async.results import summaries
 
-    runner.make_backend = lambda cfg, model, plans: InstantBackend()  # the one substitution: no engine
+    runner._backend = lambda cfg, model, plans: InstantBackend()  # the one substitution: no engine
     # Peaks by phase: planning (samples, prompts, paths) ends where evaluation starts; the loop; the summary.
     peaks: dict[str, float] = {"imports": _status_mb("VmHWM")}
     runner._plan = _phase(peaks, "plan", runner._plan)
@@ -106,9 +107,9 @@ def child(data_map: Path, out: Path, cache: Path, engine_imports: bool) -> dict:
     summaries.write_run_outputs = _phase(peaks, "report", summaries.write_run_outputs)
     t0 = time.perf_counter()
     summary = runner.run(runner.RunConfig(
-        model="tiny-qwen2.5-vl", benchmarks=["mmvu"], data_root=data_map, output_dir=out, cache_dir=cache,
-        sampling=SamplingParams(max_tokens=8), frame_overrides={"max_frames": 8, "max_pixels": 65536},
-        progress=False, write_site=False, mode="both", queue_size=32, concurrency=16,
+        model="tiny-qwen2.5-vl", selection=Selection(benchmarks=("mmvu",), data_root=data_map), output_dir=out,
+        cache_dir=cache, sampling=SamplingParams(max_tokens=8), frame_overrides={"max_frames": 8, "max_pixels": 65536},
+        progress=False, mode="both", queue_size=32, concurrency=16,
     ))
     bench = summary["benchmarks"]["mmvu"]
     return {"questions": bench["n_total"], "failed": bench["n_failed"], "wall_s": round(time.perf_counter() - t0, 2),

@@ -57,7 +57,7 @@ async def loop_vs_engine(home: Path, cache_dir: Path, max_tokens: int, concurren
     from vbench_async.backends.vllm import VLLMBackend, VLLMSettings
     from vbench_async.benchmarks import resolve_benchmarks
     from vbench_async.frames import FrameCache
-    from vbench_async.pipeline import Pipeline, WorkItem, group_by_video
+    from vbench_async.pipeline import Pipeline, PlanEntry, WorkItem, group_by_video
     from vbench_async.results.store import ResultStore
     from vbench_async.scoring import score
 
@@ -76,7 +76,7 @@ async def loop_vs_engine(home: Path, cache_dir: Path, max_tokens: int, concurren
         for s in bench.load_samples(None):
             video = bench.video_path(s, None)
             item = WorkItem(sample=s, prompt=bench.render_prompt(s), store=store)
-            entries.append((item, video, spec, s.window, []))
+            entries.append(PlanEntry(item, video, spec, s.window))
             cv = cache.get(video, spec, s.window)
             preloaded[s.key] = Request(request_id=s.key, prompt=item.prompt, sampling=sampling,
                                        videos=(VideoInput(cv.frames, cv.hf_metadata(), cv.key),))

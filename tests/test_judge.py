@@ -12,19 +12,12 @@ from conftest import ENGINE_GROUP, SERVED
 from test_leaderboard_runs import make_run
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.errors import SampleError
-from vbench_async.judge import (
-    PROMPT_HASH,
-    JudgeConfig,
-    answer_hash,
-    apply_judgements,
-    judge_prompt,
-    judge_run_dir,
-    judge_store,
-    parse_verdict,
-    reference_text,
-    resolve_identity,
-)
+from vbench_async.backends.openai import ServerSettings
+from vbench_async.cli import main
+from vbench_async.judge import (PROMPT_HASH, JudgeConfig, judge_prompt, judge_run_dir, parse_verdict, reference_text,
+                                resolve_identity)
 from vbench_async.results.store import read_results
+from vbench_async.results.verdicts import answer_hash, apply_judgements, judge_store
 from vbench_async.samples import Sample
 
 
@@ -122,6 +115,7 @@ def test_recorded_verdicts_drive_the_summary_and_the_site(tmp_path):
     summary = judge_run_dir(run_dir, cfg)
     assert summary["judge_pass"] == {"n_judged": 0, "n_judge_failed": 0, "n_skipped": 5,
                                      "judge_id": identity.judge_id, "key": identity.key}
+    assert main(["judge", str(run_dir), "--judge-model", cfg.model]) == 0  # the command also rebuilds the site
     b = summary["benchmarks"]["vcrbench"]
     # three correct verdicts, one incorrect, oe-4 keeps its offline ROUGE-L, oe-3 failed (0): mean over all 6
     assert b["score"] == pytest.approx((3 + results["oe-4"]["score"]) / 6)
@@ -141,7 +135,7 @@ def test_judge_pass_through_real_vllm_engine(vllm_server, tmp_path):
     assert before["n_needs_judge"] == 5 and before["n_failed"] == 1
 
     cfg = JudgeConfig(model=SERVED, backend="openai", max_tokens=8, concurrency=4,
-                      backend_options={"base_url": vllm_server})
+                      server=ServerSettings(base_url=vllm_server))
     summary = judge_run_dir(run_dir, cfg)
     jp = summary["judge_pass"]
     assert jp["n_judged"] + jp["n_judge_failed"] == 5 and jp["n_skipped"] == 0  # every item judged or a failure

@@ -21,8 +21,9 @@ from vbench_async.benchmarks import get_benchmark
 from vbench_async.errors import SampleError
 from vbench_async.models import ModelRef
 from vbench_async.pipeline import Pipeline, WorkItem
-from vbench_async.results.summaries import write_run_outputs
+from vbench_async.results.manifest import plain
 from vbench_async.results.store import ResultStore, config_hash
+from vbench_async.results.summaries import write_run_outputs
 from vbench_async.runner import BenchmarkPlan, RunConfig
 from vbench_async.samples import Sample
 from vbench_async.scoring import score
@@ -75,8 +76,7 @@ def make_run(run_dir: Path, model_name: str, answer: Answer, benchmarks=BENCHMAR
                                                             finish_reason="stop", latency_s=0.1), None)
                 store.append(line)
         plans.append(BenchmarkPlan(bench, store, spec, config, n_total=len(todo), entries=[]))
-    write_run_outputs(run_dir, model, cfg, plans, {"backend": {"backend": "vllm"}}, time.time() - 5,
-                      write_site=False)
+    write_run_outputs(run_dir, model, plain(cfg), {}, plans, {"backend": {"backend": "vllm"}}, time.time() - 5)
     return run_dir
 
 

@@ -68,7 +68,7 @@ def drop_line(path: Path, sample_id: str) -> None:
 
 def test_merge_writes_what_an_unsharded_run_writes(tmp_path):
     shards = write_shards(tmp_path)
-    summary = merge_run(tmp_path, write_site=False)
+    summary = merge_run(tmp_path)
     on_disk = json.loads((tmp_path / "summary.json").read_text())
     assert on_disk["benchmarks"] == summary["benchmarks"] and on_disk["complete"] is True
     assert on_disk["merged"]["shards"] == ["0/2", "1/2"]
@@ -144,7 +144,7 @@ def test_mixed_configs_are_refused_with_what_differs(tmp_path):
     assert f"config {h12} split 2 ways" in line and f"config {h16} split 2 ways" in line
     assert "they differ in sampling.max_tokens (" in line and line.count("max_tokens") == 1
     # choosing one config merges it
-    summary = merge_run(tmp_path, config_hashes={h16, second["demo-count"][0]}, write_site=False)
+    summary = merge_run(tmp_path, config_hashes={h16, second["demo-count"][0]})
     assert summary["benchmarks"]["demo-mc"]["config_hash"] == h16
 
 
@@ -163,12 +163,12 @@ def test_auto_merge_waits_for_the_last_shard(tmp_path):
     kept = path.read_text()
     last = json.loads(kept.splitlines()[-1])["sample_id"]
     drop_line(path, last)  # shard 0 still busy with its last sample
-    assert merge_if_complete(tmp_path, configs, 2, write_site=False) is False
+    assert merge_if_complete(tmp_path, configs, 2) is False
     assert not (tmp_path / "summary.json").exists()
     path.write_text(kept)  # ... and now done
-    assert merge_if_complete(tmp_path, configs, 2, write_site=False) is True
+    assert merge_if_complete(tmp_path, configs, 2) is True
     merged = (tmp_path / "results" / f"demo-mc.{chash}.jsonl").read_bytes()
-    assert merge_if_complete(tmp_path, configs, 2, write_site=False) is True  # again: same files
+    assert merge_if_complete(tmp_path, configs, 2) is True  # again: same files
     assert (tmp_path / "results" / f"demo-mc.{chash}.jsonl").read_bytes() == merged
     assert len(read_results(tmp_path / "results" / f"demo-mc.{chash}.jsonl")) == len(samples)
 
@@ -178,7 +178,7 @@ def test_merge_waits_for_a_writer_of_the_merged_file(tmp_path):
     chash = shards["demo-mc"][0]
     with ResultStore(tmp_path, "demo-mc", chash):  # an unsharded run of the same config is writing
         with pytest.raises(MergeRefused, match="being written by another process"):
-            merge_run(tmp_path, write_site=False)
+            merge_run(tmp_path)
 
 
 def test_merge_command(tmp_path):

@@ -62,7 +62,7 @@ def test_run_refuses_escaping_paths_unless_allowed(data, tmp_path):
         assert refused[sid]["error"] is None and allowed[sid]["error"] is None, sid
     for sid in ESCAPING:
         assert refused[sid]["error"]["kind"] == "path_unsafe", (sid, refused[sid]["error"])
-        assert "--allow-outside-root" in refused[sid]["error"]["message"] or "'..'" in refused[sid]["error"]["message"]
+        assert "outside the data root" in refused[sid]["error"]["message"] or "'..'" in refused[sid]["error"]["message"]
         assert allowed[sid]["error"] is None, (sid, allowed[sid]["error"])
     # what reached the server: the two inside samples of each run, and the escaping ones only when allowed
     assert dict(server.attempts) == {"-": 2 + 2 + len(ESCAPING)}

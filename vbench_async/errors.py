@@ -1,4 +1,4 @@
-"""Errors meant for users: the CLI prints their message and exits non-zero, without a traceback."""
+"""The errors every layer raises: the CLI turns each kind into its exit code (`vbench_async/cli/__init__.py`)."""
 
 
 class UserError(Exception):
@@ -16,3 +16,7 @@ class SampleError(Exception):
         super().__init__(message)
         self.kind = kind
         self.sample_id: str | None = None  # set when the failure belongs to a record without a parsed Sample
+
+
+class EngineDead(RuntimeError):
+    """The engine is gone (crashed process, lost server): stop the run, keep what finished."""

@@ -2,13 +2,8 @@
 
 For every result line whose `details.needs_judge` is set (open-ended items scored offline by ROUGE-L) and that did not
 fail, the judge model sees the question, the reference answer and the model's answer and says CORRECT or INCORRECT.
-
-    RUN_DIR/judge/judge.json                          which judges ran, and which one is active
-    RUN_DIR/judge/<results file stem>.<key>.jsonl     one line per judged sample (append-only, resumable)
-
-`key` pins the judge: its model fingerprint, the prompt hash and the sampling settings; a different judge writes a new
-file. A line also carries the hash of what was judged, so an answer that changed since (a retried sample) is judged
-again. An unparsable verdict is recorded as a judge failure: the item keeps its offline score and stays counted in
+Each verdict is appended to the judge's own file (`results/verdicts.py` says where, and how verdicts replace scores).
+An unparsable verdict is recorded as a judge failure: the item keeps its offline score and stays counted in
 `n_needs_judge`, never becomes a silent zero. Then the run's summary is recomputed with the verdicts.
 """
 
@@ -16,22 +11,27 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import re
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from .errors import SampleError, UserError
-from .results.manifest import iso
-from .results.store import ResultStore, config_hash, read_results
+from .backends.base import Backend, Request, SamplingParams
+from .backends.factory import make_backend
+from .backends.openai import ServerSettings
+from .backends.vllm import VLLMSettings
+from .errors import EngineDead, SampleError
+from .models import ModelRef
+from .results.rundir import read_summary
+from .results.store import read_results
+from .results.summaries import recompute_summary
+from .results.verdicts import JudgeIdentity, JudgeStore, activate_judge, answer_hash, judge_store, needs_judge
+
+if TYPE_CHECKING:
+    from .runner import RunConfig
 
 log = logging.getLogger(__name__)
-
-JUDGE_DIRNAME = "judge"
-STATE_FILE = "judge.json"
 
 PROMPT_TEMPLATE = """You are grading an answer to a question about a video. You cannot see the video: judge only \
 whether the model's answer means the same as the reference answer. Ignore wording, style and length; an answer that \
@@ -83,129 +83,11 @@ def parse_verdict(text: str) -> bool | None:
     return None
 
 
-def reference_text(answer: Any) -> str:
+def reference_text(answer: object) -> str:
     """The reference answer as a reader would say it: the inside of <answer>...</answer> when present."""
     text = str(answer or "")
     m = _ANSWER_TAG.search(text)
     return m.group(1).strip() if m else text.strip()
-
-
-def needs_judge(result: Mapping[str, Any]) -> bool:
-    return not result.get("error") and bool((result.get("details") or {}).get("needs_judge"))
-
-
-def answer_hash(result: Mapping[str, Any]) -> str:
-    """What the verdict is about: question, reference and model output."""
-    blob = json.dumps([result.get("question"), result.get("answer"), result.get("output")], ensure_ascii=False)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-# ------------------------------------------------------------------------------------------- identity + files
-
-
-@dataclass(frozen=True)
-class JudgeIdentity:
-    """Everything that makes two verdicts comparable. `key` names the judge's files."""
-
-    model: str
-    fingerprint: str
-    backend: str
-    sampling: Mapping[str, Any]
-    prompt_hash: str = PROMPT_HASH
-
-    @property
-    def judge_id(self) -> str:
-        return f"{self.model}@{self.fingerprint[:16]}"
-
-    @property
-    def key(self) -> str:
-        return config_hash({"fingerprint": self.fingerprint, "prompt": self.prompt_hash, "sampling": self.sampling})
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "judge_id": self.judge_id, "key": self.key, "sampling": dict(self.sampling)}
-
-
-@dataclass
-class JudgeStore(ResultStore):
-    """The judge's verdicts for one result file: the result store's locking, fsync and torn-tail handling."""
-
-    results_path: Path = Path()
-
-    @property
-    def path(self) -> Path:
-        return self.run_dir / JUDGE_DIRNAME / f"{self.results_path.stem}.{self.config_hash}.jsonl"
-
-
-def judge_store(run_dir: Path, results_path: Path, key: str) -> JudgeStore:
-    return JudgeStore(run_dir=run_dir, benchmark_id="judge", config_hash=key, results_path=results_path)
-
-
-def read_state(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / JUDGE_DIRNAME / STATE_FILE
-    if not path.exists():
-        return {"active": None, "judges": {}}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path} is not valid JSON ({exc}); delete it and re-run the judge") from exc
-
-
-def active_judge(run_dir: Path) -> dict[str, Any] | None:
-    """The identity (as a dict) of the judge whose verdicts count, or None when no judge ran."""
-    state = read_state(run_dir)
-    return state["judges"].get(state["active"]) if state.get("active") else None
-
-
-def _write_state(run_dir: Path, identity: JudgeIdentity) -> None:
-    from .results.summaries import _write_json
-
-    state = read_state(run_dir)
-    entry = state["judges"].get(identity.key) or {**identity.to_dict(), "created_at": iso(time.time())}
-    entry["updated_at"] = iso(time.time())
-    state["judges"][identity.key] = entry
-    state["active"] = identity.key
-    (run_dir / JUDGE_DIRNAME).mkdir(parents=True, exist_ok=True)
-    _write_json(run_dir / JUDGE_DIRNAME / STATE_FILE, state)
-
-
-# ------------------------------------------------------------------------------------------ applying verdicts
-
-
-def apply_judgements(results: list[Mapping[str, Any]], judgements: Mapping[str, Mapping[str, Any]],
-                     identity: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Results with the verdicts in place of the offline scores, and counts for the summary."""
-    out, judged, failed, unjudged = [], 0, 0, 0
-    for r in results:
-        r = dict(r)
-        if needs_judge(r):
-            j = judgements.get(str(r.get("sample_id")))
-            if j is None or j.get("answer_hash") != answer_hash(r):
-                unjudged += 1
-            elif j.get("score") is None:
-                failed += 1
-                r["details"] = {**r["details"], "judge_error": j.get("error")}
-            else:
-                judged += 1
-                r["details"] = {**r["details"], "judge": {
-                    "verdict": j["verdict"], "judge_id": j["judge_id"], "prompt_hash": j["prompt_hash"],
-                    "offline_score": r.get("score")}}
-                r["score"] = j["score"]
-        out.append(r)
-    info = {"judge_id": identity.get("judge_id"), "prompt_hash": identity.get("prompt_hash"),
-            "key": identity.get("key"), "n_judged": judged, "n_judge_failed": failed, "n_unjudged": unjudged}
-    return out, info
-
-
-def apply_active_judge(run_dir: Path, results_path: Path, results: list[Mapping[str, Any]]
-                       ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """`results` with the active judge's verdicts applied (unchanged, and None, when no judge ran)."""
-    identity = active_judge(Path(run_dir))
-    if identity is None or not any(needs_judge(r) for r in results):
-        return list(results), None  # the same dicts: callers only read them
-    store = judge_store(Path(run_dir), Path(results_path), identity["key"])
-    merged, info = apply_judgements(results, read_results(store.path), identity)
-    info["file"] = str(store.path.relative_to(run_dir))
-    return merged, info
 
 
 # ------------------------------------------------------------------------------------------------ the pass
@@ -215,49 +97,39 @@ def apply_active_judge(run_dir: Path, results_path: Path, results: list[Mapping[
 class JudgeConfig:
     model: str
     backend: str = "vllm"
-    backend_options: dict[str, Any] = field(default_factory=dict)
-    max_tokens: int = 32  # a verdict is one line; reasoning judges need more (--judge-max-tokens)
+    engine: VLLMSettings = field(default_factory=VLLMSettings)  # backend vllm
+    server: ServerSettings = field(default_factory=ServerSettings)  # backend openai (`served_model` is not used)
+    max_tokens: int = 32  # a verdict is one line; reasoning judges need more
     seed: int = 0
     concurrency: int = 8
     retry_failed: bool = False
-    rebuild_site: bool = True
 
 
-def resolve_identity(cfg: JudgeConfig) -> tuple[Any, JudgeIdentity]:
+def resolve_identity(cfg: JudgeConfig) -> tuple[ModelRef, JudgeIdentity]:
     """(model ref for the backend, identity). A served model (openai backend) is known by its name only."""
-    from .backends.base import SamplingParams
-    from .models import ModelRef, resolve
+    from .models import resolve
 
     sampling = SamplingParams(temperature=0.0, max_tokens=cfg.max_tokens, seed=cfg.seed).to_dict()
     if cfg.backend == "openai":
         ref = ModelRef(name=cfg.model, path=cfg.model, family="served", fingerprint=f"served:{cfg.model}")
     else:
         ref = resolve(cfg.model)
-    return ref, JudgeIdentity(model=cfg.model, fingerprint=ref.fingerprint, backend=cfg.backend, sampling=sampling)
+    return ref, JudgeIdentity(model=cfg.model, fingerprint=ref.fingerprint, backend=cfg.backend, sampling=sampling,
+                              prompt_hash=PROMPT_HASH)
 
 
-def _make_backend(cfg: JudgeConfig, ref: Any, identity: JudgeIdentity) -> Any:
-    from .backends.base import SamplingParams
-    from .runner import RunConfig, make_backend
-
-    options = dict(cfg.backend_options)
-    if cfg.backend == "vllm":
-        options.setdefault("max_videos", 0)  # text-only requests: no multimodal profiling at engine start
-        options.setdefault("max_images", 0)
-    if cfg.backend == "openai":
-        options.setdefault("concurrency", cfg.concurrency)
-        options.pop("served_model", None)  # the evaluated model's name on the server; the judge is cfg.model
-    run_cfg = RunConfig(model=cfg.model, backend=cfg.backend, backend_options=options,
-                        sampling=SamplingParams(**identity.sampling))
-    return make_backend(run_cfg, ref, [])
+def _judge_backend(cfg: JudgeConfig, ref: ModelRef) -> Backend:
+    # Text-only requests: no multimodal profiling at engine start.
+    engine = replace(cfg.engine, max_videos=0, max_images=0, seed=cfg.seed)
+    # The server's name of the evaluated model is not the judge's: the judge is cfg.model.
+    server = replace(cfg.server, served_model=None)
+    return make_backend(cfg.backend, ref.path, engine=engine, server=server, concurrency=cfg.concurrency)
 
 
-async def judge_pending(backend: Any, identity: JudgeIdentity, work: list[tuple[JudgeStore, Mapping[str, Any]]],
+async def judge_pending(backend: Backend, identity: JudgeIdentity, work: list[tuple[JudgeStore, Mapping[str, Any]]],
                         concurrency: int = 8) -> dict[str, int]:
     """Judge each (store, result) and append one verdict line per item. A dead engine stops the pass (finished lines
     stay); any other per-item problem is recorded as a judge failure."""
-    from .backends.base import EngineDead, Request, SamplingParams
-
     sampling = SamplingParams(**identity.sampling)
     limit = asyncio.Semaphore(max(1, concurrency))
     counts = {"n_judged": 0, "n_judge_failed": 0}
@@ -295,10 +167,9 @@ async def judge_pending(backend: Any, identity: JudgeIdentity, work: list[tuple[
 
 def judge_run_dir(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
     """Judge every open-ended item of the run's current result files not judged yet by this judge, then recompute
-    summary.json (and the run's own site). Returns the new summary with `judge_pass` counts. `run --judge-model`
-    calls this after the evaluation."""
+    summary.json. Returns the new summary with `judge_pass` counts."""
     run_dir = Path(run_dir)
-    summary = _read_summary(run_dir)
+    summary = read_summary(run_dir)
     ref, identity = resolve_identity(cfg)
     work: list[tuple[JudgeStore, Mapping[str, Any]]] = []
     stores: list[JudgeStore] = []
@@ -321,7 +192,7 @@ def judge_run_dir(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
             work += [(store, r) for r in todo]
     counts = {"n_judged": 0, "n_judge_failed": 0}
     if work:
-        backend = _make_backend(cfg, ref, identity)
+        backend = _judge_backend(cfg, ref)
 
         async def main() -> dict[str, int]:
             await backend.start()
@@ -336,61 +207,19 @@ def judge_run_dir(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
         finally:
             for s in opened:
                 s.close()
-    _write_state(run_dir, identity)
-    new = recompute_summary(run_dir, rebuild_site=cfg.rebuild_site)
+    activate_judge(run_dir, identity)
+    new = recompute_summary(run_dir)
     new["judge_pass"] = {**counts, "n_skipped": n_skipped, "judge_id": identity.judge_id, "key": identity.key}
     return new
 
 
-def judge_after_run(run_dir: Path, run_cfg: Any, judge_model: str, **overrides: Any) -> dict[str, Any]:
-    """`run --judge-model M`: judge a finished run on the run's own backend kind and settings (engine knobs, server
-    URL), then recompute its summary and site. `overrides` set JudgeConfig fields (max_tokens, concurrency, ...)."""
-    options = {k: v for k, v in dict(run_cfg.backend_options).items() if k != "served_model"}
-    cfg = JudgeConfig(model=judge_model, backend=run_cfg.backend, backend_options=options,
-                      seed=run_cfg.sampling.seed, rebuild_site=bool(getattr(run_cfg, "write_site", True)))
+def judge_after_run(run_dir: Path, run_cfg: RunConfig, judge_model: str, **overrides: Any) -> dict[str, Any]:
+    """Judge a finished run on the run's own backend kind and settings (engine knobs, server URL), then recompute its
+    summary. `overrides` set JudgeConfig fields (max_tokens, concurrency, ...)."""
+    cfg = JudgeConfig(model=judge_model, backend=run_cfg.backend, engine=run_cfg.engine, server=run_cfg.server,
+                      seed=run_cfg.sampling.seed)
     for key, value in overrides.items():
         if not hasattr(cfg, key):
             raise TypeError(f"JudgeConfig has no field {key!r}")
         setattr(cfg, key, value)
     return judge_run_dir(run_dir, cfg)
-
-
-def recompute_summary(run_dir: Path, rebuild_site: bool = True) -> dict[str, Any]:
-    """Re-aggregate every benchmark of summary.json from its result file with the active judge's verdicts."""
-    from .benchmarks import get_benchmark
-    from .results.summaries import MANIFEST_FILE, SUMMARY_FILE, _write_json
-
-    run_dir = Path(run_dir)
-    summary = _read_summary(run_dir)
-    for bid, old in list(summary["benchmarks"].items()):
-        results_path = run_dir / old["results_file"]
-        results, info = apply_active_judge(run_dir, results_path, list(read_results(results_path).values()))
-        agg = get_benchmark(bid).aggregate(results)
-        agg.update({k: old[k] for k in ("n_expected", "complete", "results_file", "config_hash") if k in old})
-        if info:
-            agg["judge"] = info
-        summary["benchmarks"][bid] = agg
-    _write_json(run_dir / SUMMARY_FILE, summary)
-    manifest_path = run_dir / MANIFEST_FILE
-    if manifest_path.exists():
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        manifest["judge"] = active_judge(run_dir)
-        _write_json(manifest_path, manifest)
-    if rebuild_site and (run_dir / "leaderboard" / "index.html").exists():
-        from .leaderboard import build_site
-
-        build_site([run_dir], run_dir / "leaderboard")
-    return summary
-
-
-def _read_summary(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "summary.json"
-    if not path.exists():
-        raise UserError(f"{run_dir} is not a result directory (no summary.json); run `vbench-async run` first")
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path} is not valid JSON: {exc}") from exc
-    if not isinstance(summary.get("benchmarks"), dict):
-        raise UserError(f"{path} has no 'benchmarks' mapping: not a vbench-async summary")
-    return summary

@@ -17,14 +17,20 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import numpy as np
 
-from .backends.base import Backend, Completion, EngineDead, ImageInput, Request, SamplingParams, VideoInput, array_uuid
-from .errors import SampleError, UserError
+from .backends.base import Backend, Completion, ImageInput, Request, SamplingParams, VideoInput, array_uuid
+from .errors import EngineDead, SampleError, UserError
+from .result import Result
 from .results.store import ResultStore
 from .samples import Sample
+
+if TYPE_CHECKING:
+    from .frames.spec import FrameSpec, Window
+    from .frames.video import CachedVideo
+    from .scoring.base import Score
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +47,24 @@ class WorkItem:
     error: SampleError | None = None  # known before any work (unsafe path, bad record): recorded as is
 
 
+@dataclass(slots=True)
+class PlanEntry:
+    """One pending sample of a plan with its media: the video to load (None without one) and its extra images."""
+
+    item: WorkItem
+    video: Path | None = None
+    spec: FrameSpec | None = None  # set with `video`
+    window: Window | None = None
+    images: list[Path] = field(default_factory=list)
+
+
 @dataclass
 class VideoGroup:
     """The samples that share one video (same file, frame spec and window): loaded once, queued together."""
 
     video: Path | None
-    spec: Any  # frames.FrameSpec
-    window: tuple[float | None, float | None] | None
+    spec: FrameSpec | None
+    window: Window | None
     items: list[WorkItem]
     images: dict[str, list[Path]] = field(default_factory=dict)  # sample key -> extra images
 
@@ -83,18 +100,28 @@ class LoopStats:
 _DONE = object()  # sentinel: no more work
 
 
+class Progress(Protocol):
+    """What the loop tells a progress bar (tqdm's methods)."""
+
+    def update(self, n: int = 1) -> Any: ...
+
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> Any: ...
+
+    def close(self) -> Any: ...
+
+
 class Pipeline:
     def __init__(
         self,
         backend: Backend,
-        load_video: Callable[[Path, Any, Any], Any],  # (video, spec, window) -> CachedVideo; raises SampleError
+        load_video: Callable[[Path, FrameSpec, Window | None], CachedVideo],  # raises SampleError
         load_image: Callable[[Path], np.ndarray],
-        score: Callable[[Sample, str], Any],  # -> scoring.Score
+        score: Callable[[Sample, str], Score],
         sampling: SamplingParams,
         concurrency: int = 16,
         loaders: int = 2,
         queue_size: int = 32,
-        progress: Any = None,  # tqdm-like: update(n), set_postfix_str(s)
+        progress: Progress | None = None,
         engine_ready: asyncio.Event | None = None,
     ):
         self.backend = backend
@@ -207,74 +234,56 @@ class Pipeline:
         self._count(result, completion)
 
     def _result(self, item: WorkItem, prompt: str, completion: Completion | None,
-                error: SampleError | None) -> dict[str, Any]:
+                error: SampleError | None) -> Result:
         s = item.sample
-        result: dict[str, Any] = {
-            "sample_id": s.sample_id,
-            "benchmark": s.benchmark,
-            "config_hash": item.store.config_hash,
-            "task_type": s.task_type,
-            "question": s.question,
-            "options": list(s.options),
-            "answer": s.answer,
-            "video": s.video,
-            "fields": dict(s.fields),
-            "prompt": prompt,
-            "output": None,
-            "extracted": None,
-            "score": None,
-            "well_formed": False,
-            "details": {},
-            "error": None,
-        }
+        result = Result(sample_id=s.sample_id, benchmark=s.benchmark, config_hash=item.store.config_hash,
+                        task_type=s.task_type, question=s.question, options=list(s.options), answer=s.answer,
+                        video=s.video, fields=dict(s.fields), prompt=prompt)
         if completion is not None:
-            result.update(
-                output=completion.text,
-                prompt_tokens=completion.prompt_tokens,
-                output_tokens=completion.output_tokens,
-                finish_reason=completion.finish_reason,
-                latency_s=round(completion.latency_s, 4),
-            )
+            result.output = completion.text
+            result.prompt_tokens = completion.prompt_tokens
+            result.output_tokens = completion.output_tokens
+            result.finish_reason = completion.finish_reason
+            result.latency_s = round(completion.latency_s, 4)
             try:
                 sc = self.score(s, completion.text)
-                result.update(
-                    score=sc.value, extracted=sc.extracted, well_formed=sc.well_formed, details=dict(sc.details)
-                )
+                result.score, result.extracted, result.well_formed = sc.value, sc.extracted, sc.well_formed
+                result.details = dict(sc.details)
             except SampleError as exc:  # unparsable ground truth (scoring.score's contract): the record is at fault
                 error = exc
             except ValueError as exc:  # unknown task type
                 error = SampleError("record_invalid", str(exc))
         if error is not None:
-            result["error"] = {"kind": error.kind, "message": str(error)}
-            result["score"] = None
+            result.error = {"kind": error.kind, "message": str(error)}
+            result.score = None
         return result
 
-    def _count(self, result: dict[str, Any], completion: Completion | None) -> None:
+    def _count(self, result: Result, completion: Completion | None) -> None:
         st = self.stats
         st.n_done += 1
         if completion is not None:
             st.output_tokens += completion.output_tokens
             st.engine_s += completion.latency_s
-        if result["error"]:
+        if result.error:
             st.n_failed += 1
-            kind = result["error"]["kind"]
+            kind = result.error["kind"]
             st.failures[kind] = st.failures.get(kind, 0) + 1
         else:
-            self._correct += result["score"] or 0.0
+            self._correct += result.score or 0.0
         if self.progress is not None:
             self.progress.update(1)
             self.progress.set_postfix_str(f"mean={self._correct / st.n_done:.3f} failed={st.n_failed}", refresh=False)
 
 
-def group_by_video(items_with_media: list[tuple[WorkItem, Path | None, Any, Any, list[Path]]]) -> list[VideoGroup]:
+def group_by_video(entries: list[PlanEntry]) -> list[VideoGroup]:
     """Group work items by (video, spec, window), keeping first-seen order so runs are deterministic."""
-    groups: dict[Any, VideoGroup] = {}
-    for item, video, spec, window, images in items_with_media:
-        key = (str(video) if video is not None else f"novideo:{item.sample.key}", spec, window)
+    groups: dict[tuple[str, FrameSpec | None, Window | None], VideoGroup] = {}
+    for e in entries:
+        key = (str(e.video) if e.video is not None else f"novideo:{e.item.sample.key}", e.spec, e.window)
         group = groups.get(key)
         if group is None:
-            group = groups[key] = VideoGroup(video=video, spec=spec, window=window, items=[])
-        group.items.append(item)
-        if images:
-            group.images[item.sample.key] = images
+            group = groups[key] = VideoGroup(video=e.video, spec=e.spec, window=e.window, items=[])
+        group.items.append(e.item)
+        if e.images:
+            group.images[e.item.sample.key] = e.images
     return list(groups.values())

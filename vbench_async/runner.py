@@ -8,18 +8,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from .backends.base import SamplingParams
+from .backends.base import Backend, SamplingParams
+from .backends.factory import make_backend
+from .backends.openai import ServerSettings
+from .backends.vllm import VLLMSettings
+from .benchmarks.selection import Selection
 from .errors import SampleError, UserError
-from .pipeline import Pipeline, WorkItem, group_by_video
+from .pipeline import PlanEntry, Pipeline, Progress, WorkItem, group_by_video
+from .results.manifest import PlannedBenchmark, plain
 from .results.store import ResultStore, config_hash
+from .samples import Sample
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .benchmarks.registry import Benchmark
+    from .frames import FrameCache, VideoJob
+    from .models import ModelRef
+    from .scoring.base import Score
+    from .sharding import ShardSelection
 
 log = logging.getLogger(__name__)
 
@@ -29,57 +45,48 @@ MODES = ("auto", "preprocess", "eval", "both")
 @dataclass
 class RunConfig:
     model: str
-    suite: str | None = None
-    benchmarks: list[str] | None = None
-    data_root: Path | None = None
+    selection: Selection = field(default_factory=Selection)
     output_dir: Path | None = None
     cache_dir: Path | None = None
     backend: str = "vllm"
     mode: str = "auto"
     thinking: bool = False
     sampling: SamplingParams = field(default_factory=SamplingParams)
-    frame_overrides: dict[str, Any] = field(default_factory=dict)
+    frame_overrides: dict[str, int | float] = field(default_factory=dict)  # FrameSpec fields over the card's preset
     concurrency: int = 16
     loaders: int = 2
     queue_size: int = 32
     preprocess_workers: int = 2
     retry_failed: bool = False
-    max_samples: int | None = None
-    allow_outside_root: bool = False
-    backend_options: dict[str, Any] = field(default_factory=dict)  # engine settings / server url, per backend
+    engine: VLLMSettings = field(default_factory=VLLMSettings)  # backend vllm
+    server: ServerSettings = field(default_factory=ServerSettings)  # backend openai
     progress: bool = True
-    write_site: bool = True
     shard: tuple[int, int] | None = None  # (K, N): evaluate only shard K of N (sharding.py); merge combines them
 
 
 @dataclass
-class BenchmarkPlan:
-    benchmark: Any  # benchmarks.Benchmark
-    store: ResultStore
-    spec: Any  # frames.FrameSpec
-    config: dict[str, Any]
-    n_total: int
-    entries: list[tuple[WorkItem, Path | None, Any, Any, list[Path]]]  # pending work
+class BenchmarkPlan(PlannedBenchmark):
+    entries: list[PlanEntry] = field(default_factory=list)  # pending work
 
 
 def run(cfg: RunConfig) -> dict[str, Any]:
-    """Run an evaluation; return the summary dict (also written to OUTPUT_DIR/summary.json)."""
+    """Run an evaluation; return the summary dict (also written to OUTPUT_DIR/summary.json), with `run_dir` and, for a
+    shard, `merged` (whether this shard completed the run and merged it)."""
     from . import models
-    from .benchmarks import resolve_benchmarks
     from .frames import FrameCache
     from .results import summaries
 
     if cfg.mode not in MODES:
-        raise UserError(f"unknown --mode {cfg.mode!r}; choose from {', '.join(MODES)}")
+        raise UserError(f"unknown mode {cfg.mode!r}; choose from {', '.join(MODES)}")
     t_start = time.time()
     model = models.resolve(cfg.model)
-    benchmarks = resolve_benchmarks(cfg.suite, cfg.benchmarks)
+    benchmarks = cfg.selection.resolve()
     run_dir = Path(cfg.output_dir or Path("runs") / model.display_name)
     run_dir.mkdir(parents=True, exist_ok=True)
-    # --retry-failed reaches the cache too: a video whose decode failed last time is tried again.
+    # Retrying failures reaches the cache too: a video whose decode failed last time is tried again.
     cache = (FrameCache(cfg.cache_dir, retry_failed=cfg.retry_failed) if cfg.cache_dir
              else FrameCache.default(retry_failed=cfg.retry_failed))
-    loaded = [(b, _samples(b, cfg)) for b in benchmarks]
+    loaded = [(b, cfg.selection.samples(b)) for b in benchmarks]
     selection = _shard_selection(cfg, model, loaded, run_dir) if cfg.shard else None
     plans = [_plan(b, model, cfg, run_dir, samples, selection) for b, samples in loaded]
     del loaded  # the plans hold what is still to run; finished samples need not stay in memory
@@ -102,11 +109,12 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     summary = summaries.write_run_outputs(
         run_dir=run_dir,
         model=model,
-        cfg=cfg,
+        run_config=plain(cfg),
+        backend_options=backend_options(cfg, plans),
         plans=plans,
         loop_stats=stats,
         started_at=t_start,
-        write_site=cfg.write_site and cfg.mode != "preprocess",
+        shard=cfg.shard,
     )
     summary["run_dir"] = str(run_dir)
     if selection is not None and not interrupted:
@@ -114,28 +122,24 @@ def run(cfg: RunConfig) -> dict[str, Any]:
 
         # The last shard to finish merges all of them into summary.json (a no-op while any sample is missing).
         summary["merged"] = merge_if_complete(run_dir, {p.benchmark.id: p.store.config_hash for p in plans},
-                                              cfg.shard[1], write_site=cfg.write_site)
+                                              cfg.shard[1])
     if interrupted:
         raise KeyboardInterrupt
     return summary
 
 
-def _samples(benchmark: Any, cfg: RunConfig) -> list[Any]:
-    samples = benchmark.load_samples(cfg.data_root)
-    return samples[: cfg.max_samples] if cfg.max_samples is not None else samples
-
-
-def _shard_selection(cfg: RunConfig, model: Any, loaded: list[tuple[Any, list[Any]]], run_dir: Path) -> Any:
+def _shard_selection(cfg: RunConfig, model: ModelRef, loaded: list[tuple[Benchmark, list[Sample | SampleError]]],
+                     run_dir: Path) -> ShardSelection:
     from .sharding import Shard, items_for, select
 
+    data_root, outside = cfg.selection.data_root, cfg.selection.allow_outside_root
     items = [it for b, samples in loaded
-             for it in items_for(b, samples, b.frame_spec(model.family, cfg.frame_overrides), cfg.data_root,
-                                 cfg.allow_outside_root)]
+             for it in items_for(b, samples, b.frame_spec(model.family, cfg.frame_overrides), data_root, outside)]
     return select(Shard(*cfg.shard), items, run_dir)
 
 
-def _plan(benchmark: Any, model: Any, cfg: RunConfig, run_dir: Path, samples: list[Any],
-          selection: Any = None) -> BenchmarkPlan:
+def _plan(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_dir: Path, samples: list[Sample | SampleError],
+          selection: ShardSelection | None = None) -> BenchmarkPlan:
     spec = benchmark.frame_spec(model.family, cfg.frame_overrides)
     config = {
         "model": model.fingerprint,
@@ -151,35 +155,34 @@ def _plan(benchmark: Any, model: Any, cfg: RunConfig, run_dir: Path, samples: li
         samples = selection.keep(benchmark.id, samples)
     done = store.completed_ids(retry_failed=cfg.retry_failed)
     render = functools.partial(benchmark.render_prompt, thinking=cfg.thinking)
+    data_root, outside = cfg.selection.data_root, cfg.selection.allow_outside_root
     entries = []
     for s in samples:
         if isinstance(s, SampleError):  # malformed record: still one result line, with its error
             if s.sample_id in done:
                 continue
-            from .samples import Sample
-
             stub = Sample(benchmark=benchmark.id, sample_id=s.sample_id, task_type="invalid", question="", answer="")
-            entries.append((WorkItem(stub, "", store, error=s), None, None, None, []))
+            entries.append(PlanEntry(WorkItem(stub, "", store, error=s)))
             continue
         if s.sample_id in done:
             continue
         item = WorkItem(sample=s, prompt=render, store=store)  # the prompt is rendered when the request is built
-        video = images = None
+        video, images = None, []
         try:
-            video = benchmark.video_path(s, cfg.data_root, allow_outside=cfg.allow_outside_root) if s.video else None
-            images = benchmark.image_paths(s, cfg.data_root, allow_outside=cfg.allow_outside_root) if s.images else []
+            video = benchmark.video_path(s, data_root, allow_outside=outside) if s.video else None
+            images = benchmark.image_paths(s, data_root, allow_outside=outside) if s.images else []
         except SampleError as exc:
             item.error = exc
-        entries.append((item, video, spec if video else None, s.window if video else None, images or []))
+        entries.append(PlanEntry(item, video, spec if video else None, s.window if video else None, images or []))
     return BenchmarkPlan(benchmark, store, spec, config, n_total=len(samples), entries=entries)
 
 
-def _execute(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any) -> dict[str, Any]:
+def _execute(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache) -> dict[str, Any]:
     from .frames import VideoJob, preprocess
 
     def jobs() -> Iterator[VideoJob]:  # one per question (preprocess counts them), made on the fly, not listed
-        return (VideoJob(video=v, spec=spec, window=w) for p in plans for (item, v, spec, w, _) in p.entries
-                if v is not None and item.error is None)
+        return (VideoJob(video=e.video, spec=e.spec, window=e.window) for p in plans for e in p.entries
+                if e.video is not None and e.item.error is None)
 
     mode = cfg.mode
     if mode == "auto":
@@ -201,11 +204,11 @@ def _execute(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any)
         return _evaluate(cfg, model, plans, cache, mode, jobs, stats)
 
 
-def _evaluate(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any, mode: str,
-              jobs: Callable[[], Iterator[Any]], stats: dict[str, Any]) -> dict[str, Any]:
+def _evaluate(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache, mode: str,
+              jobs: Callable[[], Iterator[VideoJob]], stats: dict[str, Any]) -> dict[str, Any]:
     from .frames import preprocess
 
-    backend = make_backend(cfg, model, plans)
+    backend = _backend(cfg, model, plans)
     t0 = time.perf_counter()
 
     async def main() -> dict[str, Any]:
@@ -252,51 +255,44 @@ def _evaluate(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any
     return asyncio.run(main())
 
 
-def make_backend(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan]) -> Any:
-    opts = dict(cfg.backend_options)
+def engine_settings(cfg: RunConfig, plans: list[BenchmarkPlan]) -> VLLMSettings:
+    """The run's engine settings, with the sampling seed and the frame budget to profile memory with."""
+    specs = [p.spec for p in plans]
+    # Profile memory with the run's real frame budget, not the model's maximum (faster start-up).
+    return dataclasses.replace(cfg.engine, seed=cfg.sampling.seed,
+                               profile_frames=max((s.nframes or s.max_frames for s in specs), default=None),
+                               profile_pixels=max((s.max_pixels for s in specs), default=None))
+
+
+def backend_options(cfg: RunConfig, plans: list[BenchmarkPlan]) -> dict[str, Any]:
+    """The settings of the run's backend, as the manifest records them."""
     if cfg.backend == "vllm":
-        from .backends.vllm import VLLMBackend, VLLMSettings
-
-        settings = VLLMSettings(**{k: v for k, v in opts.items() if k in VLLMSettings.__dataclass_fields__})
-        settings.seed = cfg.sampling.seed
-        # Profile memory with the run's real frame budget, not the model's maximum (faster start-up).
-        specs = [p.spec for p in plans]
-        settings.profile_frames = max((s.nframes or s.max_frames for s in specs), default=None)
-        settings.profile_pixels = max((s.max_pixels for s in specs), default=None)
-        return VLLMBackend(model.path, settings)
+        return dataclasses.asdict(engine_settings(cfg, plans))
     if cfg.backend == "openai":
-        from .backends.openai import OpenAIBackend
-
-        return OpenAIBackend(model=opts.pop("served_model", None) or model.path, **opts)
-    if cfg.backend == "hf":
-        from .backends.hf import HFBackend
-
-        return HFBackend(model.path, **opts)
-    raise UserError(f"unknown --backend {cfg.backend!r}; choose from vllm, openai, hf")
+        return {**dataclasses.asdict(cfg.server), "concurrency": cfg.concurrency}
+    return {}
 
 
-def _scorer():
+def _backend(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan]) -> Backend:
+    return make_backend(cfg.backend, model.path, engine=engine_settings(cfg, plans), server=cfg.server,
+                        concurrency=cfg.concurrency)
+
+
+def _scorer() -> Callable[[Sample, str], Score]:
     from .scoring import score
 
     return score
 
 
-def _image_loader(family: str):
+def _image_loader(family: str) -> Callable[[Path], np.ndarray]:
     from .frames import load_image
 
     return lambda path: load_image(path, family)
 
 
-def _progress_bar(total: int, enabled: bool):
+def _progress_bar(total: int, enabled: bool) -> Progress | None:
     if not enabled:
         return None
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc="evaluating", unit="q", dynamic_ncols=True)
-
-
-def config_summary(cfg: RunConfig) -> dict[str, Any]:
-    d = asdict(cfg)
-    for k in ("data_root", "output_dir", "cache_dir"):
-        d[k] = str(d[k]) if d[k] is not None else None
-    return d

@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any, Iterable, NamedTuple, Sequence
 
 from .errors import SampleError, UserError
+from .results.rundir import PLAN_DIRNAME, shard_index_path, shard_tag
 
 log = logging.getLogger(__name__)
 
-PLAN_DIRNAME = "shards"
 PLAN_FORMAT = 1
 PROBE_THREADS = 8  # header reads are I/O bound (a shared filesystem's latency), not CPU bound
 
@@ -54,7 +54,7 @@ class Shard(NamedTuple):
         except ValueError:
             shard = None
         if shard is None:
-            raise UserError(f"--shard wants K/N (shard K of N, counting from 0, e.g. 0/4), got {text!r}")
+            raise UserError(f"a shard is K/N (shard K of N, counting from 0, e.g. 0/4), not {text!r}")
         return shard.checked()
 
     def checked(self) -> "Shard":
@@ -65,7 +65,7 @@ class Shard(NamedTuple):
     @property
     def tag(self) -> str:
         """File-name part: "shard-0-of-4"."""
-        return f"shard-{self.index}-of-{self.count}"
+        return shard_tag(self)
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
@@ -267,8 +267,6 @@ class ShardSelection:
                     sample_ids: Sequence[str]) -> Path:
         """Record every sample of the benchmark with its shard (identical in all shards; the first write wins).
         Refuses when another shard already recorded a different sample list: the shards were not started alike."""
-        from .results.store import shard_index_path
-
         path = shard_index_path(Path(run_dir), benchmark, config_hash, self.shard.count)
         ids = [str(i) for i in sample_ids]
         owners = [self.owner(benchmark, i) for i in ids]
@@ -279,8 +277,8 @@ class ShardSelection:
             raise UserError(
                 f"{path} lists another split of {benchmark} ({len(existing.get('sample_ids') or [])} samples, plan "
                 f"{existing.get('plan')}; this shard has {len(ids)}, plan {self.plan.key}): the shards were started "
-                "with different samples (--max-samples, --data-root or annotation files differ). Start every shard "
-                "with the same command, or use a new --output-dir")
+                "with different samples (sample limits, data roots or annotation files differ). Start every shard "
+                "with the same command, or use a new output directory")
         return path
 
 

@@ -30,15 +30,15 @@ class ImageInput:
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """Greedy by default, so the same command gives the same outputs."""
+    """Greedy by default, so the same command gives the same outputs. (`help`: the command-line text.)"""
 
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0  # 0 = disabled
-    max_tokens: int = 256
-    seed: int = 0
-    repetition_penalty: float = 1.0
-    presence_penalty: float = 0.0
+    temperature: float = field(default=0.0, metadata={"help": "sampling temperature; 0 is greedy"})
+    top_p: float = field(default=1.0, metadata={"help": "nucleus sampling mass"})
+    top_k: int = field(default=0, metadata={"help": "0 disables top-k"})
+    max_tokens: int = field(default=256, metadata={"help": "maximum new tokens per answer"})
+    seed: int = field(default=0, metadata={"help": "sampling seed (recorded in the manifest)"})
+    repetition_penalty: float = field(default=1.0, metadata={"help": "1.0 disables it"})
+    presence_penalty: float = field(default=0.0, metadata={"help": "0.0 disables it"})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,10 +65,6 @@ class Completion:
     texts: list[str] | None = None  # all n samples when n > 1
     token_ids: list[list[int]] | None = None  # per sample, when the backend can give them (RL)
     prompt_token_ids: list[int] | None = None  # the prompt as the engine tokenised it (media placeholders expanded)
-
-
-class EngineDead(RuntimeError):
-    """The engine is gone (crashed process, lost server): stop the run, keep what finished."""
 
 
 class Backend(Protocol):

@@ -11,8 +11,8 @@ import threading
 import time
 from typing import Any
 
-from ..errors import SampleError
-from .base import Completion, EngineDead, Request, messages_for
+from ..errors import EngineDead, SampleError
+from .base import Completion, Request, messages_for
 
 
 class HFBackend:

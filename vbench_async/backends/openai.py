@@ -16,12 +16,13 @@ import json
 import os
 import random
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ..errors import SampleError, UserError
-from .base import Completion, EngineDead, Request
+from ..errors import EngineDead, SampleError, UserError
+from .base import Completion, Request
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
@@ -47,6 +48,18 @@ def video_part(frames: np.ndarray, metadata: dict[str, Any]) -> tuple[dict[str, 
         "duration": float(metadata["duration"]),
     }
     return {"type": "video_url", "video_url": {"url": url}}, io_kwargs
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Where the model is served and how patiently it is asked; the fields with a `help` are command-line flags."""
+
+    base_url: str | None = field(default=None, metadata={"help": "server URL, e.g. http://127.0.0.1:8000/v1"})
+    served_model: str | None = field(
+        default=None, metadata={"help": "model name the server expects (default: the model evaluated)"})
+    api_key: str | None = field(default=None, metadata={"help": "bearer token (default: $OPENAI_API_KEY or none)"})
+    request_timeout: float = field(default=600.0, metadata={"help": "seconds per request"})
+    max_retries: int = field(default=4, metadata={"help": "retries on 429/5xx/connection errors"})
 
 
 class OpenAIBackend:

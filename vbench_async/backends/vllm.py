@@ -14,11 +14,11 @@ import logging
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..errors import SampleError
-from .base import Completion, EngineDead, Request, messages_for
+from ..errors import EngineDead, SampleError
+from .base import Completion, Request, messages_for
 from .guard import OrphanGuard
 
 log = logging.getLogger(__name__)
@@ -28,18 +28,26 @@ CPU_SHUTDOWN_S = 0.5
 
 @dataclass
 class VLLMSettings:
-    """Engine knobs, exposed on the CLI. `kv_cache_bytes` matters on CPU: without it vLLM takes 90% of RAM."""
+    """Engine knobs; those with a `help` are command-line flags (`cli/options.py`). `kv_cache_bytes` matters on CPU:
+    without it vLLM takes 90% of RAM."""
 
-    max_model_len: int = 8192
-    max_num_seqs: int = 16
-    max_num_batched_tokens: int | None = None
-    gpu_memory_utilization: float = 0.85
-    kv_cache_bytes: int | None = None  # explicit KV cache size; default 64 MiB on CPU
-    tensor_parallel_size: int = 1
-    data_parallel_size: int = 1  # engine replicas in this process's node; vLLM balances requests across them
-    dp_video_affinity: bool = True  # with several replicas, all questions of a video go to one (its prefix cache)
-    dtype: str = "auto"
-    enforce_eager: bool = False
+    max_model_len: int = field(default=8192, metadata={"help": "context length the engine reserves per sequence"})
+    max_num_seqs: int = field(default=16, metadata={"help": "sequences the engine runs at once"})
+    max_num_batched_tokens: int | None = field(
+        default=None, metadata={"help": "per-step token budget (chunked prefill size)"})
+    gpu_memory_utilization: float = field(default=0.85, metadata={"help": "share of GPU memory vLLM may use"})
+    kv_cache_bytes: int | None = field(default=None, metadata={
+        "help": "explicit KV cache size in bytes (default on CPU: 64 MiB; else from memory utilisation)"})
+    tensor_parallel_size: int = field(default=1, metadata={"help": "GPUs per engine replica"})
+    # Engine replicas in this process's node; vLLM balances requests across them.
+    data_parallel_size: int = field(default=1, metadata={"help": "engine replicas on this node"})
+    # With several replicas, all questions of a video go to one (its prefix cache).
+    dp_video_affinity: bool = field(default=True, metadata={
+        "flag": "--no-video-affinity",
+        "help": "with several data-parallel replicas, let vLLM's load balancer place every request instead of sending all "
+                "questions of one video to the same replica (which reuses its prefix cache)"})
+    dtype: str = field(default="auto", metadata={"help": "weights dtype (auto: the checkpoint's; bfloat16 on CPU)"})
+    enforce_eager: bool = field(default=False, metadata={"help": "disable CUDA graphs / torch.compile"})
     enable_prefix_caching: bool = True
     mm_processor_cache_gb: float | None = None  # None: vLLM's default; 0 disables the processed-input cache
     max_images: int = 1

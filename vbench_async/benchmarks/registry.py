@@ -100,7 +100,7 @@ def safe_join(root: Path, relative: str, allow_outside: bool, what: str) -> Path
         if allow_outside:
             return path
         raise SampleError("path_unsafe", f"{what} path {relative!r} is absolute; paths must be relative to {root} "
-                                         "(pass --allow-outside-root to accept it)")
+                                         "(allow paths outside the data root to accept it)")
     candidate = root.absolute() / path
     if allow_outside:
         return candidate
@@ -112,7 +112,7 @@ def safe_join(root: Path, relative: str, allow_outside: bool, what: str) -> Path
         raise SampleError("path_unsafe", f"{what} path {relative!r} cannot be resolved: {exc}") from None
     if not real.is_relative_to(real_root):
         raise SampleError("path_unsafe", f"{what} path {relative!r} resolves outside {root} (a symlink?); "
-                                         "pass --allow-outside-root to accept it")
+                                         "allow paths outside the data root to accept it")
     return candidate
 
 
@@ -188,7 +188,7 @@ def _suite_path(suite: str) -> Path:
 def resolve_benchmarks(suite: str | None, names: list[str] | None) -> list[Benchmark]:
     """Benchmarks of a suite (built-in name or YAML path) followed by any named ones, without repeats."""
     if not suite and not names:
-        raise UserError("choose benchmarks: --suite NAME (" + ", ".join(list_suites()) + ") or benchmark names")
+        raise UserError("choose benchmarks: a suite (" + ", ".join(list_suites()) + ") or benchmark names")
     wanted = list(load_suite(_suite_path(suite))[1]) if suite else []
     wanted += [n for name in names or [] for n in name.split(",") if n.strip()]
     out: list[Benchmark] = []

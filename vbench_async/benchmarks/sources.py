@@ -143,7 +143,7 @@ def resolve(card: Card, data_root_path: Path | str | None, source: str = "auto")
     root = data_root(data_root_path)
     if source == "unified" or (source == "auto" and card.sources.unified and not card.sources.hub):
         if card.sources.unified is None:
-            raise UserError(f"benchmark {card.id!r} has no unified source; use --source hub")
+            raise UserError(f"benchmark {card.id!r} has no unified source; use its hub source")
         return _unified(card, root)
     if source == "hub":
         return _hub(card, root)
@@ -160,7 +160,7 @@ def _missing_message(card: Card, resolved: Resolved, root: Path | str | None) ->
     if card.sources.hub:
         wanted.append(f"a snapshot of {card.sources.hub.repo} in {hub_dir(card, data_root(root))} "
                       f"(`vbench-async data fetch {card.base_id}`)")
-    return f"no annotations for {card.id!r}: expected " + " or ".join(wanted) + "; set --data-root or a data map"
+    return f"no annotations for {card.id!r}: expected " + " or ".join(wanted) + "; point the data root (or a data map) at them"
 
 
 def load_records(card: Card, resolved: Resolved, root: Path | str | None) -> Iterable[Any]:

@@ -1,7 +1,8 @@
 """`vbench-async` command line: one module per subcommand, each exposing `register(subparsers)`.
 
-Subcommand modules only parse arguments and print; the work lives in the library modules they call.
-Heavy imports (torch, vllm) happen inside the command functions so `--help` stays fast.
+Subcommand modules only parse arguments and print; the work lives in the library modules they call. `main` turns
+the library's errors into exit codes, once for every command. Heavy imports (torch, vllm) happen inside the command
+functions so `--help` stays fast.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ import logging
 import os
 import sys
 
-from ..errors import UserError
+from ..errors import EngineDead, UserError
 from ..process_exit import INTERRUPTED, exit_now
+
+USAGE_ERROR = 2  # a mistake in the user's input
+ENGINE_DEAD = 3  # the engine or server went away; finished work is kept
 
 # Order here is the order in `vbench-async --help`.
 _COMMAND_MODULES = [
@@ -58,7 +62,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except UserError as exc:
         print(f"vbench-async: error: {exc}", file=sys.stderr)
-        return 2
+        return USAGE_ERROR
+    except EngineDead as exc:
+        print(f"vbench-async: the engine stopped: {exc}\nFinished results are kept; re-run the same command to "
+              "resume.", file=sys.stderr)
+        return ENGINE_DEAD
     except KeyboardInterrupt:
         print("vbench-async: interrupted", file=sys.stderr)
         return INTERRUPTED

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import UserError
+from .output import print_table, write_run_site
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,15 +32,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ..results.merge import merge_run
-    from ..results.summaries import print_table
 
     if not args.output_dir.is_dir():
         raise UserError(f"{args.output_dir} is not a folder; give the --output-dir the shards wrote into")
-    summary = merge_run(args.output_dir, set(args.config_hash) if args.config_hash else None,
-                        write_site=not args.no_site)
+    summary = merge_run(args.output_dir, set(args.config_hash) if args.config_hash else None)
     print(f"merged shards {', '.join(summary['merged']['shards'])} of {args.output_dir}\n")
     print_table(summary)
     print(f"\nsummary: {args.output_dir}/summary.json")
-    if summary.get("leaderboard"):
-        print(f"leaderboard: {summary['leaderboard']}")
+    if not args.no_site:
+        print(f"leaderboard: {write_run_site(args.output_dir)}")
     return 0

@@ -7,7 +7,10 @@ import os
 import sys
 from pathlib import Path
 
+from ..benchmarks.selection import Selection
 from ..errors import UserError
+from ..frames.overrides import FrameOverrides
+from .options import add_group, from_args
 
 FAMILIES = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl")
 
@@ -24,12 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    what = p.add_argument_group("what to preprocess")
-    what.add_argument("--suite", help="suite name (see `vbench-async list`) or a suite YAML file")
-    what.add_argument("--benchmarks", help="comma-separated benchmark ids, e.g. videomme@64f,mvbench")
-    what.add_argument("--data-root", type=Path, help="folder holding the annotation files and video folders")
-    what.add_argument("--allow-outside-root", action="store_true",
-                      help="accept annotation paths that point outside the data root (absolute, ../, symlinks)")
+    what = add_group(p, Selection, "what to preprocess")
     model = what.add_mutually_exclusive_group()
     model.add_argument("--model", help="model directory or hub id; its family decides the resize factor")
     model.add_argument("--family", choices=FAMILIES, help="model family, instead of --model")
@@ -50,36 +48,29 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "see `run --shard`), split as `run --shard K/N` splits them, so N machines can fill one "
                           "shared cache together; concurrent writers are safe (entries appear atomically)")
 
-    frames = p.add_argument_group("frames (override the benchmark's preset; must match the later `run`)")
-    frames.add_argument("--max-frames", type=int, help="frame cap per video")
-    frames.add_argument("--nframes", type=int, help="exact frame count (Qwen2.5-style sampling)")
-    frames.add_argument("--fps", type=float, help="sampling rate in frames per second")
-    frames.add_argument("--max-pixels", type=int, help="per-frame pixel cap")
-    frames.add_argument("--total-pixels", type=int, help="per-video pixel budget")
+    add_group(p, FrameOverrides, "frames (override the benchmark's preset; must match the later `run`)")
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..benchmarks import resolve_benchmarks
     from ..frames import DEFAULT_DECODER, FrameCache, VideoJob, default_cache_dir, family_from_model, preprocess
     from ..launcher import resolve_shard
     from ..sharding import shard_slice
 
-    if not args.suite and not args.benchmarks:
+    selection = from_args(Selection, args)
+    if selection.empty:
         raise UserError("say what to preprocess: --suite NAME or --benchmarks a,b (see `vbench-async list`)")
     if args.workers < 1:
         raise UserError("--workers must be at least 1")
     family = args.family or (family_from_model(os.path.expanduser(args.model)) if args.model else None)
     if family is None:
         raise UserError("say which model the frames are for: --model PATH_OR_ID or --family " + "|".join(FAMILIES))
-    overrides = dict(max_frames=args.max_frames, nframes=args.nframes, fps=args.fps, max_pixels=args.max_pixels,
-                     total_pixels=args.total_pixels)
-    names = [n.strip() for n in args.benchmarks.split(",") if n.strip()] if args.benchmarks else None
-    benchmarks = resolve_benchmarks(args.suite, names)
-    loaded = [(bench, bench.frame_spec(family, overrides), bench.load_samples(args.data_root)) for bench in benchmarks]
+    overrides = from_args(FrameOverrides, args).to_dict()
+    benchmarks = selection.resolve()
+    loaded = [(bench, bench.frame_spec(family, overrides), selection.samples(bench)) for bench in benchmarks]
     shard = resolve_shard(args.shard)
     if shard is not None:
-        loaded = shard_slice(shard, loaded, args.data_root, args.allow_outside_root)
+        loaded = shard_slice(shard, loaded, selection.data_root, selection.allow_outside_root)
 
     jobs, skipped = [], 0
     for bench, spec, samples in loaded:
@@ -88,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
                 skipped += 1  # invalid record or no video: `run` records it; nothing to decode
                 continue
             try:
-                path = bench.video_path(sample, args.data_root, allow_outside=args.allow_outside_root)
+                path = bench.video_path(sample, selection.data_root, allow_outside=selection.allow_outside_root)
             except Exception as exc:  # unsafe path: reported, not decoded
                 print(f"skipping {sample.key}: {exc}", file=sys.stderr)
                 skipped += 1

@@ -101,7 +101,7 @@ def resolve_model(name_or_path: str) -> Path | str:
     if name_or_path.startswith("tiny-"):
         raise UserError(f"unknown tiny model {name_or_path!r}; available: {', '.join(TINY_MODELS)}")
     if path.exists():
-        raise UserError(f"--model {name_or_path!r} is a file; give a model directory or a hub id (org/name)")
+        raise UserError(f"model {name_or_path!r} is a file; give a model directory or a hub id (org/name)")
     if _looks_like_path(name_or_path):
         raise UserError(f"model directory {str(path)!r} does not exist")
     return name_or_path

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..results.rundir import read_manifest, read_summary, safe_name
 from ..results.stats import Estimate, category_estimates, headline_estimate
-from ..results.store import read_results, safe_name
+from ..results.summaries import judged_aggregate
 
 # Config keys that must agree for two runs' numbers on a benchmark to be comparable (the model may differ).
 _COMPARED = ("frames", "prompt", "thinking", "sampling")
@@ -106,10 +107,8 @@ def load_runs(run_dirs: list[Path]) -> list[Run]:
 
 
 def load_run(run_dir: Path) -> Run:
-    summary = _read_json(run_dir / "summary.json", required=True)
-    if not isinstance(summary, dict) or not isinstance(summary.get("benchmarks"), dict):
-        raise UserError(f"{run_dir}/summary.json has no 'benchmarks' mapping: not a vbench-async result directory")
-    manifest = _read_json(run_dir / "manifest.json", required=False)
+    summary = read_summary(run_dir)
+    manifest = read_manifest(run_dir)
     model = str(summary.get("model") or run_dir.name)
     run = Run(id=safe_name(run_dir.resolve().name or "run"), label=model, model=model, dir=run_dir,
               summary=summary, manifest=manifest)
@@ -119,19 +118,22 @@ def load_run(run_dir: Path) -> Run:
 
 
 def _load_benchmark(run_dir: Path, bid: str, block: dict[str, Any], manifest: dict[str, Any] | None) -> BenchRun:
-    from ..judge import apply_active_judge
+    from ..benchmarks import get_benchmark
 
     problem = None
     path = run_dir / str(block.get("results_file") or "")
     if not block.get("results_file") or not path.is_file():
         problem = "no result file"  # shown as a run without results (partial 0/n), never as a score
-    results, judge = apply_active_judge(run_dir, path, list(read_results(path).values()) if not problem else [])
-    card = _card(bid)
-    if card is not None:
-        from ..benchmarks.aggregate import aggregate
-
-        agg = aggregate(results, card.aggregation, card.categories, card.metric)
-    else:  # a benchmark this version does not know: show the stored numbers, CI of the plain mean
+        path = run_dir / ".no-result-file"  # read as an empty result file
+    try:
+        benchmark = get_benchmark(bid)
+    except UserError:
+        benchmark = None
+    card = benchmark.card if benchmark is not None else None
+    # The site shows every line whole (prompts and outputs on the sample pages): no aggregation view.
+    judged = judged_aggregate(run_dir, benchmark, path, view=None)
+    results, judge, agg = judged.results, judged.judge, judged.aggregate
+    if card is None:  # a benchmark this version does not know: show the stored numbers, CI of the plain mean
         agg = {k: v for k, v in block.items() if k not in ("results_file", "config_hash")}
         problem = problem or "unknown benchmark: stored score"
     n_expected = int(block.get("n_expected") or block.get("n_total") or len(results))
@@ -151,15 +153,6 @@ def _load_benchmark(run_dir: Path, bid: str, block: dict[str, Any], manifest: di
     )
 
 
-def _card(bid: str) -> Any:
-    from ..benchmarks import get_benchmark
-
-    try:
-        return get_benchmark(bid).card
-    except UserError:
-        return None
-
-
 def mark_config_groups(runs: list[Run]) -> None:
     """Where runs disagree on a benchmark's config, give each variant a letter (runs without a manifest: "?")."""
     for bid in benchmark_ids(runs):
@@ -174,14 +167,3 @@ def mark_config_groups(runs: list[Run]) -> None:
 def benchmark_ids(runs: list[Run]) -> list[str]:
     """Benchmarks in first-seen order (a suite's order, as the runs list them)."""
     return list(dict.fromkeys(b for r in runs for b in r.benchmarks))
-
-
-def _read_json(path: Path, required: bool) -> Any:
-    if not path.exists():
-        if required:
-            raise UserError(f"{path.parent} is not a result directory (no {path.name})")
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path} is not valid JSON: {exc}") from exc

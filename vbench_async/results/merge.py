@@ -4,8 +4,8 @@ Each shard K of N wrote `results/<benchmark>.<hash>.shard-K-of-N.jsonl`, and eve
 sample list with each sample's shard in `results/<benchmark>.<hash>.shards-N.json` (the index). Merging checks, per
 benchmark, that all shards ran under one config hash and one split, and that every sample of the index has exactly
 one result across the shard files; only then it writes `results/<benchmark>.<hash>.jsonl` (samples in annotation
-order), `summary.json`, `manifest.json` (the shards' manifests combined) and the run's site. Anything wrong refuses
-the merge with the ids at fault and writes nothing.
+order), `summary.json` and `manifest.json` (the shards' manifests combined). Anything wrong refuses the merge with
+the ids at fault and writes nothing.
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Collection, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 from ..errors import UserError
-from ..sharding import PLAN_DIRNAME
 from .manifest import iso, totals
-from .summaries import MANIFEST_FILE, SUMMARY_FILE, _write_json, output_name, summarize_benchmark
-from .store import RESULTS_DIRNAME, ResultStore, StoreLocked, read_results
+from .rundir import (PLAN_DIRNAME, RESULTS_DIRNAME, ShardId, manifest_path, read_manifest, read_summary,
+                     summary_path, write_json)
+from .store import ResultStore, StoreLocked, read_results
+from .summaries import summarize_benchmark
 
 log = logging.getLogger(__name__)
 
@@ -152,8 +153,7 @@ def check(s: ShardSet) -> MergeCheck:
     return MergeCheck(s, ordered, dict(missing), duplicated, unexpected, [k for k in absent if k in missing])
 
 
-def merge_run(run_dir: Path, config_hashes: Collection[str] | None = None, write_site: bool = True
-              ) -> dict[str, Any]:
+def merge_run(run_dir: Path, config_hashes: Collection[str] | None = None) -> dict[str, Any]:
     """Check and merge every split in `run_dir`; return the summary written to summary.json. MergeRefused if any
     check fails (nothing is written then)."""
     run_dir = Path(run_dir)
@@ -161,40 +161,40 @@ def merge_run(run_dir: Path, config_hashes: Collection[str] | None = None, write
     if not sets:
         what = f" with config {', '.join(sorted(config_hashes))}" if config_hashes else ""
         raise MergeRefused(f"{run_dir} holds no sharded results{what} (no results/*.shards-N.json); "
-                           "run `vbench-async run --shard K/N --output-dir DIR` first")
+                           "evaluate shards into it first")
     with _merge_lock(run_dir):
         checks = [check(s) for s in sets]
         problems = mixed(sets) + [p for c in checks for p in c.problems()]
         if problems:
             raise MergeRefused(f"cannot merge {run_dir}:\n  " + "\n  ".join(problems))
-        return _write(run_dir, checks, write_site)
+        return _write(run_dir, checks)
 
 
-def merge_if_complete(run_dir: Path, configs: Mapping[str, str], count: int, write_site: bool = True) -> bool:
+def merge_if_complete(run_dir: Path, configs: Mapping[str, str], count: int) -> bool:
     """Merge the run that just finished a shard when all its shards are done; False (and a log line) otherwise."""
     sets = [s for s in find_shard_sets(run_dir, set(configs.values()))
             if configs.get(s.benchmark) == s.config_hash and s.count == count]
     checks = [check(s) for s in sets]
     if len(sets) != len(configs) or not all(c.ok for c in checks):
         waiting = [c.progress() for c in checks if not c.ok]
-        log.info("not merging yet (%s); the last shard to finish merges, or run `vbench-async merge %s`",
-                 "; ".join(waiting) or "some benchmarks have no shard index", run_dir)
+        log.info("not merging %s yet (%s); the last shard to finish merges", run_dir,
+                 "; ".join(waiting) or "some benchmarks have no shard index")
         return False
     with _merge_lock(run_dir):
         checks = [check(s) for s in sets]  # again, under the lock: another shard may have merged or rerun meanwhile
         if not all(c.ok for c in checks):
             return False
         try:
-            _write(run_dir, checks, write_site)
+            _write(run_dir, checks)
         except MergeRefused as exc:
             log.warning("not merging: %s", exc)
             return False
-    log.info("all %d shards are done: merged into %s", count, run_dir / SUMMARY_FILE)
+    log.info("all %d shards are done: merged into %s", count, summary_path(run_dir))
     return True
 
 
 # -- writing ---------------------------------------------------------------------------------------------------------
-def _write(run_dir: Path, checks: list[MergeCheck], write_site: bool) -> dict[str, Any]:
+def _write(run_dir: Path, checks: list[MergeCheck]) -> dict[str, Any]:
     from ..benchmarks import get_benchmark
 
     benchmarks: dict[str, Any] = {}
@@ -219,12 +219,8 @@ def _write(run_dir: Path, checks: list[MergeCheck], write_site: bool) -> dict[st
         "wall_s": max(((sh["summary"] or {}).get("wall_s") or 0 for sh in shards), default=0),
         "merged": {"shards": [sh["shard"] for sh in shards], "merged_at": iso(time.time())},
     }
-    _write_json(run_dir / SUMMARY_FILE, summary)
-    _write_json(run_dir / MANIFEST_FILE, _manifest(shards, benchmarks))
-    if write_site:
-        from ..leaderboard import build_site
-
-        summary["leaderboard"] = str(build_site([run_dir], run_dir / "leaderboard") / "index.html")
+    write_json(summary_path(run_dir), summary)
+    write_json(manifest_path(run_dir), _manifest(shards, benchmarks))
     return summary
 
 
@@ -233,9 +229,8 @@ def _shard_outputs(run_dir: Path, counts: list[int]) -> list[dict[str, Any]]:
     out = []
     for n in counts:
         for k in range(n):
-            out.append({"shard": f"{k}/{n}",
-                        "summary": _read_json(run_dir / output_name(SUMMARY_FILE, (k, n))),
-                        "manifest": _read_json(run_dir / output_name(MANIFEST_FILE, (k, n)))})
+            out.append({"shard": f"{k}/{n}", "summary": _shard_output(read_summary, run_dir, (k, n)),
+                        "manifest": _shard_output(read_manifest, run_dir, (k, n))})
     return out
 
 
@@ -284,10 +279,13 @@ class _merge_lock:
         self._fh.close()
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def _shard_output(read: Callable[[Path, ShardId], dict[str, Any] | None], run_dir: Path, shard: ShardId
+                  ) -> dict[str, Any] | None:
+    """A shard's summary or manifest; None where it wrote none (it had no samples) or it is unreadable: the merged
+    numbers come from the result files, these add only timing and provenance."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read(run_dir, shard)
+    except UserError:
         return None
 
 

@@ -19,19 +19,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import UserError
-
-RESULTS_DIRNAME = "results"
+from ..result import Result
+from .rundir import ShardId, results_path
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
     """Stable short hash of a JSON-serialisable config (key order does not matter)."""
     blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
-
-
-def safe_name(benchmark_id: str) -> str:
-    """File-system safe form of a benchmark id ("videomme@64f" -> "videomme@64f", "a/b" -> "a_b")."""
-    return "".join(c if c.isalnum() or c in "-_.@" else "_" for c in benchmark_id)
 
 
 class StoreLocked(UserError):
@@ -45,12 +40,11 @@ class ResultStore:
     run_dir: Path
     benchmark_id: str
     config_hash: str
-    shard: tuple[int, int] | None = None  # (K, N): shard K of N writes its own file, so shards never share one
+    shard: ShardId | None = None  # (K, N): shard K of N writes its own file, so shards never share one
 
     @property
     def path(self) -> Path:
-        tag = f".shard-{self.shard[0]}-of-{self.shard[1]}" if self.shard else ""
-        return self.run_dir / RESULTS_DIRNAME / f"{safe_name(self.benchmark_id)}.{self.config_hash}{tag}.jsonl"
+        return results_path(self.run_dir, self.benchmark_id, self.config_hash, self.shard)
 
     def __post_init__(self) -> None:
         self._fh = None
@@ -75,14 +69,14 @@ class ResultStore:
             fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
             self._lock_fh.close()
-            raise StoreLocked(f"{self.path} is being written by another process (a second run with the same "
-                              "--output-dir?); wait for it to finish or choose another --output-dir") from exc
+            raise StoreLocked(f"{self.path} is being written by another process (a second run into the same output "
+                              "directory?); wait for it to finish or choose another output directory") from exc
         _cut_torn_tail(self.path)
         self._fh = open(self.path, "a", encoding="utf-8")
         return self
 
-    def append(self, result: Mapping[str, Any]) -> None:
-        self._fh.write(_line(result))
+    def append(self, result: Result | Mapping[str, Any]) -> None:
+        self._fh.write(_line(result.to_dict() if isinstance(result, Result) else result))
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
@@ -139,15 +133,6 @@ def read_results(path: Path, view: Callable[[dict[str, Any]], dict[str, Any]] | 
                 out.pop(sid, None)  # keep insertion order of the latest line
                 out[sid] = view(rec) if view is not None else rec
     return out
-
-
-def result_files(run_dir: Path) -> Iterable[Path]:
-    return sorted((run_dir / RESULTS_DIRNAME).glob("*.jsonl"))
-
-
-def shard_index_path(run_dir: Path, benchmark_id: str, config_hash: str, count: int) -> Path:
-    """Where a sharded run lists every sample of a benchmark with its shard (what `merge` checks against)."""
-    return run_dir / RESULTS_DIRNAME / f"{safe_name(benchmark_id)}.{config_hash}.shards-{count}.json"
 
 
 def _line(result: Mapping[str, Any]) -> str:

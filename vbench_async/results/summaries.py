@@ -1,25 +1,82 @@
-"""After a run: aggregate each benchmark's result file, write summary.json and manifest.json, print the table."""
+"""summary.json and manifest.json: each benchmark's result file, with the active judge's verdicts applied, aggregated.
+
+`judged_aggregate` is the one place a result file becomes numbers; the run's outputs, a judge pass's recomputation,
+a merge and the leaderboard all go through it.
+"""
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 import time
-import uuid
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from .manifest import manifest
+from .manifest import PlannedBenchmark, manifest
+from .rundir import ShardId, manifest_path, read_manifest, read_summary, summary_path, write_json
+from .store import read_results
+from .verdicts import active_judge, apply_active_judge, needs_judge
 
-SUMMARY_FILE = "summary.json"
-MANIFEST_FILE = "manifest.json"
+if TYPE_CHECKING:
+    from ..benchmarks.registry import Benchmark
+    from ..models import ModelRef
+
+# What aggregation reads of a result line (answer and extracted: the spatio-temporal metrics re-parse them).
+_AGGREGATED = ("sample_id", "task_type", "score", "error", "fields", "details", "answer", "extracted")
+# What a recomputed summary keeps of the block it replaces (set when the run was planned, not by aggregation).
+_PLANNED = ("n_expected", "complete", "results_file", "config_hash")
 
 
-def write_run_outputs(run_dir: Path, model: Any, cfg: Any, plans: list, loop_stats: dict, started_at: float,
-                      write_site: bool = True) -> dict[str, Any]:
-    from ..judge import active_judge
+def aggregate_view(result: dict[str, Any]) -> dict[str, Any]:
+    """A result line reduced to what aggregation needs: prompts and outputs stay on disk, so summarising a large run
+    holds a few hundred bytes per sample. Lines awaiting an LLM judge stay whole (its answer hash reads the output)."""
+    if needs_judge(result):
+        return result
+    view = {k: result[k] for k in _AGGREGATED if k in result}
+    if isinstance(view.get("fields"), dict):
+        view["fields"] = {sys.intern(k): v for k, v in view["fields"].items()}
+    return view
 
+
+@dataclass
+class JudgedResults:
+    """One result file as it counts: its lines with the active judge's verdicts applied, and their aggregate."""
+
+    results: list[dict[str, Any]]
+    aggregate: dict[str, Any]  # the benchmark's official aggregation ({} when no benchmark was given)
+    judge: dict[str, Any] | None  # the verdict counts, None when no judge ran
+
+    def summary_block(self) -> dict[str, Any]:
+        """The aggregate as summary.json holds it: with the verdict counts under "judge" when a judge ran."""
+        return {**self.aggregate, "judge": self.judge} if self.judge else dict(self.aggregate)
+
+
+def judged_aggregate(run_dir: Path, benchmark: Benchmark | None, results_path: Path,
+                     view: Callable[[dict[str, Any]], dict[str, Any]] | None = aggregate_view) -> JudgedResults:
+    """Read `results_path` (each line through `view`), apply the active judge's verdicts, aggregate."""
+    lines = read_results(results_path, view=view)
+    results, judge_info = apply_active_judge(run_dir, results_path, list(lines.values()))
+    del lines
+    return JudgedResults(results, benchmark.aggregate(results) if benchmark is not None else {}, judge_info)
+
+
+def summarize_benchmark(run_dir: Path, benchmark: Benchmark, results_path: Path, config_hash: str,
+                        n_expected: int) -> dict[str, Any]:
+    """Aggregate of one benchmark's result file, with the counts and markers summary.json carries."""
+    judged = judged_aggregate(run_dir, benchmark, results_path)
+    agg = judged.summary_block()
+    agg["n_expected"] = n_expected
+    # A run that was interrupted (or is still missing samples) is marked, never mixed silently with complete runs.
+    agg["complete"] = len(judged.results) >= n_expected
+    agg["results_file"] = str(results_path.relative_to(run_dir))
+    agg["config_hash"] = config_hash
+    return agg
+
+
+def write_run_outputs(run_dir: Path, model: ModelRef, run_config: Mapping[str, Any],
+                      backend_options: Mapping[str, Any], plans: Sequence[PlannedBenchmark],
+                      loop_stats: dict[str, Any], started_at: float, shard: ShardId | None = None) -> dict[str, Any]:
+    """Write the run's summary and manifest (a shard's own files for a shard) and return the summary."""
     benchmarks = {p.benchmark.id: summarize_benchmark(run_dir, p.benchmark, p.store.path, p.store.config_hash,
                                                       p.n_total) for p in plans}
     finished_at = time.time()
@@ -31,89 +88,30 @@ def write_run_outputs(run_dir: Path, model: Any, cfg: Any, plans: list, loop_sta
         "run": loop_stats,
         "wall_s": round(finished_at - started_at, 3),
     }
-    shard = getattr(cfg, "shard", None)
     if shard:
         # A shard summarises its own slice only, in its own files: shards never write summary.json (merge does).
         summary["shard"] = {"index": shard[0], "count": shard[1]}
-        write_site = False
-    _write_json(run_dir / output_name(SUMMARY_FILE, shard), summary)
-    _write_json(run_dir / output_name(MANIFEST_FILE, shard),
-                manifest(model, cfg, plans, loop_stats, started_at, finished_at, benchmarks=benchmarks,
-                         judge=active_judge(run_dir)))
-    if write_site:
-        from ..leaderboard import build_site
-
-        site = build_site([run_dir], run_dir / "leaderboard")
-        summary["leaderboard"] = str(site / "index.html")
+    write_json(summary_path(run_dir, shard), summary)
+    write_json(manifest_path(run_dir, shard),
+               manifest(model, run_config, backend_options, plans, loop_stats, started_at, finished_at,
+                        benchmarks=benchmarks, judge=active_judge(run_dir)))
     return summary
 
 
-def summarize_benchmark(run_dir: Path, benchmark: Any, results_path: Path, config_hash: str,
-                        n_expected: int) -> dict[str, Any]:
-    """Aggregate of one benchmark's result file, with the counts and markers summary.json carries."""
-    from ..judge import apply_active_judge
-    from .store import read_results
+def recompute_summary(run_dir: Path) -> dict[str, Any]:
+    """Re-aggregate every benchmark of summary.json from its result file with the active judge's verdicts, and
+    record that judge in manifest.json."""
+    from ..benchmarks import get_benchmark
 
-    # Verdicts of an LLM judge pass (if one ran) replace the offline scores of open-ended items.
-    lines = read_results(results_path, view=aggregate_view)
-    results, judge_info = apply_active_judge(run_dir, results_path, list(lines.values()))
-    del lines
-    agg = benchmark.aggregate(results)
-    if judge_info:
-        agg["judge"] = judge_info
-    agg["n_expected"] = n_expected
-    # A run that was interrupted (or is still missing samples) is marked, never mixed silently with complete runs.
-    agg["complete"] = len(results) >= n_expected
-    agg["results_file"] = str(results_path.relative_to(run_dir))
-    agg["config_hash"] = config_hash
-    return agg
-
-
-# What aggregation reads of a result line (answer and extracted: the spatio-temporal metrics re-parse them).
-_AGGREGATED = ("sample_id", "task_type", "score", "error", "fields", "details", "answer", "extracted")
-
-
-def aggregate_view(result: dict[str, Any]) -> dict[str, Any]:
-    """A result line reduced to what aggregation needs: prompts and outputs stay on disk, so summarising a large run
-    holds a few hundred bytes per sample. Lines awaiting an LLM judge stay whole (its answer hash reads the output)."""
-    from ..judge import needs_judge
-
-    if needs_judge(result):
-        return result
-    view = {k: result[k] for k in _AGGREGATED if k in result}
-    if isinstance(view.get("fields"), dict):
-        view["fields"] = {sys.intern(k): v for k, v in view["fields"].items()}
-    return view
-
-
-def output_name(name: str, shard: tuple[int, int] | None) -> str:
-    """summary.json -> summary.shard-0-of-4.json for a shard."""
-    if not shard:
-        return name
-    stem, _, suffix = name.rpartition(".")
-    return f"{stem}.shard-{shard[0]}-of-{shard[1]}.{suffix}"
-
-
-def print_table(summary: dict[str, Any], file=sys.stdout) -> None:
-    rows = [("benchmark", "score", "n_total", "failed", "status")]
-    for bid, b in summary["benchmarks"].items():
-        score = b.get("score")
-        rows.append((
-            bid,
-            f"{100 * score:.2f}" if isinstance(score, (int, float)) else "-",
-            str(b.get("n_total", 0)),
-            str(b.get("n_failed", 0)),
-            "complete" if b.get("complete") else "PARTIAL",
-        ))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for i, r in enumerate(rows):
-        print("  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths))), file=file)
-        if i == 0:
-            print("  ".join("-" * w for w in widths), file=file)
-
-
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")  # unique: writers may race
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
+    run_dir = Path(run_dir)
+    summary = read_summary(run_dir)
+    for bid, old in list(summary["benchmarks"].items()):
+        agg = judged_aggregate(run_dir, get_benchmark(bid), run_dir / old["results_file"]).summary_block()
+        agg.update({k: old[k] for k in _PLANNED if k in old})
+        summary["benchmarks"][bid] = agg
+    write_json(summary_path(run_dir), summary)
+    recorded = read_manifest(run_dir)
+    if recorded is not None:
+        recorded["judge"] = active_judge(run_dir)
+        write_json(manifest_path(run_dir), recorded)
+    return summary

@@ -1,0 +1,83 @@
+"""Option groups generated from settings dataclasses (as TRL does): each setting is declared once, with its type,
+default and help, and every command that takes it gets the same flag.
+
+A field whose metadata has a `help` is a flag `--field-name` (metadata `flag` renames it). A bool defaulting to False
+is a switch; one defaulting to True is switched off by its `--no-...` flag. A `comma_list` field takes "a,b,c".
+
+    add_group(parser, VLLMSettings, "vLLM engine")          # the flags
+    engine = from_args(VLLMSettings, args)                  # the settings the user gave, defaults elsewhere
+
+The groups every command shares: selection (`Selection`), frames (`FrameOverrides`), sampling (`SamplingParams`),
+engine (`VLLMSettings`) and server (`ServerSettings`): `GROUPS` has each one's title.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, Collection, TypeVar
+
+from ..backends.base import SamplingParams
+from ..backends.openai import ServerSettings
+from ..backends.vllm import VLLMSettings
+from ..benchmarks.selection import Selection
+from ..frames.overrides import FrameOverrides
+
+T = TypeVar("T")
+
+GROUPS: dict[type, str] = {
+    Selection: "what to evaluate",
+    FrameOverrides: "frames (override the benchmark's preset; part of the result config)",
+    SamplingParams: "sampling (greedy by default)",
+    VLLMSettings: "vLLM engine (backend vllm)",
+    ServerSettings: "server (backend openai)",
+}
+_SCALARS = (int, float, str, Path)
+
+
+def flag_fields(cls: type, exclude: Collection[str] = ()) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(cls) if "help" in f.metadata and f.name not in exclude]
+
+
+def add_group(parser: argparse.ArgumentParser, cls: type, title: str | None = None,
+              exclude: Collection[str] = ()) -> argparse._ArgumentGroup:
+    """Add one flag per settable field of `cls` (but those in `exclude`) to a new group of `parser`."""
+    group = parser.add_argument_group(title or GROUPS[cls])
+    hints = typing.get_type_hints(cls)
+    for f in flag_fields(cls, exclude):
+        kind = _scalar(hints[f.name])
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        flag = f.metadata.get("flag", "--" + f.name.replace("_", "-"))
+        kwargs: dict[str, Any] = {"dest": f.name, "help": f.metadata["help"]}
+        if kind is bool:
+            kwargs.update(action="store_false" if default else "store_true", default=default)
+        elif f.metadata.get("comma_list"):
+            kwargs.update(type=_comma_list, default=default)
+        else:
+            kwargs.update(type=kind, default=default)
+            if "choices" in f.metadata:
+                kwargs["choices"] = f.metadata["choices"]
+        group.add_argument(flag, **kwargs)
+    return group
+
+
+def from_args(cls: type[T], args: argparse.Namespace, exclude: Collection[str] = (), **values: Any) -> T:
+    """An instance of `cls` with the flags `add_group` added (and `values`); other fields keep their defaults."""
+    given = {f.name: getattr(args, f.name) for f in flag_fields(cls, exclude) if f.name not in values}
+    return cls(**given, **values)
+
+
+def _scalar(hint: Any) -> type:
+    """The one non-None type of a field: `int | None` -> int, `tuple[str, ...] | None` -> tuple."""
+    members = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    kinds = [typing.get_origin(m) or m for m in members if m is not type(None)]
+    if len(kinds) != 1 or not (kinds[0] in _SCALARS or kinds[0] in (bool, tuple)):
+        raise TypeError(f"no command-line form for a field of type {hint}")
+    return kinds[0]
+
+
+def _comma_list(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())

@@ -1,0 +1,39 @@
+"""What the commands print and publish after the library has done the work: the score table and a run's own site."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..results.rundir import site_dir
+
+
+def print_table(summary: dict[str, Any], file: TextIO | None = None) -> None:
+    file = file or sys.stdout  # looked up per call: tests (and callers) may have replaced sys.stdout
+    rows = [("benchmark", "score", "n_total", "failed", "status")]
+    for bid, b in summary["benchmarks"].items():
+        score = b.get("score")
+        rows.append((
+            bid,
+            f"{100 * score:.2f}" if isinstance(score, (int, float)) else "-",
+            str(b.get("n_total", 0)),
+            str(b.get("n_failed", 0)),
+            "complete" if b.get("complete") else "PARTIAL",
+        ))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for i, r in enumerate(rows):
+        print("  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths))), file=file)
+        if i == 0:
+            print("  ".join("-" * w for w in widths), file=file)
+
+
+def write_run_site(run_dir: Path) -> Path:
+    """(Re)build the run directory's own leaderboard; returns its index.html."""
+    from ..leaderboard import build_site  # pandas and jinja2 load only when a site is written
+
+    return build_site([Path(run_dir)], site_dir(run_dir)) / "index.html"
+
+
+def has_site(run_dir: Path) -> bool:
+    return (site_dir(run_dir) / "index.html").exists()

@@ -1,0 +1,104 @@
+"""The run directory's file names and its JSON files: the one place that spells them, writes them and reads them.
+
+    RUN_DIR/results/<benchmark>.<config hash>[.shard-K-of-N].jsonl    result lines (results/store.py)
+    RUN_DIR/results/<benchmark>.<config hash>.shards-N.json           a sharded run's sample index
+    RUN_DIR/shards/                                                    the pinned shard plans (sharding.py)
+    RUN_DIR/judge/                                                     LLM-judge verdicts (results/verdicts.py)
+    RUN_DIR/summary[.shard-K-of-N].json, manifest[.shard-K-of-N].json
+    RUN_DIR/leaderboard/index.html                                     the run's own site
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+
+RESULTS_DIRNAME = "results"
+PLAN_DIRNAME = "shards"
+JUDGE_DIRNAME = "judge"
+SITE_DIRNAME = "leaderboard"
+SUMMARY_FILE = "summary.json"
+MANIFEST_FILE = "manifest.json"
+
+ShardId = tuple[int, int]  # (K, N): shard K of N
+
+
+def shard_tag(shard: ShardId) -> str:
+    """The file-name part of shard K of N: "shard-0-of-4"."""
+    return f"shard-{shard[0]}-of-{shard[1]}"
+
+
+def safe_name(benchmark_id: str) -> str:
+    """File-system safe form of a benchmark id ("videomme@64f" -> "videomme@64f", "a/b" -> "a_b")."""
+    return "".join(c if c.isalnum() or c in "-_.@" else "_" for c in benchmark_id)
+
+
+def results_path(run_dir: Path, benchmark_id: str, config_hash: str, shard: ShardId | None = None) -> Path:
+    tag = f".{shard_tag(shard)}" if shard else ""
+    return Path(run_dir) / RESULTS_DIRNAME / f"{safe_name(benchmark_id)}.{config_hash}{tag}.jsonl"
+
+
+def shard_index_path(run_dir: Path, benchmark_id: str, config_hash: str, count: int) -> Path:
+    """Where a sharded run lists every sample of a benchmark with its shard (what `merge` checks against)."""
+    return Path(run_dir) / RESULTS_DIRNAME / f"{safe_name(benchmark_id)}.{config_hash}.shards-{count}.json"
+
+
+def output_name(name: str, shard: ShardId | None) -> str:
+    """summary.json -> summary.shard-0-of-4.json for a shard."""
+    if not shard:
+        return name
+    stem, _, suffix = name.rpartition(".")
+    return f"{stem}.{shard_tag(shard)}.{suffix}"
+
+
+def summary_path(run_dir: Path, shard: ShardId | None = None) -> Path:
+    return Path(run_dir) / output_name(SUMMARY_FILE, shard)
+
+
+def manifest_path(run_dir: Path, shard: ShardId | None = None) -> Path:
+    return Path(run_dir) / output_name(MANIFEST_FILE, shard)
+
+
+def site_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / SITE_DIRNAME
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write `data` as indented JSON, atomically (a reader sees the old file or the new one, never half of one)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")  # unique: writers may race
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> Any:
+    """The parsed file, or None when it does not exist; UserError when it is not valid JSON."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path} is not valid JSON: {exc}") from exc
+
+
+def read_summary(run_dir: Path, shard: ShardId | None = None) -> dict[str, Any]:
+    """The run's summary; UserError when the folder is not a result directory."""
+    path = summary_path(run_dir, shard)
+    summary = read_json(path)
+    if summary is None:
+        raise UserError(f"{Path(run_dir)} is not a result directory (no {path.name}); evaluate a model into it first")
+    if not isinstance(summary, dict) or not isinstance(summary.get("benchmarks"), dict):
+        raise UserError(f"{path} has no 'benchmarks' mapping: not a vbench-async summary")
+    return summary
+
+
+def read_manifest(run_dir: Path, shard: ShardId | None = None) -> dict[str, Any] | None:
+    """The run's manifest, or None when it has none."""
+    manifest = read_json(manifest_path(run_dir, shard))
+    return manifest if isinstance(manifest, dict) else None

@@ -1,0 +1,136 @@
+"""The LLM judge's verdicts as stored in a run directory, and how they replace offline scores (the read side of
+judging; the pass that produces them is `vbench_async/judge.py`).
+
+    RUN_DIR/judge/judge.json                          which judges ran, and which one is active
+    RUN_DIR/judge/<results file stem>.<key>.jsonl     one line per judged sample (append-only, resumable)
+
+`key` pins the judge: its model fingerprint, the prompt hash and the sampling settings; a different judge writes a new
+file. A line also carries the hash of what was judged, so an answer that changed since (a retried sample) counts as
+unjudged until it is judged again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import UserError
+from .manifest import iso
+from .rundir import JUDGE_DIRNAME, read_json, write_json
+from .store import ResultStore, config_hash, read_results
+
+STATE_FILE = "judge.json"
+
+
+def needs_judge(result: Mapping[str, Any]) -> bool:
+    return not result.get("error") and bool((result.get("details") or {}).get("needs_judge"))
+
+
+def answer_hash(result: Mapping[str, Any]) -> str:
+    """What the verdict is about: question, reference and model output."""
+    blob = json.dumps([result.get("question"), result.get("answer"), result.get("output")], ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class JudgeIdentity:
+    """Everything that makes two verdicts comparable. `key` names the judge's files."""
+
+    model: str
+    fingerprint: str
+    backend: str
+    sampling: Mapping[str, Any]
+    prompt_hash: str
+
+    @property
+    def judge_id(self) -> str:
+        return f"{self.model}@{self.fingerprint[:16]}"
+
+    @property
+    def key(self) -> str:
+        return config_hash({"fingerprint": self.fingerprint, "prompt": self.prompt_hash, "sampling": self.sampling})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "judge_id": self.judge_id, "key": self.key, "sampling": dict(self.sampling)}
+
+
+@dataclass
+class JudgeStore(ResultStore):
+    """The judge's verdicts for one result file: the result store's locking, fsync and torn-tail handling."""
+
+    results_path: Path = Path()
+
+    @property
+    def path(self) -> Path:
+        return self.run_dir / JUDGE_DIRNAME / f"{self.results_path.stem}.{self.config_hash}.jsonl"
+
+
+def judge_store(run_dir: Path, results_path: Path, key: str) -> JudgeStore:
+    return JudgeStore(run_dir=run_dir, benchmark_id="judge", config_hash=key, results_path=results_path)
+
+
+def read_state(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / JUDGE_DIRNAME / STATE_FILE
+    try:
+        state = read_json(path)
+    except UserError as exc:
+        raise UserError(f"{exc}; delete it and judge the run again") from exc
+    return state if state is not None else {"active": None, "judges": {}}
+
+
+def active_judge(run_dir: Path) -> dict[str, Any] | None:
+    """The identity (as a dict) of the judge whose verdicts count, or None when no judge ran."""
+    state = read_state(run_dir)
+    return state["judges"].get(state["active"]) if state.get("active") else None
+
+
+def activate_judge(run_dir: Path, identity: JudgeIdentity) -> None:
+    """Record `identity` in judge.json and make its verdicts the ones that count."""
+    state = read_state(run_dir)
+    entry = state["judges"].get(identity.key) or {**identity.to_dict(), "created_at": iso(time.time())}
+    entry["updated_at"] = iso(time.time())
+    state["judges"][identity.key] = entry
+    state["active"] = identity.key
+    (Path(run_dir) / JUDGE_DIRNAME).mkdir(parents=True, exist_ok=True)
+    write_json(Path(run_dir) / JUDGE_DIRNAME / STATE_FILE, state)
+
+
+def apply_judgements(results: list[Mapping[str, Any]], judgements: Mapping[str, Mapping[str, Any]],
+                     identity: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Results with the verdicts in place of the offline scores, and counts for the summary."""
+    out, judged, failed, unjudged = [], 0, 0, 0
+    for r in results:
+        r = dict(r)
+        if needs_judge(r):
+            j = judgements.get(str(r.get("sample_id")))
+            if j is None or j.get("answer_hash") != answer_hash(r):
+                unjudged += 1
+            elif j.get("score") is None:
+                failed += 1
+                r["details"] = {**r["details"], "judge_error": j.get("error")}
+            else:
+                judged += 1
+                r["details"] = {**r["details"], "judge": {
+                    "verdict": j["verdict"], "judge_id": j["judge_id"], "prompt_hash": j["prompt_hash"],
+                    "offline_score": r.get("score")}}
+                r["score"] = j["score"]
+        out.append(r)
+    info = {"judge_id": identity.get("judge_id"), "prompt_hash": identity.get("prompt_hash"),
+            "key": identity.get("key"), "n_judged": judged, "n_judge_failed": failed, "n_unjudged": unjudged}
+    return out, info
+
+
+def apply_active_judge(run_dir: Path, results_path: Path, results: list[Mapping[str, Any]]
+                       ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """`results` with the active judge's verdicts applied (unchanged, and None, when no judge ran)."""
+    identity = active_judge(Path(run_dir))
+    if identity is None or not any(needs_judge(r) for r in results):
+        return list(results), None  # the same dicts: callers only read them
+    store = judge_store(Path(run_dir), Path(results_path), identity["key"])
+    merged, info = apply_judgements(results, read_results(store.path), identity)
+    info["file"] = str(store.path.relative_to(run_dir))
+    return merged, info
