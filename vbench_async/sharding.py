@@ -28,12 +28,21 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Sequence, TypeVar
 
 from .errors import SampleError, UserError
 from .results.rundir import PLAN_DIRNAME, shard_index_path, shard_tag
 
+if TYPE_CHECKING:
+    from .benchmarks.registry import Benchmark
+    from .frames.spec import FrameSpec, Window
+    from .samples import Sample
+
+    Loaded = tuple[Benchmark, FrameSpec, list[Sample | SampleError]]  # a benchmark, its frame spec, its samples
+
 log = logging.getLogger(__name__)
+
+SampleT = TypeVar("SampleT")  # a Sample, or the SampleError of a malformed record (both have `sample_id`)
 
 PLAN_FORMAT = 1
 PROBE_THREADS = 8  # header reads are I/O bound (a shared filesystem's latency), not CPU bound
@@ -79,8 +88,8 @@ class ShardItem:
     sample_id: str
     group: str  # unit key: "video:<annotation path>", or the sample itself when it has no (usable) video
     video: Path | None = None  # the file to probe
-    spec: Any = None  # frames.FrameSpec
-    window: tuple[float | None, float | None] | None = None
+    spec: FrameSpec | None = None
+    window: Window | None = None
 
 
 class VideoProbe(NamedTuple):
@@ -88,8 +97,8 @@ class VideoProbe(NamedTuple):
     total_frames: int
 
 
-def items_for(benchmark: Any, samples: Sequence[Any], spec: Any, data_root: Path | None,
-              allow_outside: bool = False) -> list[ShardItem]:
+def items_for(benchmark: Benchmark, samples: Sequence[Sample | SampleError], spec: FrameSpec,
+              data_root: Path | None, allow_outside: bool = False) -> list[ShardItem]:
     """The splitter's view of one benchmark's samples (Sample or SampleError, as `load_samples` returns them)."""
     out = []
     for s in samples:
@@ -129,7 +138,7 @@ def probe_video(path: Path) -> VideoProbe | None:
     return VideoProbe(fps, frames) if fps > 0 and frames > 0 else None
 
 
-def estimate_frames(spec: Any, probe: VideoProbe | None, window: Any = None) -> int:
+def estimate_frames(spec: FrameSpec, probe: VideoProbe | None, window: Window | None = None) -> int:
     """Frames the spec will take from this video; the spec's cap when the video's length is unknown."""
     from .frames.errors import FrameError
     from .frames.spec import frame_range, normalize_window
@@ -259,7 +268,7 @@ class ShardSelection:
     def owner(self, benchmark: str, sample_id: str) -> int:
         return self.plan.owner[self.groups[(benchmark, sample_id)]]
 
-    def keep(self, benchmark: str, samples: Sequence[Any]) -> list[Any]:
+    def keep(self, benchmark: str, samples: Sequence[SampleT]) -> list[SampleT]:
         """The samples of this shard, in their original order."""
         return [s for s in samples if self.owner(benchmark, str(s.sample_id)) == self.shard.index]
 
@@ -297,8 +306,8 @@ def select_items(shard: Shard, items: Sequence[ShardItem], probe: bool = True) -
     return [plan.owner[it.group] == shard.index for it in items]
 
 
-def shard_slice(shard: Shard, loaded: Sequence[tuple[Any, Any, list[Any]]], data_root: Path | None,
-                allow_outside: bool = False) -> list[tuple[Any, Any, list[Any]]]:
+def shard_slice(shard: Shard, loaded: Sequence[Loaded], data_root: Path | None,
+                allow_outside: bool = False) -> list[Loaded]:
     """(benchmark, spec, samples) triples cut down to `shard`'s samples, split as `run --shard` splits them."""
     items = [it for b, spec, samples in loaded for it in items_for(b, samples, spec, data_root, allow_outside)]
     flags = iter(select_items(shard, items))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ..errors import UserError
 from .base import Backend
-from .hf import HFBackend
 from .openai import OpenAIBackend, ServerSettings
 from .vllm import VLLMBackend, VLLMSettings
 
@@ -25,5 +24,7 @@ def make_backend(kind: str, model_path: str, engine: VLLMSettings | None = None,
                              api_key=server.api_key, timeout_s=server.request_timeout, max_retries=server.max_retries,
                              concurrency=concurrency)
     if kind == "hf":
+        from .hf import HFBackend  # loads the torchvision shim: only for this backend
+
         return HFBackend(model_path)
     raise UserError(f"unknown backend {kind!r}; choose from {', '.join(BACKENDS)}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import yaml
 
@@ -16,6 +16,9 @@ from . import aggregate as _aggregate
 from . import prompts
 from .cards import Card, apply_preset, load_card
 from .sources import Resolved, load_records, resolve, to_samples
+
+if TYPE_CHECKING:
+    from ..frames.spec import FrameSpec
 
 
 class Benchmark:
@@ -69,7 +72,7 @@ class Benchmark:
         return [safe_join(root, image, allow_outside, "image") for image in sample.images]
 
     # -- model inputs ----------------------------------------------------------------------------------------
-    def frame_spec(self, family: str, overrides: Mapping[str, Any] | None = None) -> Any:
+    def frame_spec(self, family: str, overrides: Mapping[str, Any] | None = None) -> FrameSpec:
         """The card's frame settings (preset included), then `overrides` (CLI flags; None values are ignored)."""
         from ..frames.spec import FrameSpec
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UserError
+from .output import print_rows
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -77,9 +78,5 @@ def main(args: argparse.Namespace) -> int:
         rows.append((bid, str(r["n"]), _f(r["mean_a"], ".1f", 100), _f(r["mean_b"], ".1f", 100),
                      _f(d["value"], "+.1f", 100), ci, _f(r["p_t"], ".3g"), f"{r['n_a_better']}/{r['n_b_better']}",
                      f"{r['p_sign']:.3g} ({r['sign_test_name']})", ", ".join(note)))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for i, row in enumerate(rows):
-        print("  ".join(c.ljust(w) if j in (0, 9) else c.rjust(w) for j, (c, w) in enumerate(zip(row, widths))))
-        if i == 0:
-            print("  ".join("-" * w for w in widths))
+    print_rows(rows, left=(0, 9))
     return 0

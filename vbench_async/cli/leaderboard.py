@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import UserError
+from ..results.rundir import summary_path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,10 +33,10 @@ def expand_run_dirs(paths: list[Path]) -> list[Path]:
     """Each path itself if it holds summary.json, else its sub-folders that do (sorted); UserError if neither."""
     out: list[Path] = []
     for path in paths:
-        if (path / "summary.json").is_file():
+        if summary_path(path).is_file():
             out.append(path)
             continue
-        children = sorted(c for c in path.iterdir() if (c / "summary.json").is_file()) if path.is_dir() else []
+        children = sorted(c for c in path.iterdir() if summary_path(c).is_file()) if path.is_dir() else []
         if not children:
             raise UserError(f"{path} is not a result directory (no summary.json) and holds none; "
                             "give folders written by `vbench-async run --output-dir`")

@@ -9,8 +9,19 @@ from typing import Any, TextIO
 from ..results.rundir import site_dir
 
 
-def print_table(summary: dict[str, Any], file: TextIO | None = None) -> None:
+def print_rows(rows: list[tuple[str, ...]], left: tuple[int, ...] = (0,), file: TextIO | None = None) -> None:
+    """A plain-text table: the first row is the header; columns in `left` are left-aligned, the others right."""
     file = file or sys.stdout  # looked up per call: tests (and callers) may have replaced sys.stdout
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for i, r in enumerate(rows):
+        print("  ".join(c.ljust(w) if j in left else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths))),
+              file=file)
+        if i == 0:
+            print("  ".join("-" * w for w in widths), file=file)
+
+
+def print_table(summary: dict[str, Any], file: TextIO | None = None) -> None:
+    """The score table of a summary: one row per benchmark."""
     rows = [("benchmark", "score", "n_total", "failed", "status")]
     for bid, b in summary["benchmarks"].items():
         score = b.get("score")
@@ -21,11 +32,7 @@ def print_table(summary: dict[str, Any], file: TextIO | None = None) -> None:
             str(b.get("n_failed", 0)),
             "complete" if b.get("complete") else "PARTIAL",
         ))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for i, r in enumerate(rows):
-        print("  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths))), file=file)
-        if i == 0:
-            print("  ".join("-" * w for w in widths), file=file)
+    print_rows(rows, file=file)
 
 
 def write_run_site(run_dir: Path) -> Path:

@@ -1,8 +1,9 @@
 """Static HTML leaderboards: result directories in, a folder of pages, CSV and JSON out (works from file://).
 
-    build_site(run_dirs, out_dir) -> out_dir          the only entry point the runner and the CLI need
+    build_site(run_dirs, out_dir) -> out_dir          the entry point the CLI calls (it alone writes sites)
     load_runs(run_dirs) -> list[Run]                  judged results, recomputed aggregates, CIs, markers
 
+The site reads result directories only, through `results/` (summaries, verdicts, stats).
 Modules: load (result dirs -> runs), tables (pandas tables = the exports), charts (SVG geometry), site (rendering).
 Templates and assets live in the top-level `leaderboards/` folder.
 """

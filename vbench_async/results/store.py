@@ -51,10 +51,6 @@ class ResultStore:
         self._lock_fh = None
 
     # -- reading -----------------------------------------------------------------------------------------------------
-    def load(self) -> list[dict[str, Any]]:
-        """All results, one per sample id (a retried sample's latest line wins), in first-seen order."""
-        return list(read_results(self.path).values())
-
     def completed_ids(self, retry_failed: bool = False) -> set[str]:
         results = read_results(self.path)
         if retry_failed:
