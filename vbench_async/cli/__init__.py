@@ -34,7 +34,10 @@ _COMMAND_MODULES = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every command's parser. A command module with an `add_options(parser)` gets its options from it: for every
+    command when `command` is None, else only for that one (`main` builds only the command it runs, so `--help` and
+    light commands do not load the settings of heavy ones)."""
     parser = argparse.ArgumentParser(
         prog="vbench-async",
         description=(
@@ -46,13 +49,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages (engine logs included)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in _COMMAND_MODULES:
-        importlib.import_module(f"{__name__}.{name}").register(sub)
+        module = importlib.import_module(f"{__name__}.{name}")
+        command_parser = module.register(sub)
+        if hasattr(module, "add_options") and command in (None, name):
+            module.add_options(command_parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    command = next((w for w in words if not w.startswith("-")), "")  # only -v/-h come before the command
+    args = build_parser(command).parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -6,11 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..backends.factory import BACKENDS
-from ..backends.openai import ServerSettings
-from ..backends.vllm import VLLMSettings
 from ..errors import UserError
-from .options import add_group, from_args
 from .output import has_site, print_table, write_run_site
 
 # Settings the judge decides itself: its engine runs --concurrency sequences; the server's name for the evaluated
@@ -18,7 +14,7 @@ from .output import has_site, print_table, write_run_site
 JUDGE_SETS = ("max_num_seqs", "served_model")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "judge",
         help="LLM-as-judge pass for open-ended answers of a run",
@@ -31,6 +27,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
+    p.set_defaults(func=main)
+    return p
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    from ..backends.factory import BACKENDS
+    from ..backends.openai import ServerSettings
+    from ..backends.vllm import VLLMSettings
+    from .options import add_group
+
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="result directory written by `vbench-async run`")
     p.add_argument("--judge-model", required=True,
                    help="judge model: a model directory, hub id or tiny-* model (vllm, hf), or the served model name "
@@ -45,11 +51,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-site", action="store_true", help="do not rebuild RUN_DIR/leaderboard")
     add_group(p, VLLMSettings, exclude=JUDGE_SETS)
     add_group(p, ServerSettings, exclude=JUDGE_SETS)
-    p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    from ..backends.openai import ServerSettings
+    from ..backends.vllm import VLLMSettings
     from ..judge import JudgeConfig, judge_run_dir
+    from .options import from_args
 
     if args.backend == "openai" and not args.base_url:
         raise UserError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")

@@ -2,7 +2,8 @@
 default and help, and every command that takes it gets the same flag.
 
 A field whose metadata has a `help` is a flag `--field-name` (metadata `flag` renames it). A bool defaulting to False
-is a switch; one defaulting to True is switched off by its `--no-...` flag. A `comma_list` field takes "a,b,c".
+is a switch that sets it; one defaulting to True is cleared by its switch (name it `--no-...`). A `comma_list` field
+takes "a,b,c".
 
     add_group(parser, VLLMSettings, "vLLM engine")          # the flags
     engine = from_args(VLLMSettings, args)                  # the settings the user gave, defaults elsewhere
@@ -51,9 +52,9 @@ def add_group(parser: argparse.ArgumentParser, cls: type, title: str | None = No
         kind = _scalar(hints[f.name])
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         flag = f.metadata.get("flag", "--" + f.name.replace("_", "-"))
-        kwargs: dict[str, Any] = {"dest": f.name, "help": f.metadata["help"]}
-        if kind is bool:
-            kwargs.update(action="store_false" if default else "store_true", default=default)
+        kwargs: dict[str, Any] = {"dest": _dest(f, default), "help": f.metadata["help"]}
+        if kind is bool:  # a switch: it sets the field when off by default, clears it when on
+            kwargs.update(action="store_true", default=False)
         elif f.metadata.get("comma_list"):
             kwargs.update(type=_comma_list, default=default)
         else:
@@ -66,8 +67,17 @@ def add_group(parser: argparse.ArgumentParser, cls: type, title: str | None = No
 
 def from_args(cls: type[T], args: argparse.Namespace, exclude: Collection[str] = (), **values: Any) -> T:
     """An instance of `cls` with the flags `add_group` added (and `values`); other fields keep their defaults."""
-    given = {f.name: getattr(args, f.name) for f in flag_fields(cls, exclude) if f.name not in values}
+    given = {}
+    for f in flag_fields(cls, exclude):
+        if f.name not in values:
+            value = getattr(args, _dest(f, f.default))
+            given[f.name] = (not value) if _dest(f, f.default) != f.name else value
     return cls(**given, **values)
+
+
+def _dest(f: dataclasses.Field, default: Any) -> str:
+    """Where argparse keeps a field's flag: `no_<name>` for a switch that turns a True setting off."""
+    return f"no_{f.name}" if default is True else f.name
 
 
 def _scalar(hint: Any) -> type:

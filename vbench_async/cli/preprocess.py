@@ -7,15 +7,12 @@ import os
 import sys
 from pathlib import Path
 
-from ..benchmarks.selection import Selection
 from ..errors import UserError
-from ..frames.overrides import FrameOverrides
-from .options import add_group, from_args
 
 FAMILIES = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "preprocess",
         help="decode, sample and resize the videos of a suite into the frame cache",
@@ -27,6 +24,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
+    p.set_defaults(func=main)
+    return p
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    from ..benchmarks.selection import Selection
+    from ..frames.overrides import FrameOverrides
+    from .options import add_group
+
     what = add_group(p, Selection, "what to preprocess")
     model = what.add_mutually_exclusive_group()
     model.add_argument("--model", help="model directory or hub id; its family decides the resize factor")
@@ -49,10 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "shared cache together; concurrent writers are safe (entries appear atomically)")
 
     add_group(p, FrameOverrides, "frames (override the benchmark's preset; must match the later `run`)")
-    p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    from ..benchmarks.selection import Selection
+    from ..frames.overrides import FrameOverrides
+    from .options import from_args
     from ..frames import DEFAULT_DECODER, FrameCache, VideoJob, default_cache_dir, family_from_model, preprocess
     from ..launcher import resolve_shard
     from ..sharding import shard_slice

@@ -6,19 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..backends.base import SamplingParams
-from ..backends.factory import BACKENDS
-from ..backends.openai import ServerSettings
-from ..backends.vllm import VLLMSettings
-from ..benchmarks.selection import Selection
 from ..errors import UserError
-from ..frames.overrides import FrameOverrides
-from ..runner import MODES, RunConfig, run
-from .options import add_group, from_args
 from .output import print_table, write_run_site
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "run",
         help="evaluate a model on a suite or benchmarks",
@@ -29,6 +21,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
+    p.set_defaults(func=main)
+    return p
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    from ..backends.base import SamplingParams
+    from ..backends.factory import BACKENDS
+    from ..backends.openai import ServerSettings
+    from ..backends.vllm import VLLMSettings
+    from ..benchmarks.selection import Selection
+    from ..frames.overrides import FrameOverrides
+    from ..runner import MODES
+    from .options import add_group
+
     what = add_group(p, Selection)
     what.add_argument("--model", required=True,
                       help="model directory, hub id, or a built-in tiny model: tiny-qwen2-vl, tiny-qwen2.5-vl, "
@@ -75,11 +81,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                             "otherwise CUDA_VISIBLE_DEVICES is left as it is")
 
     add_group(p, ServerSettings)
-    p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    from ..backends.base import SamplingParams
+    from ..backends.openai import ServerSettings
+    from ..backends.vllm import VLLMSettings
+    from ..benchmarks.selection import Selection
+    from ..frames.overrides import FrameOverrides
     from ..launcher import apply_devices, resolve_shard, select_devices
+    from ..runner import RunConfig, run
+    from .options import from_args
 
     selection = from_args(Selection, args)
     if selection.empty:
