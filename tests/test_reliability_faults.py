@@ -30,7 +30,7 @@ import pytest
 
 from conftest import REPO, run_cli
 from support.hostile import _good, _video, write_data_map
-from support.processes import alive, command_line, descendants, wait_gone
+from support.processes import alive, descendants, wait_gone
 from vbench_async.results.store import read_results
 
 ANSWER = "<answer>A</answer>"

@@ -23,7 +23,7 @@ from .backends.openai import ServerSettings
 from .backends.vllm import VLLMSettings
 from .benchmarks.selection import Selection
 from .errors import SampleError, UserError
-from .pipeline import PlanEntry, Pipeline, Progress, WorkItem, group_by_video
+from .pipeline import Pipeline, PlanEntry, Progress, WorkItem, group_by_video
 from .results.manifest import PlannedBenchmark, plain
 from .results.store import ResultStore, config_hash
 from .samples import Sample
