@@ -35,13 +35,17 @@ _LEAD_WORDS = re.compile(
 )
 _KW = r"(?i:answer|option|choice)"
 _LETTER_PHRASES = [
-    re.compile(rf"\b{_KW}\s*(?i:is|would\s+be|should\s+be)?\s*[:：]?\s*(?i:option\s*)?[\(\[]?([A-J])[\)\]]?(?![\w'’])"),
+    # "answer B", "answer: B", "the option is B"; a bare "option B" only names an option under discussion
+    re.compile(r"\b(?i:answer)\s*(?i:is|would\s+be|should\s+be)?\s*[:：]?\s*(?i:option\s*)?[\(\[]?([A-J])[\)\]]?(?![\w'’])"),
+    re.compile(r"\b(?i:option|choice)\s*(?:(?i:is|would\s+be|should\s+be)\s*[:：]?|[:：])\s*[\(\[]?([A-J])[\)\]]?(?![\w'’])"),
     re.compile(r"\b(?i:choose|select|pick|go\s+with)\s+(?i:option\s+|answer\s+)?[\(\[]?([A-J])[\)\]]?(?![\w'’])"),
     re.compile(r"(?<![\w'’])[\(\[]?([A-J])[\)\]]?\s+(?i:is\s+(?:the\s+)?(?:correct|right|best))\b"),
     re.compile(r"(?:答案|选项?)\s*(?:是|为)?\s*[:：]?\s*([A-J])"),
     re.compile(r"\*\*\(?([A-J])\)?\*\*"),
     re.compile(r"\(([A-J])\)"),
 ]
+# Marks that also serve to list options: several different letters in them means options discussed, not chosen.
+_LISTING = (_LETTER_PHRASES[-2], _LETTER_PHRASES[-1])
 _STANDALONE = re.compile(r"(?<![\w'’])([A-J])(?![\w'’])")
 
 
@@ -102,7 +106,10 @@ def _phrase_letter(text: str) -> str | None:
     """The last letter named by an explicit phrase ("answer is B", "choose C", "(D)", "**E**", "F is correct")."""
     best: tuple[int, str] | None = None
     for pattern in _LETTER_PHRASES:
-        for m in pattern.finditer(text):
+        matches = list(pattern.finditer(text))
+        if pattern in _LISTING and len({m.group(1) for m in matches}) > 1:
+            continue
+        for m in matches:
             if _looks_like_article(m.group(1), text[m.end() :]):
                 continue
             if best is None or m.start(1) > best[0]:
@@ -125,8 +132,11 @@ def _unique_letter(text: str, letters: Sequence[str]) -> str | None:
 
 def _answer_line(line: str, letters: Sequence[str], options: Sequence[str]) -> str | None:
     t = _LEAD_WORDS.sub("", clean_answer(line)).strip()
-    if not t or len(t) > 80:
+    if not t:
         return None
+    if len(t) > 80:  # a long line counts only as "B) <option text>": a delimited letter, then its text
+        m = _LETTER_DELIM.match(t)
+        return (m.group(1) or m.group(2)) if m else None
     return _leading_letter(t, letters, options) or _letter_for_text(t, letters, options)
 
 

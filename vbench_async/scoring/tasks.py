@@ -89,13 +89,19 @@ def numbers_match(pred: extract.Number, gt: extract.Number) -> bool:
     return False
 
 
-def score_numerical(sample: Sample, output: str) -> Score:
+def score_numerical(sample: Sample, output: str, decimals: int | None = None) -> Score:
+    """Equal at the truth's written precision, or, for a benchmark that says so (Video-MMMU: 2), after rounding
+    both sides to `decimals` places (3.429 equals 3.43; 0.34 does not equal 0.3)."""
     gt = ground_truth(sample, _parse_number, "a number")
     found = first_answer(output, _parse_number)
     if found is None:
         return malformed(source=None)
     pred, cand = found
-    return Score(1.0 if numbers_match(pred, gt) else 0.0, pred.text, True, {"source": cand.source})
+    if decimals is None:
+        ok = numbers_match(pred, gt)
+    else:
+        ok = round(pred.value, decimals) == round(gt.value, decimals)
+    return Score(1.0 if ok else 0.0, pred.text, True, {"source": cand.source})
 
 
 def score_regression(sample: Sample, output: str) -> Score:
