@@ -137,8 +137,9 @@ class Candidate:
     text: str
 
 
-def candidates(text: str, multiline: bool = False) -> Iterator[Candidate]:
-    """Where the answer may be, most explicit first (see the module docstring). Duplicates are skipped."""
+def candidates(text: str, multiline: bool = False, think: bool = True) -> Iterator[Candidate]:
+    """Where the answer may be, most explicit first (see the module docstring). Duplicates are skipped. With
+    `think` False the thinking blocks are not candidates."""
     if not isinstance(text, str):
         return
     body, thinks = split_think(text)
@@ -159,10 +160,10 @@ def candidates(text: str, multiline: bool = False) -> Iterator[Candidate]:
     yield from emit("boxed", boxed(body))
     yield from emit("phrase", final_phrase(body, multiline))
     yield from emit("text", body)
-    for think in reversed(thinks):
-        yield from emit("think", answer_tag(think))
-        yield from emit("think", final_phrase(think, multiline))
-        yield from emit("think", think)
+    for block in reversed(thinks) if think else ():
+        yield from emit("think", answer_tag(block))
+        yield from emit("think", final_phrase(block, multiline))
+        yield from emit("think", block)
 
 
 # ------------------------------------------------------------------------------------------- plain text
@@ -276,7 +277,24 @@ def _first_after(text: str, cues: re.Pattern, digits: bool) -> Number | None:
     return None
 
 
+_RANGE = re.compile(
+    rf"\bbetween\s+({NUMBER_PATTERN})\s*\S*\s+and\s+{NUMBER_PATTERN}"
+    rf"|(?<![\w.])({NUMBER_PATTERN})\s*\S{{0,12}}\s*(?:\bto\b|–|-)\s*{NUMBER_PATTERN}",
+    re.I)
+
+
+def _in_range(text: str, number: Number) -> bool:
+    """Whether `number` opens a range ("between 2 and 6", "10 to 30", "82-246 cm"): a range is no single answer."""
+    return any(number.text in (m.group(1), m.group(2)) for m in _RANGE.finditer(text))
+
+
 def parse_number(text: str, whole_text: bool = False) -> Number | None:
+    """The answer number of one candidate (see `_answer_number`); None when that number opens a range."""
+    number = _answer_number(text, whole_text)
+    return None if number is None or _in_range(text, number) else number
+
+
+def _answer_number(text: str, whole_text: bool = False) -> Number | None:
     """The answer number of one candidate.
 
     An explicit answer ("the answer is 5 apples") is read from its first number, or from the number after its
@@ -299,8 +317,10 @@ def parse_number(text: str, whole_text: bool = False) -> Number | None:
 # ---------------------------------------------------------------------------------------------------- yes/no
 
 _YES_NO = re.compile(
-    r"(?<![\w'’-])(yes|yeah|yep|yup|no|nope|nah|not\s+yet|true|false|是|否)(?![\w'’-])", re.I)
-_YES = {"yes", "yeah", "yep", "yup", "true", "是", "y"}
+    r"(?<![\w'’-])(yes|yeah|yep|yup|correct|indeed|affirmative|no|nope|nah|not\s+yet|incorrect|negative|true|false"
+    r"|是|否)(?![\w'’-])", re.I)
+_YES = {"yes", "yeah", "yep", "yup", "correct", "indeed", "affirmative", "true", "是", "y"}
+_HEDGE = re.compile(r"\s*(?:,\s*)?(?:and|or|/)\s*$", re.I)  # "yes and no", "yes or no", "yes/no": no answer
 # A correction after an opening yes/no ("No... actually, Yes."): the later word is the answer.
 _CORRECTION = re.compile(r"\b(?:actually|wait|on second thought|correction|rather|instead|i mean)\b", re.I)
 
@@ -318,6 +338,9 @@ def parse_yes_no(text: str, whole_text: bool = False) -> str | None:
     found = list(_YES_NO.finditer(t))
     if not found:
         return None
+    for a, b in zip(found, found[1:]):
+        if _HEDGE.fullmatch(t[a.end() : b.start()]) and (a.group(1).lower() in _YES) != (b.group(1).lower() in _YES):
+            return None
     corrected = _CORRECTION.search(t, found[0].end()) is not None and len(found) > 1
     if corrected or (whole_text and not _YES_NO.match(t)):
         word = found[-1].group(1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ..samples import OPTION_PREFIX
 from .extract import clean_answer, normalize_text
 
 _LETTERS = "ABCDEFGHIJ"
@@ -27,9 +28,9 @@ _CONNECTIVES = {
 }
 _CONJUNCTIONS = {"and", "or", "nor", "vs", "versus"}
 _LONE_LETTER = re.compile(r"^[\(\[]?([A-Ja-j])[\)\]]?[.:：)]?$")
-_LETTER_DELIM = re.compile(r"^(?:[\(\[]([A-J])[\)\]]|([A-J])\s*[.:：)])(?:\s+(.*)|$)", re.S)
+_LETTER_DELIM = re.compile(r"^(?:[\(\[]([A-J])[\)\]]|([A-J])\s*[.:：),])(?:\s+(.*)|$)", re.S)
 _LETTER_SPACE = re.compile(r"^([A-J])(?:\s+(.*))?$", re.S)
-_OPTION_PREFIX = re.compile(r"^\s*\(?([A-Z])\s*[\.\):：]\s*")
+_OPTION_PREFIX = OPTION_PREFIX
 _LEAD_WORDS = re.compile(
     r"^(?:(?:the\s+)?(?:correct\s+|best\s+|final\s+|right\s+)?(?:answer|option|choice)\s*(?:is\b)?\s*[:：]?\s*)+", re.I
 )
@@ -47,6 +48,9 @@ _LETTER_PHRASES = [
 # Marks that also serve to list options: several different letters in them means options discussed, not chosen.
 _LISTING = (_LETTER_PHRASES[-2], _LETTER_PHRASES[-1])
 _STANDALONE = re.compile(r"(?<![\w'’])([A-J])(?![\w'’])")
+# "B or C", "B/C", "B and C": a hedge between letters names no answer.
+_ALTERNATIVE = re.compile(
+    r"^[\)\]]?\s*(?:,|/|(?i:\bor\b|\band\b|\bvs\.?|\bversus\b))\s*(?:(?i:option)\s+)?[\(\[]?[A-J](?![\w'’])")
 
 
 def option_text(option: str) -> str:
@@ -87,7 +91,8 @@ def _leading_letter(text: str, letters: Sequence[str], options: Sequence[str]) -
         return m.group(1).upper()
     m = _LETTER_DELIM.match(text)
     if m:
-        return m.group(1) or m.group(2)
+        letter_end = m.end(1) if m.group(1) else m.end(2)
+        return None if _ALTERNATIVE.match(text[letter_end:]) else m.group(1) or m.group(2)
     m = _LETTER_SPACE.match(text)
     if m:
         letter, rest = m.group(1), m.group(2) or ""
@@ -110,7 +115,7 @@ def _phrase_letter(text: str) -> str | None:
         if pattern in _LISTING and len({m.group(1) for m in matches}) > 1:
             continue
         for m in matches:
-            if _looks_like_article(m.group(1), text[m.end() :]):
+            if _looks_like_article(m.group(1), text[m.end() :]) or _ALTERNATIVE.match(text[m.end(1) :]):
                 continue
             if best is None or m.start(1) > best[0]:
                 best = (m.start(1), m.group(1))
@@ -134,9 +139,9 @@ def _answer_line(line: str, letters: Sequence[str], options: Sequence[str]) -> s
     t = _LEAD_WORDS.sub("", clean_answer(line)).strip()
     if not t:
         return None
-    if len(t) > 80:  # a long line counts only as "B) <option text>": a delimited letter, then its text
+    if len(t) > 80:  # a long line counts only as "B) <long text>" (a delimited letter) or as an option's text
         m = _LETTER_DELIM.match(t)
-        return (m.group(1) or m.group(2)) if m else None
+        return (m.group(1) or m.group(2)) if m else _letter_for_text(t, letters, options)
     return _leading_letter(t, letters, options) or _letter_for_text(t, letters, options)
 
 

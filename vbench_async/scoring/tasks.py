@@ -24,9 +24,13 @@ Parser = Callable[[str, bool], Any]  # (candidate text, is it the whole output?)
 _WHOLE = ("text", "think")
 
 
-def first_answer(output: str, parse: Parser, multiline: bool = False) -> tuple[Any, extract.Candidate] | None:
-    """The first candidate (most explicit first) that `parse` accepts, with the parsed answer."""
-    for cand in extract.candidates(output, multiline):
+def first_answer(
+    output: str, parse: Parser, multiline: bool = False, think: bool = False
+) -> tuple[Any, extract.Candidate] | None:
+    """The first candidate (most explicit first) that `parse` accepts, with the parsed answer. Thinking blocks are
+    read only with `think` (ground truths such as Charades-STA's sit there; a model's answer hidden inside its
+    thinking is no answer)."""
+    for cand in extract.candidates(output, multiline, think):
         value = parse(cand.text, cand.source in _WHOLE)
         if value is not None:
             return value, cand
@@ -35,7 +39,7 @@ def first_answer(output: str, parse: Parser, multiline: bool = False) -> tuple[A
 
 def ground_truth(sample: Sample, parse: Parser, what: str, multiline: bool = False) -> Any:
     """Parse the sample's ground truth with the same steps as outputs; raise SampleError if it is unreadable."""
-    found = first_answer(sample.answer, parse, multiline)
+    found = first_answer(sample.answer, parse, multiline, think=True)
     if found is None:
         raise SampleError("record_invalid", f"{sample.key}: ground truth {sample.answer[:80]!r} is not {what}")
     return found[0]
