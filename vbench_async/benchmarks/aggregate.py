@@ -124,14 +124,15 @@ def _hierarchical(results: list[Result], params: Mapping[str, Any]) -> dict[str,
     tasks: dict[str, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
     for r in results:
         tasks[str(_field(r, category_field))][str(_field(r, task_field))].append(r)
-    by_task, by_category = {}, {}
+    by_task, by_category, every_task = {}, {}, []
     for category, task_map in sorted(tasks.items()):
         task_scores = {t: mean(value(r) for r in rs) for t, rs in sorted(task_map.items())}
+        every_task.extend(task_scores.values())
         for t, s in task_scores.items():
             by_task[t] = {"score": s, "n": len(task_map[t]), category_field: category}
         by_category[category] = {"score": mean(task_scores.values()), "n_tasks": len(task_scores)}
     if params.get("overall") == "tasks":  # OVO-Bench's official total: the plain mean of its task scores
-        score, headline = mean(t["score"] for t in by_task.values()), f"mean of the {task_field} scores"
+        score, headline = mean(every_task), f"mean of the {task_field} scores"
     else:
         score = mean(c["score"] for c in by_category.values())
         headline = f"mean of {category_field} scores, each the mean of its {task_field} scores"
