@@ -79,9 +79,19 @@ def test_rules_that_fail_leave_the_official_value_to_a_judge():
     assert score(mc("A"), "A", protocol="judge").official.needs_judge
 
 
-def test_none_protocol_repeats_the_robust_reading():
+def test_none_protocol_leaves_the_official_reading_empty():
     s = score(mc("B"), "B", protocol="none")
-    assert s.official == s.robust == Reading(1.0, "B")
+    assert s.official == Reading(None, None) and s.robust == Reading(1.0, "B") and not s.differs
+
+
+def test_livesports_compares_the_first_character_and_vrb_needs_its_label():
+    assert score(mc("D"), "D) a cat", protocol="livesports").official.value == 1.0
+    assert score(mc("D"), "(D)", protocol="livesports").official.value == 0.0
+    assert score(mc("D"), "", protocol="livesports").official == Reading(0.0, None)
+    vrb = {"problem": "q", "problem_type": "open-ended", "solution": "<answer>cup2</answer>"}
+    assert score(vrb, "final answer: cup2", protocol="videoreasonbench").official == Reading(0.0, None)
+    s = score(vrb, "Final Answer: cup2", protocol="videoreasonbench")
+    assert s.official.needs_judge and s.robust.needs_judge and s.robust.value is None and s.value > 0
 
 
 def test_score_api_and_serialisation():

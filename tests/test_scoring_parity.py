@@ -33,7 +33,14 @@ DOCUMENTED = {
     # Video-MMMU drops an empty output ("API Error") from its denominator; a denominator here never shrinks, so
     # the item counts as 0.
     "excluded": "an item the official aggregation drops scores 0 here",
+    # The official code raises on the output (LiveSports-3K's response[0] on an empty response): 0 here.
+    "error": "an output the official code crashes on scores 0 here",
+    # No official scoring code exists (ODV-Bench): the official reading must be empty.
+    "unavailable": "no official code: the official reading is empty",
 }
+# The robust grader claims no value for free text that needs a judge (its `needs_judge` reading): the careful
+# grader's value there is a perfect judge's, which only a judge pass can reproduce.
+ROBUST_NEEDS_JUDGE = "free text: the robust reading waits for the judge"
 
 
 def pairs() -> list[tuple[str, dict]]:
@@ -66,13 +73,16 @@ def _check(benchmark: str, pair: dict) -> str | None:
     if official.get("random_guess"):
         if not s.official.guessed:
             problems.append(f"official guessed, ours read {s.official.extracted!r}")
-    elif official.get("excluded"):
+    elif official.get("excluded") or official.get("error"):
         if s.official.value != 0.0:
-            problems.append(f"excluded item scored {s.official.value}")
+            problems.append(f"an item the official code drops or crashes on scored {s.official.value}")
+    elif official.get("unavailable"):
+        if s.official.value is not None:
+            problems.append(f"no official code, yet an official value {s.official.value}")
     elif not _close(s.official.value, official["score"]):
         problems.append(f"official {official['score']} (read {official.get('extracted')!r}), "
                         f"ours {s.official.value} (read {s.official.extracted!r})")
-    if not _close(s.robust.value, careful["score"]):
+    if not s.robust.needs_judge and not _close(s.robust.value, careful["score"]):
         problems.append(f"careful {careful['score']} ({careful.get('why', '')}), robust {s.robust.value} "
                         f"(read {s.robust.extracted!r})")
     return f"{pair['_where']} {pair['id']} {pair['output'][:80]!r}: " + "; ".join(problems) if problems else None
@@ -98,7 +108,10 @@ def agreement() -> dict[str, dict[str, int]]:
             c["documented"] += 1
         elif _close(s.official.value, pair["official"]["score"]):
             c["official_agree"] += 1
-        c["robust_agree"] += _close(s.robust.value, pair["careful"]["score"])
+        if s.robust.needs_judge:
+            c["robust_needs_judge"] += 1
+        else:
+            c["robust_agree"] += _close(s.robust.value, pair["careful"]["score"])
     return {b: dict(c) for b, c in sorted(table.items())}
 
 

@@ -244,6 +244,21 @@ def stvg_parts(sample: Sample, output: str) -> dict[str, Any]:
     return parts
 
 
+def llava_st_meta(sample: Sample) -> dict[str, Any] | None:
+    """The ST-Align release's own fields of an item (`fields["meta"]`: frame split, frame size, truth span in
+    frames and truth boxes by frame), as `official.answers.llava_st_item` takes them; None when absent."""
+    meta = sample.fields.get("meta")
+    if not isinstance(meta, Mapping):
+        return None
+    try:
+        tokens, boxes = meta["time_token"], meta["boxes_by_frame"]
+        return {"split": [int(meta["split"][0]), int(meta["split"][1])], "width": float(meta["width"]),
+                "height": float(meta["height"]), "gt_span": [int(tokens["<s>"]), int(tokens["<e>"])],
+                "gt_boxes": {str(k): [float(c) for c in b] for k, b in boxes.items()}}
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+
+
 def stvg_item(sample: Sample, output: str) -> dict[str, Any]:
     parts = stvg_parts(sample, output)
     extracted = None
@@ -260,6 +275,14 @@ def score_spatial_temporal_grounding(sample: Sample, output: str) -> Score:
     keep = ("tiou", "siou", "viou", "box_iou", "boxes_expected", "boxes_matched", "box_frame")
     details = {k: item[k] for k in keep if k in item}
     if item["found"] is None:
+        meta = llava_st_meta(sample)
+        if meta is not None:  # no JSON answer, but perhaps LLaVA-ST's own tokens, readable with the release's fields
+            from .official.answers import llava_st_item
+
+            native = llava_st_item(output, **meta)
+            if native["n_pred_frames"]:
+                details.update(tiou=native["tiou"], siou=native["siou"], viou=native["viou"], source="llava_st")
+                return Score(native["viou"], None, True, details)
         return malformed(source=None, **details)
     details["source"] = item["found"][1].source
     value = 0.5 * item["tiou"] + 0.5 * item["box_iou"] if item["boxes_expected"] else item["tiou"]

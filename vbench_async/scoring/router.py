@@ -64,6 +64,11 @@ _TASKS: dict[str, tuple[Scorer, tuple[str, ...]]] = {
 }
 
 
+# Task types whose careful reading is the benchmark's per-item metric, a detail of the Score, while `value` keeps
+# its older meaning (STVG: value is EasyVideoR1's 0.5 tIoU + 0.5 box IoU; the careful reading is ST-Align's vIoU).
+_ROBUST_METRIC = {"spatial-temporal grounding": "viou"}
+
+
 def _key(name: str) -> str:
     return re.sub(r"[\s_\-]+", " ", name.strip().lower())
 
@@ -111,8 +116,11 @@ def score(sample: Sample | Mapping[str, Any], output: str, protocol: str | None 
     if not isinstance(output, str):
         output = "" if output is None else str(output)
     result = _run(scorer, sample, output)
-    robust = Reading(result.value, result.extracted)
-    official = _official(proto, sample, output, robust) if proto is not None else None
+    # Free text needs a judge: the careful grader claims no value for it (`value` keeps the ROUGE-L fallback).
+    needs_judge = bool(result.details.get("needs_judge"))
+    value = result.details.get(_ROBUST_METRIC[canonical], 0.0) if canonical in _ROBUST_METRIC else result.value
+    robust = Reading(None if needs_judge else value, result.extracted, needs_judge=needs_judge)
+    official = _official(proto, sample, output) if proto is not None else None
     details = result.details if proto is None else {**result.details, "protocol": proto.name}
     return replace(result, details=details, official=official, robust=robust)
 
@@ -130,10 +138,10 @@ def _run(scorer: Scorer, sample: Sample, output: str) -> Score:
     return Score(clip01(result.value), result.extracted, True, result.details)
 
 
-def _official(proto: Protocol, sample: Sample, output: str, robust: Reading) -> Reading:
-    """The official protocol's reading; "none" repeats the robust one. A bug in a protocol scores 0, logged."""
+def _official(proto: Protocol, sample: Sample, output: str) -> Reading:
+    """The official protocol's reading; empty for "none". A bug in a protocol scores 0, logged."""
     if proto.grade is None:
-        return robust
+        return Reading(None, None)
     try:
         reading = proto.grade(sample, output)
     except SampleError:
@@ -197,7 +205,8 @@ def reward_parts(
         raise ValueError(f"unknown format mode {format_mode!r}; use one of {', '.join(FORMAT_MODES)}")
     result = score(sample, output)
     fmt = format_score(output, result, format_mode)
-    accuracy = result.robust.value if result.robust is not None else result.value  # training uses the robust score
+    # Training uses the robust score; free text (no robust value until a judge runs) keeps its ROUGE-L fallback.
+    accuracy = result.robust.value if result.robust is not None and result.robust.value is not None else result.value
     return {
         "overall": accuracy_weight * accuracy + format_weight * fmt,
         "accuracy": accuracy,

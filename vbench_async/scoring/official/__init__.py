@@ -1,8 +1,8 @@
 """Official protocols: each benchmark's own answer parser and rules, for the `official` half of every Score.
 
 A benchmark card names its protocol (`official.protocol`); `score(sample, output, protocol=...)` fills
-`Score.official` with `PROTOCOLS[name].grade(sample, output)`. `none` means no official per-sample code exists (or
-it cannot run on generated text): the official reading is then the robust one, and the card says why.
+`Score.official` with `PROTOCOLS[name].grade(sample, output)`. `none` means no official per-sample code exists: the
+official reading is then empty (value None) and the card says why; the headline falls back to the robust score.
 """
 
 from __future__ import annotations
@@ -49,8 +49,12 @@ _TABLE = (
              p.tempcompass),
     Protocol("longvideoreason", "NVlabs/Long-RL eval/eval.py (accuracy_reward)", p.longvideoreason),
     Protocol("stvg", "appletea233/LLaVA-ST inference/src/metrics.py (eval_stvg)", p.stvg),
+    Protocol("livesports", "showlab/livecc evaluation/livesports3kqa (response[0] against the answer letter)",
+             p.livesports),
+    Protocol("videoreasonbench", "llyx97/video_reason_bench (the 'Final Answer' rule, then the LLM judge)",
+             p.videoreasonbench),
     Protocol("judge", "the benchmark's LLM-judge protocol (see the card)", p.needs_judge),
-    Protocol("none", "no official per-sample scoring code for generated answers", None),
+    Protocol("none", "no official per-sample scoring code", None),
 )
 PROTOCOLS: dict[str, Protocol] = {pr.name: pr for pr in _TABLE}
 

@@ -84,29 +84,20 @@ def charades_extract_time(paragraph: str) -> list[tuple[float, float]]:
     text = paragraph.lower().replace(_TG_EXAMPLE, "").replace("to", "-")
     sentences = re.split(r"[!?\n]", text)
     cands = [s for s in sentences if any(k in s for k in _TG_KEYWORDS)] or sentences
-    spans: list[tuple[float, float]] = []
-    for s in cands:
-        found = _CLOCK_RANGE.findall(s)
-        if found:
-            spans = [(_clock(a), _clock(b)) for a, b in found]
-            break
-    if not spans:
-        for s in cands:
-            found = _NUM_RANGE.findall(s)
-            if found:
-                spans = [(float(a), float(b)) for a, b in found]
-                break
-    if not spans:
-        spans = _pairs([_clock(t) for s in cands for t in _CLOCK.findall(s)])
-    if not spans:
-        spans = _pairs([float(found[0]) for s in cands for found in [_NUM.findall(s)] if found])
-    if not spans:
-        for s in cands:
-            found = _FALLBACK.findall(s)
-            if found:
-                spans = [(float(a), float(b)) for a, b in found]
-                break
+    spans = (_first_ranges(cands, _CLOCK_RANGE, _clock) or _first_ranges(cands, _NUM_RANGE, float)
+             or _pairs([_clock(t) for s in cands for t in _CLOCK.findall(s)])
+             or _pairs([float(found[0]) for s in cands for found in [_NUM.findall(s)] if found])
+             or _first_ranges(cands, _FALLBACK, float))
     return [(a, b) if b > a else (b, a) for a, b in spans[:1]]
+
+
+def _first_ranges(sentences: list[str], pattern: re.Pattern, convert) -> list[tuple[float, float]]:
+    """Every range of the first sentence in which `pattern` finds one."""
+    for s in sentences:
+        found = pattern.findall(s)
+        if found:
+            return [(convert(a), convert(b)) for a, b in found]
+    return []
 
 
 def charades_iou(a: Sequence[float], b: Sequence[float]) -> float:
@@ -272,3 +263,45 @@ def tempcompass_caption_matching(pred: str, question: str, answer: str) -> int |
     head_words = parts[0].split()
     return int(read == answer or read == answer.split(":")[0] or (len(parts) > 1 and read == parts[1])
                or (len(head_words) > 1 and read == head_words[1]))
+
+
+# ---------------------------------------------------------------------- ST-Align STVG (LLaVA-ST eval_stvg)
+
+_ST_TOKEN = re.compile(r"<(?:WIDTH|HEIGHT|TEMP)-(\d+)>")
+_ST_SPAN = re.compile(r"{\s*(\d+(?:\.\d+)?)\,\s*(\d+(?:\.\d+)?)\s*}")
+_ST_PAIR = re.compile(r"(\d+(?:\.\d+)?)\,\:\s*\[(\d+(?:\.\d+)?),\s*(\d+(?:\.\d+)?),\s*(\d+(?:\.\d+)?),\s*(\d+(?:\.\d+)?)\]")
+
+
+def _st_tokens(text: str, as_index: bool) -> str:
+    """LLaVA-ST `replace_and_normalize`: each <TEMP-k>/<WIDTH-k>/<HEIGHT-k> becomes "k," (or "k/99," to 5 places)."""
+    out = _ST_TOKEN.sub(lambda m: f"{int(m.group(1))}," if as_index else f"{int(m.group(1)) / 99.0:.5f},", text)
+    return out.replace(",]", "]").replace(",}", "}")
+
+
+def _st_iou(a: Sequence[float], b: Sequence[float]) -> float:
+    inter = max(0, min(a[2], b[2]) - max(a[0], b[0])) * max(0, min(a[3], b[3]) - max(a[1], b[1]))
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union != 0 else 0
+
+
+def llava_st_item(output: str, split: Sequence[int], width: float, height: float, gt_span: Sequence[int],
+                  gt_boxes: dict[str, Sequence[float]], num_frames: int = 100) -> dict[str, float]:
+    """One item of `eval_stvg`: the prediction's special tokens (0-99 grid over the clip's `split` frames and the
+    frame size) mapped to frame indices and pixels; tiou on the clip-normalised span, siou / viou over the frames
+    both sides have / either side has. Outputs in any other format read as no prediction."""
+    duration = split[1] - split[0] + 1
+    span = _ST_SPAN.search(_st_tokens(output, as_index=False))
+    pred_span = [float(span.group(1)), float(span.group(2))] if span else [0.0, 0.0]
+    gt = [round((i - split[0]) / (duration - 1), 3) for i in gt_span]
+    lo, hi = min(gt[0], pred_span[0]), max(gt[1], pred_span[1])
+    tiou = max(0.0, (min(gt[1], pred_span[1]) - max(gt[0], pred_span[0])) / (hi - lo)) if hi - lo else 0.0
+    pred: dict[str, list[int]] = {}
+    for m in _ST_PAIR.finditer(_st_tokens(output, as_index=True).replace(" ", "")):
+        k, v = float(m.group(1)), [float(m.group(i)) / 99 for i in range(2, 6)]
+        frame = str(round(split[0] + k / (num_frames - 1) * (duration - 1)))
+        pred[frame] = [round(v[0] * width), round(v[1] * height), round(v[2] * width), round(v[3] * height)]
+    gt_boxes = {str(k): b for k, b in gt_boxes.items()}
+    shared = set(gt_boxes) & set(pred)
+    total = sum(_st_iou(gt_boxes[k], pred[k]) for k in shared)
+    return {"tiou": tiou, "siou": total / max(len(shared), 1), "viou": total / max(len(set(gt_boxes) | set(pred)), 1),
+            "n_pred_frames": len(pred)}

@@ -7,6 +7,8 @@ draw is seeded by the sample's key and the reading says `guessed`.
 
 from __future__ import annotations
 
+import re
+
 from ...samples import Sample
 from .. import extract
 from ..base import Reading
@@ -147,24 +149,41 @@ def ovobench(sample: Sample, output: str) -> Reading:
 # --------------------------------------------------------------------------------------------- TempCompass
 
 
+_LABEL = re.compile(r"^\s*(Caption|Sentence|Option)\s+[A-Z]")
+
+
+def _tempcompass_format(sample: Sample) -> tuple[str, str | None]:
+    """(format, option label): the record's `format` field (the hub loader's folder name) when present, else
+    inferred; the label ("Caption", "Sentence") from `option_label` or the option lines themselves."""
+    label = sample.fields.get("option_label")
+    if not label:
+        m = next((m for o in sample.options for m in [_LABEL.match(o)] if m), None)
+        label = m.group(1) if m else None
+    fmt = str(sample.fields.get("format") or "")
+    if not fmt:
+        fmt = ("caption_matching" if label else "multi-choice") if sample.options else (
+            "yes_no" if sample.task_type.lower() in ("boolean", "yes/no", "yes_no") else "captioning")
+    return fmt, label
+
+
 def tempcompass(sample: Sample, output: str) -> Reading:
-    """TempCompass: hand-written rules per format; where they fail the official code asks ChatGPT (needs judge).
-    The official answer string is the truth's option line ("A. slower", "Caption A: ...")."""
+    """TempCompass: hand-written rules per format; where they fail the official code asks ChatGPT (needs judge),
+    and captioning is always judged. The official answer string is the truth's option line in the release's own
+    layout ("A. slower", "Caption A: ...")."""
     text = strip_reasoning_tags(output)
-    if not sample.options:
-        if sample.task_type.lower() in ("boolean", "yes/no", "yes_no"):
-            truth = ground_truth(sample, lambda t, w: extract.parse_yes_no(t, w), "yes or no")
-            rated = answers.tempcompass_yes_no(text, truth)
-        else:
-            rated = None  # captioning: multiple choice answered from the caption by an LLM
-    else:
+    fmt, label = _tempcompass_format(sample)
+    if fmt == "yes_no":
+        truth = ground_truth(sample, lambda t, w: extract.parse_yes_no(t, w), "yes or no")
+        rated = answers.tempcompass_yes_no(text, truth)
+    elif fmt == "caption_matching" and sample.options:
+        lines = [f"{label or 'Caption'} {letter}: {body}" for letter, body in option_texts(sample).items()]
+        answer = lines[sample.option_letters.index(truth_letter(sample))]
+        rated = answers.tempcompass_caption_matching(text, "\n".join([sample.question.split("\n")[0], *lines]), answer)
+    elif sample.options:
         letter = truth_letter(sample)
-        answer = sample.options[sample.option_letters.index(letter)]
-        if any(o.lstrip().startswith(("Caption", "Sentence", "Option")) for o in sample.options):
-            question = "\n".join([sample.question.split("\n")[0], *sample.options])
-            rated = answers.tempcompass_caption_matching(text, question, answer)
-        else:
-            rated = answers.tempcompass_multi_choice(text, answer)
+        rated = answers.tempcompass_multi_choice(text, f"{letter}. {option_texts(sample)[letter]}")
+    else:
+        rated = None  # captioning: multiple choice answered from the caption by an LLM
     if rated is None:
         return Reading(None, text[:80] or None, needs_judge=True)
     return Reading(float(rated), text[:80] or None)
@@ -176,8 +195,6 @@ def tempcompass(sample: Sample, output: str) -> Reading:
 def longvideoreason(sample: Sample, output: str) -> Reading:
     """NVlabs/Long-RL `eval/eval.py`: math-verify on the whole output against the truth, else the first
     single-line `<answer>...</answer>` (after an optional "Therefore the final answer is:") equals the truth."""
-    import re
-
     from ..math_task import raw_verify
 
     if raw_verify(output, sample.answer):
@@ -194,12 +211,33 @@ def longvideoreason(sample: Sample, output: str) -> Reading:
 
 def stvg(sample: Sample, output: str) -> Reading:
     """ST-Align `eval_stvg`, per item: vIoU = the box IoUs summed over the frames both sides have, divided by the
-    frames either side has (0 without boxes); the item's tIoU is in the aggregate. The output is read with the
-    project's JSON parser and boxes are compared in the frame the model saw (see grounding.py)."""
-    from ..grounding import stvg_item
+    frames either side has (0 without boxes). With the release's own fields (`meta`: split, width, height,
+    time_token, boxes_by_frame) the output is read as LLaVA-ST reads it, special tokens only; without them (the
+    unified file) the project's JSON reading in seconds stands in."""
+    from ..grounding import llava_st_meta, stvg_item
 
+    meta = llava_st_meta(sample)
+    if meta is not None:
+        item = answers.llava_st_item(output, **meta)
+        return Reading(item["viou"], f"{item['n_pred_frames']} box frame(s)" if item["n_pred_frames"] else None)
     item = stvg_item(sample, output)
     return Reading(item["viou"], item.get("extracted"))
+
+
+def livesports(sample: Sample, output: str) -> Reading:
+    """showlab/livecc: the official predictor picks a letter by its logits; its scorer compares the response's first
+    character with the answer letter, applied here to the generated text as it is (no reasoning-tag cut). An empty
+    response makes the official scorer raise; here it scores 0."""
+    read = output[0] if output else None
+    return Reading(1.0 if read is not None and read == truth_letter(sample) else 0.0, read)
+
+
+def videoreasonbench(sample: Sample, output: str) -> Reading:
+    """llyx97/video_reason_bench: a response without "Final Answer" (case-sensitive) is wrong before any judge runs;
+    the text after it goes to the LLM judge."""
+    if "Final Answer" not in output:
+        return Reading(0.0, None)
+    return Reading(None, output.split("Final Answer")[-1].strip(" :*\n")[:80] or None, needs_judge=True)
 
 
 def needs_judge(sample: Sample, output: str) -> Reading:
