@@ -139,3 +139,18 @@ def test_benchmark_scores_with_its_card_protocol():
     from vbench_async.benchmarks import score_sample
 
     assert score_sample(sample, "c") == s
+
+
+def test_docs_table_of_record_has_a_full_row_per_benchmark():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "scoring.md").read_text(encoding="utf-8")
+    table = text.split("## Table of record", 1)[1].split("\n## ", 1)[0]
+    rows = [r for r in table.splitlines() if r.startswith("| ") and not r.startswith("| ---")][1:]
+    cells = {r.split("|")[1].strip(): [c.strip() for c in r.strip().strip("|").split("|")] for r in rows}
+    real = [get_benchmark(b).card for b in list_benchmarks() if not b.startswith("demo-")]
+    assert sorted(cells) == sorted(c.name for c in real)
+    for card in real:
+        row = cells[card.name]
+        assert len(row) == 7 and all(row), f"{card.name}: {row}"
+        assert row[-1].startswith(card.official.parity), f"{card.name}: {row[-1]!r} vs card {card.official.parity!r}"
