@@ -268,11 +268,17 @@ _CONCLUSION = re.compile(
     re.I)
 
 
+def _in_digits(number: Number) -> bool:
+    """Written in digits ("5", "50%", "3/4"), not as a number word ("five")."""
+    return number.text.rstrip("% ")[-1:].isdigit()
+
+
 def _first_after(text: str, cues: re.Pattern, digits: bool) -> Number | None:
-    """The first number after the last cue that has one after it (of the same kind: digits or number words)."""
+    """The first number after the last cue that has one after it, of the same kind (digits or number words) as the
+    text's own numbers: "... is 12.97, so that's it" must not read a later "once" as the answer."""
     for cue in reversed(list(cues.finditer(text))):
         after = find_numbers(text[cue.end() :])
-        if after and after[0].text[-1:].isdigit() == digits or after and after[0].text.endswith("%") and digits:
+        if after and _in_digits(after[0]) == digits:
             return after[0]
     return None
 
@@ -305,7 +311,7 @@ def _answer_number(text: str, whole_text: bool = False) -> Number | None:
     numbers = find_numbers(text)
     if not numbers:
         return None
-    digits = numbers[0].text[-1:].isdigit() or numbers[0].text.endswith("%")
+    digits = _in_digits(numbers[0])
     if not whole_text:
         return _first_after(text, _RESULT_SIGN, digits) or numbers[0]
     found = _first_after(text, _CONCLUSION, digits)
