@@ -227,6 +227,7 @@ def aggregate(results: list[Result], spec: Aggregation, categories: Iterable[Cat
                            "n_scored": len(results) - failed - pending, "n_failed": failed, "n_pending": pending}
     if needs_judge:
         out["n_needs_judge"] = needs_judge  # open-ended items still carrying their offline (ROUGE-L) value
+    out.update(_reading_counts(results))
     if results:
         out.update(KINDS[spec.kind](results, spec.params))
         out.update({k: v for k, v in breakdowns(results, categories).items() if k not in out})
@@ -239,6 +240,18 @@ def aggregate(results: list[Result], spec: Aggregation, categories: Iterable[Cat
                                                  "not an accuracy"}
         out.update(score=None, headline="needs judge", headline_status="needs judge")
     return out
+
+
+def _reading_counts(results: list[Result]) -> dict[str, int]:
+    """For result lines that carry both readings (`official` / `robust`, as Score.to_dict writes them): how many
+    samples the two graders disagree on, and how many official values are the official code's random guesses."""
+    pairs = [(r.get("official"), r.get("robust")) for r in results if not r.get("error")]
+    pairs = [(o, b) for o, b in pairs if isinstance(o, Mapping) and isinstance(b, Mapping)]
+    if not pairs:
+        return {}
+    differ = sum(1 for o, b in pairs if o.get("value") is not None and b.get("value") is not None
+                 and o["value"] != b["value"])
+    return {"n_readings_differ": differ, "n_official_guessed": sum(1 for o, _ in pairs if o.get("guessed"))}
 
 
 def _missing_breakdowns(results: list[Result], categories: Iterable[Category],
