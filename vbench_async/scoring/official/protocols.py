@@ -132,13 +132,15 @@ def charades_sta(sample: Sample, output: str) -> Reading:
 def ovobench(sample: Sample, output: str) -> Reading:
     """OVO-Bench: backward/real-time letters by substring; REC by concatenated digits; SSR/CRR by Y/N or the
     substring Yes/No. lmms-eval strips backward/real-time responses only (after its CLI cut reasoning tags)."""
+    from ..router import canonical_task_type
+
     text = strip_reasoning_tags(output)
-    task = str(sample.fields.get("ovo_task") or sample.task_type).upper()
-    if task == "REC":
+    kind = canonical_task_type(sample.task_type)  # REC is counting, SSR/CRR are boolean
+    if kind == "counting":
         count = ground_truth(sample, lambda t, w: extract.parse_number(t, w), "a count").value
         ok = answers.ovo_rec_correct(text, int(count))
         return Reading(1.0 if ok else 0.0, "".join(c for c in text if c.isdigit()) or None)
-    if task in ("SSR", "CRR"):
+    if kind == "boolean":
         truth_yes = str(sample.fields.get("ovo_type")) == "1" if "ovo_type" in sample.fields else (
             ground_truth(sample, lambda t, w: extract.parse_yes_no(t, w), "yes or no") == "yes")
         return Reading(1.0 if answers.ovo_yes_no_correct(text, truth_yes) else 0.0, text[:40] or None)
