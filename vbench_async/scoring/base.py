@@ -33,8 +33,9 @@ class Score:
     has value 0. `details` holds the metric parts and the extraction step that found the answer ("source"),
     and is JSON-serialisable.
 
-    `robust` is the careful grader's reading and equals (value, extracted); `official` is the benchmark's own
-    protocol (None when no protocol was asked for). Both are filled by `score(...)`; a scorer returns neither.
+    `robust` is the careful grader's reading, (value, extracted) except for free text awaiting a judge (no value)
+    and spatio-temporal grounding (ST-Align's vIoU); `official` is the benchmark's own protocol (None when no
+    protocol was asked for). Both are filled by `score(...)`; a task scorer returns neither.
     """
 
     value: float

@@ -99,9 +99,10 @@ def _as_sample(sample: Sample | Mapping[str, Any]) -> Sample:
 def score(sample: Sample | Mapping[str, Any], output: str, protocol: str | None = None) -> Score:
     """Score one model output against one sample (a Sample or a unified-format record).
 
-    `value` / `extracted` are the robust (careful) grader's, also given as `Score.robust`. With `protocol` (a
-    benchmark card's `official.protocol`, see `official.PROTOCOLS`) `Score.official` holds the benchmark's own
-    reading of the output; without one it is None.
+    `Score.robust` is the careful grader's reading: (value, extracted), except that free text needing a judge has
+    no robust value (value keeps its ROUGE-L fallback) and spatio-temporal grounding reports ST-Align's vIoU. With
+    `protocol` (a benchmark card's `official.protocol`, see `official.PROTOCOLS`) `Score.official` holds the
+    benchmark's own reading of the output; without one it is None.
 
     Never raises on the output: anything unreadable scores 0 with well_formed=False. Raises UnknownTaskType for an
     unknown task type, ValueError for an unknown protocol, and SampleError("record_invalid") when the sample
