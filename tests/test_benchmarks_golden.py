@@ -120,11 +120,11 @@ def check_sample(sample: Sample, expected: dict, source: str, where: str) -> Non
             assert getattr(sample, key) == value, f"{where}.{key}"
 
 
-def result_dicts(samples: list[Sample], fx: dict) -> list[dict]:
+def result_dicts(samples: list[Sample], fx: dict, source: str) -> list[dict]:
     """Result lines as the pipeline stores them, scored by the real scorer; `failures` marks failed samples."""
     failures = set(fx.get("failures", []))
     out = []
-    for i, (sample, output) in enumerate(zip(samples, fx["predictions"])):
+    for i, (sample, output) in enumerate(zip(samples, _per_source(fx["predictions"], source))):
         s = score(sample, output)
         failed = i in failures
         out.append({
@@ -156,12 +156,13 @@ def test_golden(name: str, source: str, tmp_path: Path) -> None:
     for extra in fx.get("extra_prompts", []):
         assert bench.render_prompt(items[extra["index"]], thinking=extra.get("thinking", False)) == extra["text"]
 
-    assert len(fx["predictions"]) == len(items) == len(fx["scores"])
-    for i, (sample, output, expected) in enumerate(zip(items, fx["predictions"], fx["scores"])):
+    predictions, scores = _per_source(fx["predictions"], source), _per_source(fx["scores"], source)
+    assert len(predictions) == len(items) == len(scores)
+    for i, (sample, output, expected) in enumerate(zip(items, predictions, scores)):
         got = score(sample, output).value
         assert math.isclose(got, expected, abs_tol=1e-6), f"{name}[{source}] sample {i}: score {got} != {expected}"
 
-    agg = bench.aggregate(result_dicts(items, fx))
+    agg = bench.aggregate(result_dicts(items, fx, source))
     assert_close(agg, fx["aggregate"], f"{name}[{source}] aggregate")
     assert_close(agg, fx.get(f"aggregate_{source}", {}), f"{name}[{source}] aggregate")
     for key in fx.get(f"absent_{source}", []):

@@ -153,3 +153,28 @@ def test_temporal_score_is_the_iou(gt, pred):
 def test_numbers_match_in_any_spelling(n, template):
     sample = Sample("bench", "1", "numerical", "q", f"<answer>{n}</answer>")
     assert score(sample, template.format(n)).value == 1.0
+
+
+# Every official protocol on the task types its benchmark holds (LongVideo-Reason runs math-verify: left out here,
+# its parity pairs run it). A protocol's own bug would show as a "protocol error" reading.
+PROTOCOL_TYPES = {
+    "videomme": ["multiple choice"], "lvbench": ["multiple choice"], "mlvu": ["multiple choice"],
+    "mvbench": ["multiple choice"], "longvideobench": ["multiple choice"], "holmes": ["multiple choice"],
+    "minerva": ["multiple choice"], "motionbench": ["multiple choice"], "videomathqa": ["multiple choice"],
+    "mmvu": ["multiple choice", "open-ended"], "vsibench": ["multiple choice", "regression"],
+    "charades_sta": ["temporal grounding"], "videommmu": ["multiple choice", "numerical"],
+    "ovobench": ["multiple choice", "counting", "boolean"], "tempcompass": ["multiple choice", "boolean", "open-ended"],
+    "stvg": ["spatial-temporal grounding"], "livesports": ["multiple choice"], "videoreasonbench": ["open-ended"],
+    "judge": ["open-ended"], "none": ["multiple choice"],
+}
+
+
+@FUZZ
+@given(st.sampled_from([(p, t) for p, types in PROTOCOL_TYPES.items() for t in types]), outputs)
+def test_official_protocols_never_raise_and_stay_in_range(protocol_and_type, output):
+    protocol, task_type = protocol_and_type
+    result = score(sample_for(task_type), output, protocol=protocol)
+    check(result)
+    official = result.official
+    assert official.value is None or 0.0 <= official.value <= 1.0
+    assert not (official.extracted or "").startswith("protocol error"), official

@@ -9,6 +9,7 @@ import pytest
 from vbench_async.errors import SampleError
 from vbench_async.samples import Sample
 from vbench_async.scoring import (
+    Reading,
     Score,
     UnknownTaskType,
     canonical_task_type,
@@ -212,7 +213,9 @@ def test_every_known_type_routes_to_itself():
 
 def test_record_mapping_is_accepted():
     record = {"problem": "q", "problem_type": "multiple choice", "options": None, "solution": "<answer>C</answer>"}
-    assert score(record, "C") == Score(1.0, "C", True, {"source": "text"})
+    s = score(record, "C")
+    assert (s.value, s.extracted, s.well_formed, s.details) == (1.0, "C", True, {"source": "text"})
+    assert s.robust == Reading(1.0, "C") and s.official is None  # no protocol asked for
 
 
 def test_unreadable_ground_truth_is_a_sample_error():

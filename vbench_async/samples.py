@@ -20,7 +20,11 @@ from .errors import SampleError
 
 # Keys that are parsed into Sample attributes; everything else is kept in `fields` (categories, quirks).
 _CORE_KEYS = {"problem_id", "problem", "problem_type", "options", "solution", "path", "image_path", "data_type"}
-_OPTION_RE = re.compile(r"^\s*\(?([A-Z])\s*[\.\):：]\s*", re.ASCII)
+# An option's letter prefix: "A. ", "A: ", "(A) ", "A) ", and TempCompass's caption-matching "Caption A: " /
+# "Sentence A: " / "Option A: ". One pattern for samples, the letter parser and the hub loader.
+OPTION_LABEL = r"(?:(?:Caption|Sentence|Option)\s+)?\(?([A-Z])"
+OPTION_PREFIX = re.compile(rf"^\s*{OPTION_LABEL}\s*[\.\):：]\s*", re.ASCII)
+_OPTION_RE = OPTION_PREFIX
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,23 @@ official aggregations.
 """
 
 from .cards import Card
-from .registry import Benchmark, get_benchmark, list_benchmarks, list_suites, load_suite, resolve_benchmarks
+from .registry import (
+    Benchmark,
+    get_benchmark,
+    list_benchmarks,
+    list_suites,
+    load_suite,
+    resolve_benchmarks,
+    score_sample,
+)
 
-__all__ = ["Benchmark", "Card", "get_benchmark", "list_benchmarks", "list_suites", "load_suite", "resolve_benchmarks"]
+__all__ = [
+    "Benchmark",
+    "Card",
+    "get_benchmark",
+    "list_benchmarks",
+    "list_suites",
+    "load_suite",
+    "resolve_benchmarks",
+    "score_sample",
+]

@@ -101,8 +101,11 @@ def _macro(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
     field = params["field"]
     groups = _group(results, lambda r: _field(r, field))
     if not groups:
+        reason = params.get("unavailable") or f"the records carry no {field!r} field"
         return {"score": mean(value(r) for r in results),
-                "headline": f"mean over all samples (records carry no {field!r} field for the official macro mean)"}
+                "headline": f"mean over all samples (records carry no {field!r} field for the official macro mean)",
+                "headline_basis": {"official": f"unweighted mean over {field} groups",
+                                   "reported": "mean over all samples", "reason": reason}}
     scores = {k: mean(value(r) for r in v) for k, v in groups.items()}
     for merged, parts in (params.get("merge") or {}).items():
         present = [scores.pop(p) for p in parts if p in scores]
@@ -121,15 +124,20 @@ def _hierarchical(results: list[Result], params: Mapping[str, Any]) -> dict[str,
     tasks: dict[str, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
     for r in results:
         tasks[str(_field(r, category_field))][str(_field(r, task_field))].append(r)
-    by_task, by_category = {}, {}
+    by_task, by_category, every_task = {}, {}, []
     for category, task_map in sorted(tasks.items()):
         task_scores = {t: mean(value(r) for r in rs) for t, rs in sorted(task_map.items())}
+        every_task.extend(task_scores.values())
         for t, s in task_scores.items():
             by_task[t] = {"score": s, "n": len(task_map[t]), category_field: category}
         by_category[category] = {"score": mean(task_scores.values()), "n_tasks": len(task_scores)}
-    return {"score": mean(c["score"] for c in by_category.values()),
-            "headline": f"mean of {category_field} scores, each the mean of its {task_field} scores",
-            f"by_{task_field}": by_task, f"by_{category_field}": by_category}
+    if params.get("overall") == "tasks":  # OVO-Bench's official total: the plain mean of its task scores
+        score, headline = mean(every_task), f"mean of the {task_field} scores"
+    else:
+        score = mean(c["score"] for c in by_category.values())
+        headline = f"mean of {category_field} scores, each the mean of its {task_field} scores"
+    return {"score": score, "headline": headline, f"by_{task_field}": by_task, f"by_{category_field}": by_category,
+            f"mean_of_{category_field}_means": mean(c["score"] for c in by_category.values())}
 
 
 def _temporal_grounding(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
@@ -140,44 +148,44 @@ def _temporal_grounding(results: list[Result], params: Mapping[str, Any]) -> dic
     return {"score": mean(ious), "headline": "mIoU", "mIoU": mean(ious), **recall_at_iou(ious, thresholds)}
 
 
-def _stvg_item(r: Result) -> dict[str, float | None]:
-    """Official per-item metrics of one result; frames are the whole seconds that carry boxes."""
+def _stvg_item(r: Result) -> dict[str, float]:
+    """Official per-item metrics of one result (ST-Align `eval_stvg`): the scorer's tiou / siou / viou, computed in
+    the frame the model saw. Older result lines without them are re-read from the answer and the extraction."""
+    details = r.get("details") or {}
+    if r.get("error"):
+        return {"tiou": 0.0, "siou": 0.0, "viou": 0.0}
+    if all(isinstance(details.get(k), (int, float)) for k in ("tiou", "siou", "viou")):
+        return {k: float(details[k]) for k in ("tiou", "siou", "viou")}
     from ..scoring import box_iou, interval_iou
     from ..scoring.grounding import parse_span_boxes
 
     gt = parse_span_boxes(str(r.get("answer") or ""))
-    pred = None if r.get("error") or not r.get("extracted") else parse_span_boxes(str(r["extracted"]))
-    gt_boxes = {k: b for k, b in (gt[1] if gt else {}).items() if b is not None}
-    if gt is None:
-        return {"tiou": 0.0, "siou": None, "viou": None}
-    if pred is None:
-        return {"tiou": 0.0, "siou": 0.0 if gt_boxes else None, "viou": 0.0 if gt_boxes else None}
-    (span, boxes), (gt_span, _) = pred, gt
-    tiou = interval_iou(span, gt_span)
-    if not gt_boxes:
-        return {"tiou": tiou, "siou": None, "viou": None}
-    pred_boxes = {k: b for k, b in boxes.items() if b is not None}
-    inter = [box_iou(pred_boxes[k], gt_boxes[k]) for k in gt_boxes if k in pred_boxes]
-    union = len(set(gt_boxes) | set(pred_boxes))
-    return {"tiou": tiou, "siou": mean(inter) or 0.0, "viou": sum(inter) / union}
+    pred = parse_span_boxes(str(r["extracted"])) if r.get("extracted") else None
+    if gt is None or pred is None:
+        return {"tiou": 0.0, "siou": 0.0, "viou": 0.0}
+    (span, boxes), (gt_span, gt_boxes) = pred, gt
+    gt_set = {k for k, b in gt_boxes.items() if b is not None}
+    pred_set = {k for k, b in boxes.items() if b is not None}
+    inter = [box_iou(boxes[k], gt_boxes[k]) for k in gt_set & pred_set]
+    return {"tiou": interval_iou(span, gt_span), "siou": sum(inter) / max(len(inter), 1),
+            "viou": sum(inter) / max(len(gt_set | pred_set), 1)}
 
 
 def _stvg(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
+    """Official means run over every item, as `eval_stvg` divides by all annotations: an item without boxes on
+    either side adds 0 to m_sIoU and m_vIoU instead of leaving the average."""
     from ..scoring import recall_at_iou
 
     items = [_stvg_item(r) for r in results]
-    spatial = [i for i in items if i["viou"] is not None]
     thresholds = tuple(params.get("thresholds", (0.3, 0.5, 0.7)))
-    official: dict[str, Any] = {"m_tIoU": mean(i["tiou"] for i in items), "n_with_boxes": len(spatial)}
-    t_hits = recall_at_iou([i["tiou"] for i in items], thresholds)
-    official.update({k.replace("R@", "tIoU@"): v for k, v in t_hits.items()})
-    if spatial:
-        official["m_sIoU"] = mean(i["siou"] for i in spatial)
-        official["m_vIoU"] = mean(i["viou"] for i in spatial)
-        official.update({k.replace("R@", "vIoU@"): v
-                         for k, v in recall_at_iou([i["viou"] for i in spatial], thresholds).items()})
+    official: dict[str, Any] = {"m_tIoU": mean(i["tiou"] for i in items), "m_sIoU": mean(i["siou"] for i in items),
+                                "m_vIoU": mean(i["viou"] for i in items)}
+    for name in ("tiou", "siou", "viou"):
+        hits = recall_at_iou([i[name] for i in items], thresholds)
+        label = {"tiou": "tIoU", "siou": "sIoU", "viou": "vIoU"}[name]
+        official.update({k.replace("R@", f"{label}@"): v for k, v in hits.items()})
     predecessor = mean(value(r) for r in results)
-    headline = params.get("headline", "m_vIoU" if spatial else "m_tIoU")
+    headline = params.get("headline", "m_vIoU")
     return {"score": official.get(headline), "headline": f"{headline} (official ST-Align metric)",
             "official": official,
             "predecessor_combined": {"score": predecessor,
@@ -219,7 +227,36 @@ def aggregate(results: list[Result], spec: Aggregation, categories: Iterable[Cat
                            "n_scored": len(results) - failed - pending, "n_failed": failed, "n_pending": pending}
     if needs_judge:
         out["n_needs_judge"] = needs_judge  # open-ended items still carrying their offline (ROUGE-L) value
+    out.update(_reading_counts(results))
     if results:
         out.update(KINDS[spec.kind](results, spec.params))
         out.update({k: v for k, v in breakdowns(results, categories).items() if k not in out})
+        missing = _missing_breakdowns(results, categories, spec.params)
+        if missing:
+            out["unavailable_breakdowns"] = missing
+    if needs_judge:  # a text-overlap fallback never stands in the accuracy column
+        out["offline_fallback"] = {"score": out.get("score"), "headline": out.get("headline"),
+                                   "definition": f"{needs_judge} item(s) scored by ROUGE-L until a judge runs; "
+                                                 "not an accuracy"}
+        out.update(score=None, headline="needs judge", headline_status="needs judge")
     return out
+
+
+def _reading_counts(results: list[Result]) -> dict[str, int]:
+    """For result lines that carry both readings (`official` / `robust`, as Score.to_dict writes them): how many
+    samples the two graders disagree on, and how many official values are the official code's random guesses."""
+    pairs = [(r.get("official"), r.get("robust")) for r in results if not r.get("error")]
+    pairs = [(o, b) for o, b in pairs if isinstance(o, Mapping) and isinstance(b, Mapping)]
+    if not pairs:
+        return {}
+    differ = sum(1 for o, b in pairs if o.get("value") is not None and b.get("value") is not None
+                 and o["value"] != b["value"])
+    return {"n_readings_differ": differ, "n_official_guessed": sum(1 for o, _ in pairs if o.get("guessed"))}
+
+
+def _missing_breakdowns(results: list[Result], categories: Iterable[Category],
+                        params: Mapping[str, Any]) -> dict[str, str]:
+    """Official breakdowns the records cannot give (no sample carries the field), each with the reason."""
+    reasons = params.get("unavailable_breakdowns") or {}
+    return {cat.name: reasons.get(cat.name, f"the records carry no {cat.field!r} field")
+            for cat in categories if not any(_field(r, cat.field) is not None for r in results)}

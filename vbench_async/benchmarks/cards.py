@@ -97,6 +97,20 @@ class Aggregation:
     params: Mapping[str, Any] = field(default_factory=dict)
 
 
+PARITY_STATUSES = ("exact", "documented difference", "impossible with the unified file", "judge", "no official code")
+
+
+@dataclass(frozen=True)
+class Official:
+    """How the benchmark's authors score it: the protocol that `scoring.score` runs for `Score.official`, the
+    repository and file it reproduces, and how far our reproduction goes (`parity`, with `note` saying why)."""
+
+    protocol: str  # a key of scoring.official.PROTOCOLS
+    source: str  # "owner/repo path/to/file.py"
+    parity: str  # one of PARITY_STATUSES
+    note: str = ""
+
+
 @dataclass(frozen=True)
 class Card:
     id: str
@@ -116,6 +130,7 @@ class Card:
     homepage: str | None = None
     preset: str | None = None  # set on a card derived from a preset
     file: Path | None = None
+    official: Official | None = None  # None only for the synthetic demo cards (their truth is exact by design)
 
     @property
     def base_id(self) -> str:
@@ -313,9 +328,27 @@ def _prompt(value: Any, where: str) -> dict[str, str]:
     return {str(k): v for k, v in value.items()}
 
 
+def _official(data: Any, where: str) -> Official | None:
+    if data is None:
+        return None
+    from ..scoring.official import PROTOCOLS
+
+    r = _Reader(data, where, {"protocol", "source", "parity", "note"})
+    protocol = r.get("protocol", str, required=True)
+    if protocol not in PROTOCOLS:
+        raise UserError(f"{where}: unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
+    parity = r.get("parity", str, required=True)
+    if parity not in PARITY_STATUSES:
+        raise UserError(f"{where}: parity must be one of: {'; '.join(PARITY_STATUSES)}")
+    note = r.get("note", str, "")
+    if parity != "exact" and not note:
+        raise UserError(f"{where}: parity {parity!r} needs a note saying why")
+    return Official(protocol, r.get("source", str, required=True), parity, note)
+
+
 _CARD_KEYS = {
     "id", "name", "description", "homepage", "sources", "task_types", "prompt", "metric", "aggregation",
-    "categories", "frames", "presets", "suites", "path_fields", "quirks",
+    "categories", "frames", "presets", "suites", "path_fields", "quirks", "official",
 }
 _PRESET_KEYS = set(FRAME_KEYS) | {"sources", "task_types", "description"}
 
@@ -361,6 +394,7 @@ def parse_card(data: Any, file: Path | None = None) -> Card:
         path_fields=dict(path_fields),
         quirks=r.strings("quirks"),
         file=file,
+        official=_official(r.get("official", Mapping), f"{where}.official"),
     )
 
 

@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ..errors import SampleError, UserError
-from ..samples import read_records
+from ..samples import OPTION_LABEL, OPTION_PREFIX, read_records
 from .cards import HubFile, HubSource
 
 _TEMPLATE = re.compile(r"\{([^{}]+)\}")
-_LETTERED = re.compile(r"^\s*\(?([A-Z])\s*[\.\):：]\s*")
-_EMBEDDED_OPTION = re.compile(r"^\s*\(?([A-Z])[\.\):：]\s+(.*\S)\s*$")
+_LETTERED = OPTION_PREFIX
+_EMBEDDED_OPTION = re.compile(rf"^\s*{OPTION_LABEL}[\.\):：]\s+(.*\S)\s*$", re.ASCII)
 _LETTER_ONLY = re.compile(r"^\(?([A-Z])\)?[\.\):]?$")
 _MISSING = object()
 

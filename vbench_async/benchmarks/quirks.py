@@ -202,9 +202,11 @@ def stvg_official(rec: Mapping[str, Any], ctx: HubContext) -> list[dict[str, Any
     if "<s>" not in tokens or "<e>" not in tokens:
         raise SampleError("record_invalid", "meta.time_token lacks <s>/<e>")
     boxes: dict[str, list[float]] = {}
+    by_frame: dict[str, list[float]] = {}
     raw_boxes = (meta.get("spatial_token") or {}).get("<bboxes>") or {}
     for frame in sorted(raw_boxes, key=lambda f: int(f)):
         x, y, w, h = (float(v) for v in raw_boxes[frame])
+        by_frame[str(int(frame))] = [x, y, x + w, y + h]
         boxes.setdefault(str(int(int(frame) / fps)), [x, y, x + w, y + h])
     conversations = rec.get("conversations") or [{}]
     question = re.sub(r"<video>\s*", "", str(conversations[0].get("value", ""))).strip()
@@ -216,6 +218,10 @@ def stvg_official(rec: Mapping[str, Any], ctx: HubContext) -> list[dict[str, Any
                                              "boxes": boxes}) + "</answer>",
         "width": meta.get("width"), "height": meta.get("height"),
     }
+    if isinstance(split, list) and len(split) == 2 and meta.get("width") and meta.get("height"):
+        # LLaVA-ST's own per-item fields, so the official protocol can read its special-token answers
+        out["meta"] = {"split": split, "width": meta["width"], "height": meta["height"], "fps": fps,
+                       "time_token": {"<s>": tokens["<s>"], "<e>": tokens["<e>"]}, "boxes_by_frame": by_frame}
     if isinstance(split, list) and len(split) == 2:
         out["start"], out["end"] = split[0] / fps, split[1] / fps
     return [out]

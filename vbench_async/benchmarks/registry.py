@@ -91,6 +91,18 @@ class Benchmark:
     def prompt_template_hash(self) -> str:
         return prompts.template_hash(dict(self.card.prompt))
 
+    # -- scoring ---------------------------------------------------------------------------------------------
+    @property
+    def protocol(self) -> str | None:
+        """The card's official protocol (None for the demo cards)."""
+        return self.card.official.protocol if self.card.official else None
+
+    def score(self, sample: Sample, output: str) -> Any:
+        """`scoring.score` with this benchmark's official protocol: Score.official and Score.robust both filled."""
+        from ..scoring import score
+
+        return score(sample, output, protocol=self.protocol)
+
     # -- results ---------------------------------------------------------------------------------------------
     def aggregate(self, results: list[dict]) -> dict:
         return _aggregate.aggregate(results, self.card.aggregation, self.card.categories, self.card.metric)
@@ -150,6 +162,19 @@ def get_benchmark(name: str) -> Benchmark:
         raise UserError(f"unknown benchmark {base!r}; known benchmarks: {', '.join(sorted(cards))}")
     card, raw = cards[base]
     return Benchmark(apply_preset(card, preset, raw) if preset else card)
+
+
+def score_sample(sample: Sample, output: str) -> Any:
+    """Score a sample with the official protocol of the benchmark it belongs to (`sample.benchmark`, a card id or
+    `<id>@<preset>`); the pipeline's scorer for runs that span several benchmarks."""
+    from ..scoring import score
+
+    return score(sample, output, protocol=_protocol_of(sample.benchmark))
+
+
+@cache
+def _protocol_of(benchmark: str) -> str | None:
+    return get_benchmark(benchmark).protocol
 
 
 def suite_files() -> dict[str, Path]:

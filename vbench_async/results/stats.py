@@ -301,7 +301,10 @@ def headline_estimate(results: Sequence[Result], aggregation: Any = None, level:
         for t, c in zip(tasks, cats):
             tasks_in[c].add(t)
         strata = list(zip(cats, tasks))
-        weights = {(c, t): 1.0 / (len(tasks_in) * len(tasks_in[c])) for c, t in set(strata)}
+        if params.get("overall") == "tasks":  # OVO-Bench: every task weighs the same, whatever its category
+            weights = {s: 1.0 / len(set(strata)) for s in set(strata)}
+        else:
+            weights = {(c, t): 1.0 / (len(tasks_in) * len(tasks_in[c])) for c, t in set(strata)}
         return estimate(ys, cl, strata, weights, level, unit)
     return None
 

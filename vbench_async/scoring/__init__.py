@@ -1,14 +1,16 @@
 """Task-aware scoring: one implementation for evaluation metrics and RL rewards.
 
-    score(sample_or_record, output) -> Score(value, extracted, well_formed, details)
-    reward(sample_or_record, output, format_weight=0.1) -> float
+    score(sample_or_record, output, protocol=None) -> Score(value, extracted, well_formed, details, official, robust)
+    reward(sample_or_record, output, format_weight=0.1) -> float   (uses the robust reading)
 
 Modules: `extract` and `letters` (named answer-extraction steps), `tasks` / `grounding` / `math_task` /
 `code_task` (one scorer per task type), `metrics` (IoU, MRA, WER, ANLS, ROUGE-L and aggregation helpers),
-`router` (routing by `problem_type`, `score`, `reward`). See docs/scoring.md.
+`router` (routing by `problem_type`, `score`, `reward`), `official` (each benchmark's own protocol, for
+`Score.official`). See docs/scoring.md.
 """
 
-from .base import Score, UnknownTaskType
+from .base import Reading, Score, UnknownTaskType
+from .official import PROTOCOLS
 from .metrics import box_iou, interval_iou, mean_relative_accuracy, recall_at_iou
 from .router import (
     canonical_task_type,
@@ -21,6 +23,8 @@ from .router import (
 )
 
 __all__ = [
+    "PROTOCOLS",
+    "Reading",
     "Score",
     "UnknownTaskType",
     "box_iou",

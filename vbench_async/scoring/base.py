@@ -7,6 +7,24 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class Reading:
+    """One grader's verdict on one output: the benchmark's own protocol (`official`) or the careful one (`robust`).
+
+    `value` is in [0, 1], or None while the protocol still needs an LLM judge for this item (`needs_judge`).
+    `guessed` marks a value that the official code draws at random for an unreadable answer (seeded by sample id).
+    """
+
+    value: float | None
+    extracted: str | None = None
+    guessed: bool = False
+    needs_judge: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "extracted": self.extracted, "guessed": self.guessed,
+                "needs_judge": self.needs_judge}
+
+
+@dataclass(frozen=True)
 class Score:
     """How one model output scored against one sample's ground truth.
 
@@ -14,12 +32,24 @@ class Score:
     `well_formed` says whether the output held a parseable answer of the right form; a malformed output always
     has value 0. `details` holds the metric parts and the extraction step that found the answer ("source"),
     and is JSON-serialisable.
+
+    `robust` is the careful grader's reading, (value, extracted) except for free text awaiting a judge (no value)
+    and spatio-temporal grounding (ST-Align's vIoU); `official` is the benchmark's own protocol (None when no
+    protocol was asked for). Both are filled by `score(...)`; a task scorer returns neither.
     """
 
     value: float
     extracted: str | None
     well_formed: bool
     details: dict[str, Any] = field(default_factory=dict)
+    official: Reading | None = None
+    robust: Reading | None = None
+
+    @property
+    def differs(self) -> bool:
+        """Whether the official and the robust grader disagree on this sample (False without an official value)."""
+        return bool(self.official and self.robust and self.official.value is not None
+                    and self.official.value != self.robust.value)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -27,6 +57,8 @@ class Score:
             "extracted": self.extracted,
             "well_formed": self.well_formed,
             "details": dict(self.details),
+            "official": self.official.to_dict() if self.official else None,
+            "robust": self.robust.to_dict() if self.robust else None,
         }
 
 

@@ -41,8 +41,9 @@ def split_think(text: str) -> tuple[str, list[str]]:
 
     `<think>/<thought>/<thinking>` blocks are cut out (each opening tag pairs with the next closing tag). A closing
     tag with no opening one (the chat template opened it in the prompt) makes everything before it thinking. An
-    opening tag that is never closed is dropped and its text kept in the body. Junk placeholder tokens (e.g.
-    `<[PLHD21_never_used_...]>`) are removed. Linear time, whatever the input.
+    opening tag that is never closed marks a truncated output: its text is neither body nor a thinking block (a
+    cut-off chain of thought that merely names options earns nothing), except a complete `<answer>...</answer>`
+    inside it. Junk placeholder tokens (e.g. `<[PLHD21_never_used_...]>`) are removed. Linear time.
     """
     tags = sorted(
         [(m.start(), m.end(), True) for m in _THINK_OPEN.finditer(text)]
@@ -58,7 +59,14 @@ def split_think(text: str) -> tuple[str, list[str]]:
             parts.append(text[pos : opened[0]])
             thinks.append(text[opened[1] : start])
             pos, opened = end, None
-    parts.append(text[pos:])
+    if opened is not None:  # unclosed: truncated thinking; keep only a finished answer tag written inside it
+        parts.append(text[pos : opened[0]])
+        tail = text[opened[1] :]
+        tag_open = list(_ANSWER_OPEN.finditer(tail))
+        if tag_open and _ANSWER_CLOSE.search(tail, tag_open[-1].end()):
+            parts.append(tail[tag_open[-1].start() :])
+    else:
+        parts.append(text[pos:])
     body = "\n".join(parts)
     closes = list(_THINK_CLOSE.finditer(body))
     if closes:
@@ -129,8 +137,9 @@ class Candidate:
     text: str
 
 
-def candidates(text: str, multiline: bool = False) -> Iterator[Candidate]:
-    """Where the answer may be, most explicit first (see the module docstring). Duplicates are skipped."""
+def candidates(text: str, multiline: bool = False, think: bool = True) -> Iterator[Candidate]:
+    """Where the answer may be, most explicit first (see the module docstring). Duplicates are skipped. With
+    `think` False the thinking blocks are not candidates."""
     if not isinstance(text, str):
         return
     body, thinks = split_think(text)
@@ -151,10 +160,10 @@ def candidates(text: str, multiline: bool = False) -> Iterator[Candidate]:
     yield from emit("boxed", boxed(body))
     yield from emit("phrase", final_phrase(body, multiline))
     yield from emit("text", body)
-    for think in reversed(thinks):
-        yield from emit("think", answer_tag(think))
-        yield from emit("think", final_phrase(think, multiline))
-        yield from emit("think", think)
+    for block in reversed(thinks) if think else ():
+        yield from emit("think", answer_tag(block))
+        yield from emit("think", final_phrase(block, multiline))
+        yield from emit("think", block)
 
 
 # ------------------------------------------------------------------------------------------- plain text
@@ -252,39 +261,98 @@ def find_numbers(text: str) -> list[Number]:
     return words
 
 
+_RESULT_SIGN = re.compile(r"=|≈|\\approx")
+# Words after which a whole output states (or corrects to) its answer: "..., but ... it is 12.97", "so 5".
+_CONCLUSION = re.compile(
+    r"=|≈|\\approx|\b(?:but|however|actually|wait|so|thus|therefore|hence|finally|final|is|are|was|equals|gives)\b",
+    re.I)
+
+
+def _in_digits(number: Number) -> bool:
+    """Written in digits ("5", "50%", "3/4"), not as a number word ("five")."""
+    return number.text.rstrip("% ")[-1:].isdigit()
+
+
+def _first_after(text: str, cues: re.Pattern, digits: bool) -> Number | None:
+    """The first number after the last cue that has one after it, of the same kind (digits or number words) as the
+    text's own numbers: "... is 12.97, so that's it" must not read a later "once" as the answer."""
+    for cue in reversed(list(cues.finditer(text))):
+        after = find_numbers(text[cue.end() :])
+        if after and _in_digits(after[0]) == digits:
+            return after[0]
+    return None
+
+
+_RANGE = re.compile(
+    rf"\bbetween\s+({NUMBER_PATTERN})\s*\S*\s+and\s+{NUMBER_PATTERN}"
+    rf"|(?<![\w.])({NUMBER_PATTERN})\s*\S{{0,12}}\s*(?:\bto\b|–|-)\s*{NUMBER_PATTERN}",
+    re.I)
+
+
+def _in_range(text: str, number: Number) -> bool:
+    """Whether `number` opens a range ("between 2 and 6", "10 to 30", "82-246 cm"): a range is no single answer."""
+    return any(number.text in (m.group(1), m.group(2)) for m in _RANGE.finditer(text))
+
+
 def parse_number(text: str, whole_text: bool = False) -> Number | None:
-    """The answer number of one candidate: its first number, or for a long whole output its last number."""
+    """The answer number of one candidate (see `_answer_number`); None when that number opens a range."""
+    number = _answer_number(text, whole_text)
+    return None if number is None or _in_range(text, number) else number
+
+
+def _answer_number(text: str, whole_text: bool = False) -> Number | None:
+    """The answer number of one candidate.
+
+    An explicit answer ("the answer is 5 apples") is read from its first number, or from the number after its
+    last "=" / "≈" ("2√2 ≈ 2.83" is 2.83). A whole output is read after its last conclusion or correction word
+    ("First I thought 25.94, but ... it is 12.97" is 12.97); failing that, a short one from its first number
+    ("3 times in 2 rounds") and a long one from its last.
+    """
     numbers = find_numbers(text)
     if not numbers:
         return None
-    if whole_text and len(text.split()) > 12:
-        return numbers[-1]
-    return numbers[0]
+    digits = _in_digits(numbers[0])
+    if not whole_text:
+        return _first_after(text, _RESULT_SIGN, digits) or numbers[0]
+    found = _first_after(text, _CONCLUSION, digits)
+    if found is not None:
+        return found
+    return numbers[-1] if len(text.split()) > 12 else numbers[0]
 
 
 # ---------------------------------------------------------------------------------------------------- yes/no
 
-_YES_NO = re.compile(r"(?<![\w'’-])(yes|no|true|false|是|否)(?![\w'’-])", re.I)
-_YES = {"yes", "true", "是", "y"}
+_YES_NO = re.compile(
+    r"(?<![\w'’-])(yes|yeah|yep|yup|correct|indeed|affirmative|no|nope|nah|not\s+yet|incorrect|negative|true|false"
+    r"|是|否)(?![\w'’-])", re.I)
+_YES = {"yes", "yeah", "yep", "yup", "correct", "indeed", "affirmative", "true", "是", "y"}
+_HEDGE = re.compile(r"\s*(?:,\s*)?(?:and|or|/)\s*$", re.I)  # "yes and no", "yes or no", "yes/no": no answer
+# A correction after an opening yes/no ("No... actually, Yes."): the later word is the answer.
+_CORRECTION = re.compile(r"\b(?:actually|wait|on second thought|correction|rather|instead|i mean)\b", re.I)
 
 
 def parse_yes_no(text: str, whole_text: bool = False) -> str | None:
-    """ "yes" / "no" from whole words only: "NOT", "KNOW", "EYES", "nobody" are not answers. A bare "Y"/"N" counts.
+    """ "yes" / "no" from whole words only: "NOT", "KNOW", "EYES", "nobody" are not answers; "Nope", "Not yet",
+    "Yeah" are. A bare "Y"/"N" counts.
 
-    An explicit answer is read from its first yes/no word; a whole output from its first word if that is yes/no,
-    else its last yes/no word.
+    An explicit answer is read from its first yes/no word, unless a correction ("actually", "wait") follows it;
+    a whole output from its first word if that is yes/no and not corrected later, else its last yes/no word.
     """
     t = clean_answer(text)
     if t.upper() in ("Y", "N"):
         return "yes" if t.upper() == "Y" else "no"
-    words = [m.group(1).lower() for m in _YES_NO.finditer(t)]
-    if not words:
+    found = list(_YES_NO.finditer(t))
+    if not found:
         return None
-    if whole_text and not _YES_NO.match(t):
-        word = words[-1]
+    for a, b in zip(found, found[1:]):
+        if _HEDGE.fullmatch(t[a.end() : b.start()]) and (a.group(1).lower() in _YES) != (b.group(1).lower() in _YES):
+            return None
+    corrected = _CORRECTION.search(t, found[0].end()) is not None and len(found) > 1
+    if corrected or (whole_text and not _YES_NO.match(t)):
+        word = found[-1].group(1)
     else:
-        word = words[0]
-    return "yes" if word in _YES else "no"
+        word = found[0].group(1)
+    return "yes" if word.lower() in _YES else "no"
 
 
 # ------------------------------------------------------------------------------------------------------ JSON

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ..samples import OPTION_PREFIX
 from .extract import clean_answer, normalize_text
 
 _LETTERS = "ABCDEFGHIJ"
@@ -27,22 +28,29 @@ _CONNECTIVES = {
 }
 _CONJUNCTIONS = {"and", "or", "nor", "vs", "versus"}
 _LONE_LETTER = re.compile(r"^[\(\[]?([A-Ja-j])[\)\]]?[.:：)]?$")
-_LETTER_DELIM = re.compile(r"^(?:[\(\[]([A-J])[\)\]]|([A-J])\s*[.:：)])(?:\s+(.*)|$)", re.S)
+_LETTER_DELIM = re.compile(r"^(?:[\(\[]([A-J])[\)\]]|([A-J])\s*[.:：),])(?:\s+(.*)|$)", re.S)
 _LETTER_SPACE = re.compile(r"^([A-J])(?:\s+(.*))?$", re.S)
-_OPTION_PREFIX = re.compile(r"^\s*\(?([A-Z])\s*[\.\):：]\s*")
+_OPTION_PREFIX = OPTION_PREFIX
 _LEAD_WORDS = re.compile(
     r"^(?:(?:the\s+)?(?:correct\s+|best\s+|final\s+|right\s+)?(?:answer|option|choice)\s*(?:is\b)?\s*[:：]?\s*)+", re.I
 )
 _KW = r"(?i:answer|option|choice)"
 _LETTER_PHRASES = [
-    re.compile(rf"\b{_KW}\s*(?i:is|would\s+be|should\s+be)?\s*[:：]?\s*(?i:option\s*)?[\(\[]?([A-J])[\)\]]?(?![\w'’])"),
+    # "answer B", "answer: B", "the option is B"; a bare "option B" only names an option under discussion
+    re.compile(r"\b(?i:answer)\s*(?i:is|would\s+be|should\s+be)?\s*[:：]?\s*(?i:option\s*)?[\(\[]?([A-J])[\)\]]?(?![\w'’])"),
+    re.compile(r"\b(?i:option|choice)\s*(?:(?i:is|would\s+be|should\s+be)\s*[:：]?|[:：])\s*[\(\[]?([A-J])[\)\]]?(?![\w'’])"),
     re.compile(r"\b(?i:choose|select|pick|go\s+with)\s+(?i:option\s+|answer\s+)?[\(\[]?([A-J])[\)\]]?(?![\w'’])"),
     re.compile(r"(?<![\w'’])[\(\[]?([A-J])[\)\]]?\s+(?i:is\s+(?:the\s+)?(?:correct|right|best))\b"),
     re.compile(r"(?:答案|选项?)\s*(?:是|为)?\s*[:：]?\s*([A-J])"),
     re.compile(r"\*\*\(?([A-J])\)?\*\*"),
     re.compile(r"\(([A-J])\)"),
 ]
+# Marks that also serve to list options: several different letters in them means options discussed, not chosen.
+_LISTING = (_LETTER_PHRASES[-2], _LETTER_PHRASES[-1])
 _STANDALONE = re.compile(r"(?<![\w'’])([A-J])(?![\w'’])")
+# "B or C", "B/C", "B and C": a hedge between letters names no answer.
+_ALTERNATIVE = re.compile(
+    r"^[\)\]]?\s*(?:,|/|(?i:\bor\b|\band\b|\bvs\.?|\bversus\b))\s*(?:(?i:option)\s+)?[\(\[]?[A-J](?![\w'’])")
 
 
 def option_text(option: str) -> str:
@@ -83,7 +91,8 @@ def _leading_letter(text: str, letters: Sequence[str], options: Sequence[str]) -
         return m.group(1).upper()
     m = _LETTER_DELIM.match(text)
     if m:
-        return m.group(1) or m.group(2)
+        letter_end = m.end(1) if m.group(1) else m.end(2)
+        return None if _ALTERNATIVE.match(text[letter_end:]) else m.group(1) or m.group(2)
     m = _LETTER_SPACE.match(text)
     if m:
         letter, rest = m.group(1), m.group(2) or ""
@@ -102,8 +111,11 @@ def _phrase_letter(text: str) -> str | None:
     """The last letter named by an explicit phrase ("answer is B", "choose C", "(D)", "**E**", "F is correct")."""
     best: tuple[int, str] | None = None
     for pattern in _LETTER_PHRASES:
-        for m in pattern.finditer(text):
-            if _looks_like_article(m.group(1), text[m.end() :]):
+        matches = list(pattern.finditer(text))
+        if pattern in _LISTING and len({m.group(1) for m in matches}) > 1:
+            continue
+        for m in matches:
+            if _looks_like_article(m.group(1), text[m.end() :]) or _ALTERNATIVE.match(text[m.end(1) :]):
                 continue
             if best is None or m.start(1) > best[0]:
                 best = (m.start(1), m.group(1))
@@ -125,8 +137,11 @@ def _unique_letter(text: str, letters: Sequence[str]) -> str | None:
 
 def _answer_line(line: str, letters: Sequence[str], options: Sequence[str]) -> str | None:
     t = _LEAD_WORDS.sub("", clean_answer(line)).strip()
-    if not t or len(t) > 80:
+    if not t:
         return None
+    if len(t) > 80:  # a long line counts only as "B) <long text>" (a delimited letter) or as an option's text
+        m = _LETTER_DELIM.match(t)
+        return (m.group(1) or m.group(2)) if m else _letter_for_text(t, letters, options)
     return _leading_letter(t, letters, options) or _letter_for_text(t, letters, options)
 
 

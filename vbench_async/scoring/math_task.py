@@ -34,12 +34,21 @@ def _parse_math(text: str, whole: bool) -> str | None:
     return t or None
 
 
+_LATEX = re.compile(r"[\\^_{}]")
+
+
 def _mv_parse(text: str, limit: int):
+    """Parse with math-verify. Bare LaTeX (`2\\pi`, `3\\sqrt{2}`, `x^2+1`) is read as LaTeX first: math-verify's
+    plain-text reading of `2\\pi` is just its leading number 2, which would make a bare `2` equal to it."""
     from math_verify import parse
 
+    if "$" not in text and _LATEX.search(text):
+        parsed = parse(f"${text}$", parsing_timeout=limit)
+        if parsed:
+            return parsed
     parsed = parse(text, parsing_timeout=limit)
     if not parsed and "$" not in text and _MATHY.search(text):
-        parsed = parse(f"${text}$", parsing_timeout=limit)  # bare LaTeX such as \frac{1}{2} or x^2+1
+        parsed = parse(f"${text}$", parsing_timeout=limit)  # bare expressions such as 1+x^2 or 3/4
     return parsed
 
 
@@ -88,13 +97,34 @@ def equivalent(gt: str, pred: str, limit: int = TIME_LIMIT_S) -> tuple[bool, boo
     plain = all(len(n) == 1 and n[0].text.strip() == s.strip() for n, s in ((g, gt), (p, pred)))
     if plain:
         return True, numbers_match(p[0], g[0]), False
+    result = _bounded(check_equivalence, (gt, pred, limit), limit)
+    return (True, False, True) if result is None else (*result, False)
+
+
+def _bounded(fn, args: tuple, limit: int):
+    """fn(*args) in the worker pool, or None when it overran (the pool is then replaced)."""
     try:
-        result = _worker_pool().apply_async(check_equivalence, (gt, pred, limit)).get(timeout=3 * limit + 5)
-        return (*result, False)
+        return _worker_pool().apply_async(fn, args).get(timeout=3 * limit + 5)
     except multiprocessing.TimeoutError:
-        log.warning("math check timed out after %ss; scoring 0: %.80r", 3 * limit + 5, pred)
+        log.warning("math check timed out after %ss; scoring 0: %.80r", 3 * limit + 5, args[1])
         _reset_pool()
-        return True, False, True
+        return None
+
+
+def _plain_verify(target: str, gold: str, limit: int) -> bool:
+    from math_verify import parse, verify
+
+    try:
+        return float(verify(parse(target, parsing_timeout=limit), parse(gold, parsing_timeout=limit),
+                            timeout_seconds=limit)) > 0
+    except Exception:  # the official script treats any failure here as "not verified"
+        return False
+
+
+def raw_verify(output: str, solution: str, limit: int = TIME_LIMIT_S) -> bool:
+    """`verify(parse(output), parse(solution))` on the raw texts, as NVlabs/Long-RL's eval script calls it (the
+    output first), bounded like every math-verify check."""
+    return bool(_bounded(_plain_verify, (output, solution, limit), limit))
 
 
 def score_math(sample: Sample, output: str) -> Score:

@@ -6,8 +6,13 @@ import math
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
-# VSI-Bench's mean relative accuracy: confidence thresholds 0.50, 0.55, ..., 0.95 (kept as exact decimals).
-MRA_THRESHOLDS: tuple[float, ...] = tuple(round(0.50 + 0.05 * i, 2) for i in range(10))
+# VSI-Bench's mean relative accuracy: confidence levels 0.50, 0.55, ..., 0.95 as the official code builds them,
+# `numpy.linspace(.5, .95, 10)` in floating point (i * step + start, the last one exact), and the tolerances
+# `1 - level` computed in floating point too. So 1 - 0.55 is 0.44999999999999996: a relative error of exactly 0.45
+# (11 vs 20) passes only the 0.50 level, as it does in the official code.
+_MRA_STEP = (0.95 - 0.5) / 9
+MRA_THRESHOLDS: tuple[float, ...] = tuple(i * _MRA_STEP + 0.5 for i in range(9)) + (0.95,)
+MRA_TOLERANCES: tuple[float, ...] = tuple(1 - t for t in MRA_THRESHOLDS)
 
 
 def interval_iou(a: Sequence[float], b: Sequence[float]) -> float:
@@ -52,16 +57,17 @@ def recall_at_iou(tious: Iterable[float], thresholds: Sequence[float] = (0.3, 0.
 
 
 def mean_relative_accuracy(pred: float, gt: float) -> float:
-    """VSI-Bench MRA: the share of thresholds t in 0.50..0.95 with |pred - gt| / |gt| <= 1 - t.
+    """VSI-Bench MRA: the share of levels t in 0.50..0.95 with |pred - gt| / gt <= 1 - t, in the official code's
+    floating point (pred 4 vs truth 5 gives 0.6, not 0.7: 0.2 <= 1 - 0.8 fails there).
 
-    `<=` as in the official VSI-Bench code. A ground truth of 0 scores 1 only for an exact 0.
+    A ground truth of 0 scores 1 only for an exact 0 (the official code divides by zero there).
     """
     if not (math.isfinite(pred) and math.isfinite(gt)):
         return 0.0
     if gt == 0:
         return 1.0 if pred == 0 else 0.0
-    rel = abs(pred - gt) / abs(gt)
-    return sum(rel <= round(1.0 - t, 2) + 1e-12 for t in MRA_THRESHOLDS) / len(MRA_THRESHOLDS)
+    rel = abs(pred - gt) / abs(gt)  # the official code divides by the signed truth; every VSI-Bench truth is > 0
+    return sum(rel <= tol for tol in MRA_TOLERANCES) / len(MRA_TOLERANCES)
 
 
 def levenshtein(a: Sequence, b: Sequence) -> int:

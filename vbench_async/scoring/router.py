@@ -9,12 +9,14 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from ..errors import SampleError
 from ..samples import Sample, parse_record
 from . import extract
-from .base import Score, UnknownTaskType, clip01, malformed
+from .base import Reading, Score, UnknownTaskType, clip01, malformed
 from .code_task import score_code
 from .grounding import (
     score_spatial_grounding,
@@ -23,6 +25,7 @@ from .grounding import (
     score_tracking,
 )
 from .math_task import score_math
+from .official import Protocol, get_protocol
 from .tasks import (
     score_boolean,
     score_counting,
@@ -61,6 +64,11 @@ _TASKS: dict[str, tuple[Scorer, tuple[str, ...]]] = {
 }
 
 
+# Task types whose careful reading is the benchmark's per-item metric, a detail of the Score, while `value` keeps
+# its older meaning (STVG: value is EasyVideoR1's 0.5 tIoU + 0.5 box IoU; the careful reading is ST-Align's vIoU).
+_ROBUST_METRIC = {"spatial-temporal grounding": "viou"}
+
+
 def _key(name: str) -> str:
     return re.sub(r"[\s_\-]+", " ", name.strip().lower())
 
@@ -88,16 +96,37 @@ def _as_sample(sample: Sample | Mapping[str, Any]) -> Sample:
     return sample if isinstance(sample, Sample) else parse_record(sample, benchmark="record", index=0)
 
 
-def score(sample: Sample | Mapping[str, Any], output: str) -> Score:
+def score(sample: Sample | Mapping[str, Any], output: str, protocol: str | None = None) -> Score:
     """Score one model output against one sample (a Sample or a unified-format record).
 
+    `Score.robust` is the careful grader's reading: (value, extracted), except that free text needing a judge has
+    no robust value (value keeps its ROUGE-L fallback) and spatio-temporal grounding reports ST-Align's vIoU. With
+    `protocol` (a benchmark card's `official.protocol`, see `official.PROTOCOLS`) `Score.official` holds the
+    benchmark's own reading of the output; without one it is None.
+
     Never raises on the output: anything unreadable scores 0 with well_formed=False. Raises UnknownTaskType for an
-    unknown task type and SampleError("record_invalid") when the sample itself (its ground truth) is unreadable.
+    unknown task type, ValueError for an unknown protocol, and SampleError("record_invalid") when the sample
+    itself (its ground truth) is unreadable.
     """
     sample = _as_sample(sample)
-    scorer = _TASKS[canonical_task_type(sample.task_type)][0]
+    proto = get_protocol(protocol) if protocol is not None else None
+    canonical = canonical_task_type(sample.task_type)
+    scorer = _TASKS[canonical][0]
+    if proto is not None and proto.numeric_decimals is not None and canonical == "numerical":
+        scorer = partial(score_numerical, decimals=proto.numeric_decimals)
     if not isinstance(output, str):
         output = "" if output is None else str(output)
+    result = _run(scorer, sample, output)
+    # Free text needs a judge: the careful grader claims no value for it (`value` keeps the ROUGE-L fallback).
+    needs_judge = bool(result.details.get("needs_judge"))
+    value = result.details.get(_ROBUST_METRIC[canonical], 0.0) if canonical in _ROBUST_METRIC else result.value
+    robust = Reading(None if needs_judge else value, result.extracted, needs_judge=needs_judge)
+    official = _official(proto, sample, output) if proto is not None else None
+    details = result.details if proto is None else {**result.details, "protocol": proto.name}
+    return replace(result, details=details, official=official, robust=robust)
+
+
+def _run(scorer: Scorer, sample: Sample, output: str) -> Score:
     try:
         result = scorer(sample, output)
     except SampleError:
@@ -108,6 +137,21 @@ def score(sample: Sample | Mapping[str, Any], output: str) -> Score:
     if not result.well_formed:
         return Score(0.0, result.extracted, False, result.details)
     return Score(clip01(result.value), result.extracted, True, result.details)
+
+
+def _official(proto: Protocol, sample: Sample, output: str) -> Reading:
+    """The official protocol's reading; empty for "none". A bug in a protocol scores 0, logged."""
+    if proto.grade is None:
+        return Reading(None, None)
+    try:
+        reading = proto.grade(sample, output)
+    except SampleError:
+        raise
+    except Exception as exc:
+        log.exception("official protocol %r failed on %s", proto.name, sample.key)
+        return Reading(0.0, f"protocol error: {type(exc).__name__}: {exc}"[:200])
+    value = None if reading.value is None else clip01(reading.value)
+    return replace(reading, value=value)
 
 
 def check_sample(sample: Sample | Mapping[str, Any]) -> Sample:
@@ -151,7 +195,8 @@ def reward_parts(
 ) -> dict[str, float]:
     """{"overall", "accuracy", "format"}: overall = accuracy_weight * accuracy + format_weight * format.
 
-    `accuracy` is `score(...).value`; `accuracy_weight` defaults to 1 - format_weight.
+    `accuracy` is the robust score, `score(...).robust.value` (equal to `.value`); `accuracy_weight` defaults to
+    1 - format_weight.
     """
     if accuracy_weight is None:
         accuracy_weight = 1.0 - format_weight
@@ -161,9 +206,11 @@ def reward_parts(
         raise ValueError(f"unknown format mode {format_mode!r}; use one of {', '.join(FORMAT_MODES)}")
     result = score(sample, output)
     fmt = format_score(output, result, format_mode)
+    # Training uses the robust score; free text (no robust value until a judge runs) keeps its ROUGE-L fallback.
+    accuracy = result.robust.value if result.robust is not None and result.robust.value is not None else result.value
     return {
-        "overall": accuracy_weight * result.value + format_weight * fmt,
-        "accuracy": result.value,
+        "overall": accuracy_weight * accuracy + format_weight * fmt,
+        "accuracy": accuracy,
         "format": fmt,
     }
 

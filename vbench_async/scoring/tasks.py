@@ -24,9 +24,13 @@ Parser = Callable[[str, bool], Any]  # (candidate text, is it the whole output?)
 _WHOLE = ("text", "think")
 
 
-def first_answer(output: str, parse: Parser, multiline: bool = False) -> tuple[Any, extract.Candidate] | None:
-    """The first candidate (most explicit first) that `parse` accepts, with the parsed answer."""
-    for cand in extract.candidates(output, multiline):
+def first_answer(
+    output: str, parse: Parser, multiline: bool = False, think: bool = False
+) -> tuple[Any, extract.Candidate] | None:
+    """The first candidate (most explicit first) that `parse` accepts, with the parsed answer. Thinking blocks are
+    read only with `think` (ground truths such as Charades-STA's sit there; a model's answer hidden inside its
+    thinking is no answer)."""
+    for cand in extract.candidates(output, multiline, think):
         value = parse(cand.text, cand.source in _WHOLE)
         if value is not None:
             return value, cand
@@ -35,7 +39,7 @@ def first_answer(output: str, parse: Parser, multiline: bool = False) -> tuple[A
 
 def ground_truth(sample: Sample, parse: Parser, what: str, multiline: bool = False) -> Any:
     """Parse the sample's ground truth with the same steps as outputs; raise SampleError if it is unreadable."""
-    found = first_answer(sample.answer, parse, multiline)
+    found = first_answer(sample.answer, parse, multiline, think=True)
     if found is None:
         raise SampleError("record_invalid", f"{sample.key}: ground truth {sample.answer[:80]!r} is not {what}")
     return found[0]
@@ -89,13 +93,19 @@ def numbers_match(pred: extract.Number, gt: extract.Number) -> bool:
     return False
 
 
-def score_numerical(sample: Sample, output: str) -> Score:
+def score_numerical(sample: Sample, output: str, decimals: int | None = None) -> Score:
+    """Equal at the truth's written precision, or, for a benchmark that says so (Video-MMMU: 2), after rounding
+    both sides to `decimals` places (3.429 equals 3.43; 0.34 does not equal 0.3)."""
     gt = ground_truth(sample, _parse_number, "a number")
     found = first_answer(output, _parse_number)
     if found is None:
         return malformed(source=None)
     pred, cand = found
-    return Score(1.0 if numbers_match(pred, gt) else 0.0, pred.text, True, {"source": cand.source})
+    if decimals is None:
+        ok = numbers_match(pred, gt)
+    else:
+        ok = round(pred.value, decimals) == round(gt.value, decimals)
+    return Score(1.0 if ok else 0.0, pred.text, True, {"source": cand.source})
 
 
 def score_regression(sample: Sample, output: str) -> Score:
