@@ -35,6 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--output-dir", type=Path, help="run directory (default: runs/<model name>)")
     out.add_argument("--cache-dir", type=Path,
                      help="frame cache (default: $VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)")
+    out.add_argument("--cache-max-gb", type=float,
+                     help="keep the frame cache under this size: least recently used entries are evicted while the "
+                          "run goes on, never one a queued request still needs (default: $VBENCH_ASYNC_CACHE_MAX_GB, "
+                          "else no limit)")
     out.add_argument("--no-site", action="store_true", help="do not write the HTML leaderboard into the run directory")
     out.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -112,6 +116,8 @@ def main(args: argparse.Namespace) -> int:
 
     if not args.suite and not args.benchmarks:
         raise UserError("say what to evaluate: --suite NAME or --benchmarks a,b (see `vbench-async list`)")
+    if args.cache_max_gb is not None and not args.cache_max_gb >= 0:
+        raise UserError("--cache-max-gb must be a non-negative number of gigabytes")
     shard = resolve_shard(args.shard)
     if args.backend == "vllm":  # before anything touches CUDA: the engine processes inherit the restriction
         apply_devices(select_devices(args.gpus, args.tensor_parallel_size * args.data_parallel_size))
@@ -149,6 +155,7 @@ def main(args: argparse.Namespace) -> int:
         data_root=args.data_root,
         output_dir=args.output_dir,
         cache_dir=args.cache_dir,
+        cache_max_gb=args.cache_max_gb,
         backend=args.backend,
         mode=args.mode,
         thinking=args.thinking,
