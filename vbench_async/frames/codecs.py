@@ -1,11 +1,11 @@
 """How an entry's frames are stored: "raw" uint8 or "zstd" (lossless, the default). Both give back the exact pixels.
 
-"zstd" stores each frame on its own: colour planes G, R-G, B-G (mod 256, exactly reversible), each predicted from
-its left, upper and upper-left neighbours (residual = x - left - up + upper_left, mod 256), compressed with zstd
-level 1 and a checksum. Camera-like frames shrink to about 0.3-0.45 of raw; perf/frames.py measures the choice
-against plain zstd, PNG, lossless WebP and FFV1. Planes are kept transposed (width first), so both prefix sums
-that undo the prediction run along a non-contiguous axis, which numpy vectorises. Frames of one entry decode in a
-small thread pool: zstd and numpy release the GIL, so a load uses the spare cores without holding the event loop.
+"zstd" stores chunks of 8 frames: colour planes G, R-G, B-G (mod 256, exactly reversible), each pixel predicted
+from its left, upper and upper-left neighbours (residual = x - left - up + upper_left, mod 256), compressed with
+zstd level 1 and a checksum. Camera-like frames shrink to about 0.4 of raw; perf/frames.py measures the choice
+against plain zstd, PNG, lossless WebP and FFV1. Residuals are laid out width-first, so undoing the prediction is
+two loops of whole-row additions. The chunks of one entry decode in a small thread pool: zstd and numpy release
+the GIL, so a load uses spare cores, in the loader thread that asked for it, never on the event loop.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ RAW, ZSTD = "raw", "zstd"
 CODECS = (RAW, ZSTD)
 DEFAULT_CODEC = ZSTD
 ZSTD_LEVEL = 1  # measured: level 1 is both the fastest and, after prediction, no larger than levels 3-9
+CHUNK = 8  # frames per zstd frame: chunks decode in parallel, and each row addition covers 8 frames at once
 CODEC_ENV = "VBENCH_ASYNC_CACHE_CODEC"
 
 _pool: ThreadPoolExecutor | None = None
@@ -55,10 +56,10 @@ def encode(frames: np.ndarray, codec: str) -> Encoded:
     import zstandard
 
     compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True)
-    blobs = [compressor.compress(_predict(frame).tobytes()) for frame in frames]
+    blobs = [compressor.compress(_predict(frames[i:i + CHUNK]).tobytes()) for i in range(0, len(frames), CHUNK)]
     offsets = np.cumsum([0] + [len(b) for b in blobs]).tolist()
     payload = np.frombuffer(b"".join(blobs), np.uint8)
-    return Encoded(payload, {"codec": ZSTD, "level": ZSTD_LEVEL, "offsets": offsets})
+    return Encoded(payload, {"codec": ZSTD, "level": ZSTD_LEVEL, "chunk": CHUNK, "offsets": offsets})
 
 
 def decode(payload: memoryview | bytes, info: Mapping[str, Any], shape: tuple[int, ...]) -> np.ndarray:
@@ -72,19 +73,20 @@ def decode(payload: memoryview | bytes, info: Mapping[str, Any], shape: tuple[in
     if codec != ZSTD:
         raise CodecError(f"unknown codec {codec!r} (written by a newer version?)")
     try:
+        chunk = int(info["chunk"])
         offsets = [int(x) for x in info["offsets"]]
     except (KeyError, TypeError, ValueError) as exc:
-        raise CodecError(f"bad frame offsets: {exc}") from None
-    if len(offsets) != shape[0] + 1 or offsets[0] != 0 or offsets[-1] != len(payload) or offsets != sorted(offsets):
-        raise CodecError(f"frame offsets do not cover the {len(payload)}-byte payload in {shape[0]} frames")
+        raise CodecError(f"bad codec header: {exc}") from None
+    chunks = -(-shape[0] // chunk) if chunk > 0 else -1
+    if len(offsets) != chunks + 1 or offsets[0] != 0 or offsets[-1] != len(payload) or offsets != sorted(offsets):
+        raise CodecError(f"chunk offsets do not cover the {len(payload)}-byte payload in {shape[0]} frames")
     out = np.empty(shape, np.uint8)
     view = memoryview(payload)
-    jobs = [(i, view[offsets[i]:offsets[i + 1]]) for i in range(shape[0])]
-    if len(jobs) <= 2:
-        for i, blob in jobs:
-            _unpredict_into(blob, out[i])
+    jobs = [(out[i * chunk:(i + 1) * chunk], view[offsets[i]:offsets[i + 1]]) for i in range(chunks)]
+    if len(jobs) == 1:
+        _unpredict_into(jobs[0][1], jobs[0][0])
     else:
-        for _ in _decode_pool().map(lambda job: _unpredict_into(job[1], out[job[0]]), jobs):
+        for _ in _decode_pool().map(lambda job: _unpredict_into(job[1], job[0]), jobs):
             pass
     return out
 
@@ -96,38 +98,47 @@ def _decode_pool() -> ThreadPoolExecutor:
     return _pool
 
 
-def _predict(frame: np.ndarray) -> np.ndarray:
-    """(H, W, 3) -> residual planes (3, W, H)."""
-    height, width = frame.shape[:2]
-    planes = np.empty((3, height, width), np.uint8)
-    green = frame[..., 1]
-    planes[0] = green
-    np.subtract(frame[..., 0], green, out=planes[1])
-    np.subtract(frame[..., 2], green, out=planes[2])
+def _predict(frames: np.ndarray) -> np.ndarray:
+    """(k, H, W, 3) frames -> residuals laid out (W, k * 3, H)."""
+    k, height, width = frames.shape[:3]
+    planes = np.empty((k, 3, height, width), np.uint8)
+    green = frames[..., 1]
+    planes[:, 0] = green
+    np.subtract(frames[..., 0], green, out=planes[:, 1])
+    np.subtract(frames[..., 2], green, out=planes[:, 2])
     up = planes.copy()
-    up[:, 1:] -= planes[:, :-1]
+    up[:, :, 1:] -= planes[:, :, :-1]
     residual = up.copy()
-    residual[:, :, 1:] -= up[:, :, :-1]
-    return np.ascontiguousarray(residual.transpose(0, 2, 1))
+    residual[..., 1:] -= up[..., :-1]
+    return np.ascontiguousarray(residual.transpose(3, 0, 1, 2))
 
 
 def _unpredict_into(blob: memoryview, out: np.ndarray) -> None:
+    """Decompress one chunk and undo the prediction into `out` (k, H, W, 3).
+
+    Each prefix sum is a loop of whole-row additions over the outermost axis (numpy's cumsum along an axis is a
+    scalar loop, several times slower)."""
     import zstandard
 
-    height, width = out.shape[:2]
-    size = 3 * height * width
+    k, height, width = out.shape[:3]
+    size = k * 3 * height * width
     try:
         raw = zstandard.ZstdDecompressor().decompress(blob, max_output_size=size)
     except zstandard.ZstdError as exc:
         raise CodecError(f"zstd: {exc}") from None
     if len(raw) != size:
-        raise CodecError(f"a frame decompressed to {len(raw)} bytes, expected {size}")
-    residual = np.frombuffer(raw, np.uint8).reshape(3, width, height)
-    up = np.cumsum(residual, axis=1, dtype=np.uint8)  # undo "left" (width is axis 1 here)
-    planes = np.ascontiguousarray(up.transpose(0, 2, 1))
-    np.cumsum(planes, axis=1, dtype=np.uint8, out=planes)  # undo "up"
-    planes[1] += planes[0]
-    planes[2] += planes[0]
-    out[..., 0] = planes[1]
-    out[..., 1] = planes[0]
-    out[..., 2] = planes[2]
+        raise CodecError(f"a chunk decompressed to {len(raw)} bytes, expected {size}")
+    residual = np.frombuffer(raw, np.uint8).reshape(width, k * 3, height)
+    up = np.empty_like(residual)
+    up[0] = residual[0]
+    for x in range(1, width):  # undo "left"
+        np.add(up[x - 1], residual[x], out=up[x])
+    planes = np.ascontiguousarray(up.transpose(1, 2, 0))  # (k * 3, H, W)
+    for y in range(1, height):  # undo "up"
+        np.add(planes[:, y - 1], planes[:, y], out=planes[:, y])
+    planes = planes.reshape(k, 3, height, width)
+    planes[:, 1] += planes[:, 0]
+    planes[:, 2] += planes[:, 0]
+    out[..., 0] = planes[:, 1]
+    out[..., 1] = planes[:, 0]
+    out[..., 2] = planes[:, 2]
