@@ -177,3 +177,19 @@ def test_uncompressed_entries_stay_readable_and_compact_rewrites_them(media: Pat
         for name, video in before.items():
             assert np.array_equal(cache.get(media / name, SPEC).frames, video.frames)
     assert compact_cache(root).rewritten == 0 and not verify_cache(root).corrupt
+
+
+def test_an_entry_that_cannot_be_written_is_not_recorded_as_the_videos_failure(media: Path, tmp_path: Path) -> None:
+    from vbench_async.frames import FrameError
+
+    with FrameCache(tmp_path / "cache", workers=1) as cache:
+        key = cache.key(media / "n4.mp4", SPEC)
+        shard = cache.layout.entry_path(key).parent
+        shard.parent.mkdir(parents=True)
+        shard.write_text("a file where the shard directory should be")  # as good as a full disk or a lost mount
+        with pytest.raises(FrameError) as err:
+            cache.get_or_decode(media / "n4.mp4", SPEC)
+        assert err.value.kind == "cache_write_error"
+        assert cache.failure(media / "n4.mp4", SPEC) is None  # not the video's fault: tried again next time
+        shard.unlink()
+        assert cache.get_or_decode(media / "n4.mp4", SPEC).frames.shape[0] > 0
