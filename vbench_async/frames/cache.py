@@ -159,7 +159,7 @@ class FrameCache:
         labels: dict[str, list[str]] = {}
         count = 0
         for job in jobs:
-            group = (str(job.video), job.spec, normalize_window(job.window))
+            group = (str(job.video), job.spec, job.window)  # exactly how pipeline.group_by_video groups them
             if group in seen:
                 continue
             seen.add(group)
