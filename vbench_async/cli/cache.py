@@ -110,6 +110,6 @@ def _compact(args: argparse.Namespace) -> int:
         print(f"would rewrite {report.rewritten} entries ({report.bytes_before / 1e6:.1f} MB); "
               f"{report.kept} already {args.codec}, {report.corrupt} corrupt")
         return 0
-    print(f"rewrote {report.rewritten} entries: {report.bytes_before / 1e6:.1f} MB -> {report.bytes_after / 1e6:.1f} MB; "
-          f"{report.kept} already {args.codec}, {report.corrupt} corrupt removed")
+    print(f"rewrote {report.rewritten} entries: {report.bytes_before / 1e6:.1f} MB -> "
+          f"{report.bytes_after / 1e6:.1f} MB; {report.kept} already {args.codec}, {report.corrupt} corrupt removed")
     return 0

@@ -117,7 +117,8 @@ class Budget:
             self.layout.entry_path(key).unlink(missing_ok=True)
         self.evicted += len(victims)
         if victims:
-            log.debug("cache budget %.1f MB: evicted %d least recently used entries", self.max_bytes / 1e6, len(victims))
+            log.debug("cache budget %.1f MB: evicted %d least recently used entries",
+                      self.max_bytes / 1e6, len(victims))
         return victims
 
     def _refresh(self) -> None:
