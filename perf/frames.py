@@ -1,22 +1,31 @@
-"""Frame pipeline benchmark: decode+sample+resize vs cache load, cache bytes vs the predecessor's layouts,
-decoder choice, fingerprint cost, and preprocess throughput with 1 and 2 workers. All measured in one run.
+"""Frame pipeline benchmark, all measured side by side in one run: cache entry bytes per codec (vs raw uint8 and the
+predecessor's fp16 layout), cache load per codec vs decode+sample+resize at 10 s, 60 s and 600 s, the content
+fingerprint's cost, decoder choice, and preprocess throughput with 1 and 2 workers.
 
-    PYTHONPATH=. .venv/bin/python perf/frames.py [--repeats 3] [--workdir DIR]
+    PYTHONPATH=. .venv/bin/python perf/frames.py [--repeats 3] [--workdir DIR] [--long] [--all-candidates]
 
-Videos are generated with PyAV (tests/videos.py): 10 s and 60 s at 640x360, 30 fps, with a moving random texture
-(real decoding work); 600 s at 256x144, 24 fps, without it; a keyframe every 250 frames. The spec is the Qwen3-VL
-default (2 fps, 32 frames). Times are the best of --repeats runs (the machine is shared; the minimum is the least
-disturbed). Ends with one SUMMARY line.
+Videos are generated with PyAV (tests/videos.py, `natural=True`): camera-like frames (gradients, texture at three
+scales, a pan, moving objects, sensor noise) encoded as H.264 at CRF 23 with a keyframe every 250 frames; flat
+colours or white noise would compress unrealistically well or badly. 10 s and 60 s are 1280x720 at 30 fps; 600 s
+is 320x180 at 24 fps so that generating and decoding it stays quick (--long: 1280x720, several minutes more).
+Frames follow the Video-MME card's preset (2 fps, at most 256 frames of at most 262,144 px). Besides the cache's
+own codecs (raw, zstd) the table measures candidates on the same frames: zstd without prediction, PNG and
+lossless WebP per frame (Pillow), FFV1 over the sampled frames (PyAV); on the 10 s clip only unless
+--all-candidates (they are slow: 12 minutes in all on 2 busy cores). Times are the best of --repeats runs (the
+machine is shared; the minimum is the least disturbed). Ends with one SUMMARY line.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
@@ -26,17 +35,19 @@ from videos import write_video  # noqa: E402  (tests/videos.py: the PyAV writer 
 from vbench_async.frames import FrameCache, FrameSpec, VideoJob, preprocess  # noqa: E402
 from vbench_async.frames.extract import decode_video  # noqa: E402
 from vbench_async.frames.decoders import DECODERS  # noqa: E402
-from vbench_async.frames.keys import fingerprint  # noqa: E402
+from vbench_async.frames.keys import FingerprintMemo, fingerprint  # noqa: E402
 
-# (seconds, fps, width, height, textured): the 600 s clip is small and untextured so generating it stays quick.
-CLIPS = {"10s": (10, 30, 640, 360, True), "60s": (60, 30, 640, 360, True), "600s": (600, 24, 256, 144, False)}
-SPEC = FrameSpec("qwen3-vl")
+# name -> (seconds, fps, width, height)
+CLIPS = {"10s": (10, 30, 1280, 720), "60s": (60, 30, 1280, 720), "600s": (600, 24, 320, 180)}
+LONG_600 = (600, 24, 1280, 720)
+SPEC = FrameSpec("qwen3-vl", fps=2.0, max_frames=256, max_pixels=262144, total_pixels=33554432)
+ENTRY_CODECS = ("raw", "zstd")
 
 
 def timed(fn, repeats: int) -> tuple[float, object]:
     """Best wall time of `repeats` calls, and the last result."""
     times, result = [], None
-    for _ in range(repeats):
+    for _ in range(max(1, repeats)):
         t0 = time.perf_counter()
         result = fn()
         times.append(time.perf_counter() - t0)
@@ -52,98 +63,136 @@ def evict(path: Path) -> None:
         os.close(fd)
 
 
-def make_videos(workdir: Path) -> dict[str, Path]:
+def make_videos(workdir: Path, long: bool) -> dict[str, Path]:
+    clips = dict(CLIPS, **({"600s": LONG_600} if long else {}))
     videos = {}
-    for name, (seconds, fps, width, height, textured) in CLIPS.items():
-        path = workdir / f"{name}.mp4"
+    for name, (seconds, fps, width, height) in clips.items():
+        path = workdir / f"natural_{name}_{width}x{height}.mp4"
         if not path.exists():
             t0 = time.perf_counter()
-            write_video(path, seconds=seconds, fps=fps, width=width, height=height, gop=250, textured=textured)
-            print(f"generated {name}: {width}x{height}, {path.stat().st_size / 1e6:.1f} MB in "
+            write_video(path, seconds=seconds, fps=fps, width=width, height=height, gop=250, natural=True)
+            print(f"generated {name}: {width}x{height} {fps} fps, {path.stat().st_size / 1e6:.1f} MB in "
                   f"{time.perf_counter() - t0:.1f} s")
         videos[name] = path
     return videos
 
 
-def bench_decode_vs_load(videos: dict[str, Path], cache: FrameCache, repeats: int) -> dict[str, dict]:
-    print("\n== decode+sample+resize (pyav, in process) vs cache load, per sample ==")
-    print(f"{'clip':>5} {'frames':>7} {'size':>9} {'decode':>8} {'load cold':>10} {'load warm':>10} "
-          f"{'cold x':>7} {'warm x':>7}")
-    rows = {}
+# -- candidate codecs measured on the same frames (not cache formats: for the comparison only) ------------------------
+def _plain_zstd(frames: np.ndarray) -> tuple[int, callable]:
+    import zstandard
+
+    blob = zstandard.ZstdCompressor(level=1).compress(frames.tobytes())
+    return len(blob), lambda: np.frombuffer(zstandard.ZstdDecompressor().decompress(blob), np.uint8)
+
+
+def _pillow(fmt: str, **options) -> callable:
+    def encode(frames: np.ndarray) -> tuple[int, callable]:
+        from PIL import Image
+
+        blobs = []
+        for frame in frames:
+            buf = io.BytesIO()
+            Image.fromarray(frame).save(buf, format=fmt, **options)
+            blobs.append(buf.getvalue())
+        return sum(map(len, blobs)), lambda: [np.asarray(Image.open(io.BytesIO(b)).convert("RGB")) for b in blobs]
+
+    return encode
+
+
+def _ffv1(frames: np.ndarray) -> tuple[int, callable]:
+    import av
+
+    buf = io.BytesIO()
+    with av.open(buf, "w", format="matroska") as container:
+        stream = container.add_stream("ffv1", rate=2)
+        stream.width, stream.height, stream.pix_fmt = frames.shape[2], frames.shape[1], "bgr0"
+        stream.options = {"level": "3", "g": "1"}
+        for frame in frames:
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24").reformat(format="bgr0")))
+        container.mux(stream.encode())
+    blob = buf.getvalue()
+
+    def decode():
+        with av.open(io.BytesIO(blob)) as container:
+            return [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+
+    return len(blob), decode
+
+
+CANDIDATES = {"zstd-plain": _plain_zstd, "png": _pillow("PNG", compress_level=1),
+              "webp-ll": _pillow("WEBP", lossless=True, method=0), "ffv1": _ffv1}
+
+
+def bench_codecs(videos: dict[str, Path], workdir: Path, repeats: int, candidates: set[str]) -> dict[str, dict]:
+    print("\n== per sample: decode+sample+resize (pyav, in process) vs loading the cache entry, per codec ==")
+    print(f"{'clip':>5} {'frames':>10} {'decode':>8} {'codec':>10} {'bytes':>9} {'x raw':>6} {'x fp16':>6} "
+          f"{'load warm':>10} {'load cold':>10} {'warm x':>7} {'cold x':>7}")
+    rows: dict[str, dict] = {}
     for name, path in videos.items():
-        decode_s, (frames, meta) = timed(lambda p=path: decode_video(p, SPEC), repeats)
-        cached = cache.get_or_decode(path, SPEC)
-        entry = cache.layout.entry_path(cached.key)
-        cold = []
-        for _ in range(max(3, repeats)):
-            evict(entry)
-            t0 = time.perf_counter()
-            cache.get(path, SPEC)
-            cold.append(time.perf_counter() - t0)
-        cold_s = min(cold)
-        warm_s, _ = timed(lambda p=path: cache.get(p, SPEC), 10)
-        rows[name] = dict(decode=decode_s, cold=cold_s, warm=warm_s, entry=entry, frames=frames, meta=meta)
-        h, w = frames.shape[1:3]
-        print(f"{name:>5} {frames.shape[0]:>7} {f'{w}x{h}':>9} {decode_s:>7.3f}s {cold_s * 1e3:>8.1f}ms "
-              f"{warm_s * 1e3:>8.1f}ms {decode_s / cold_s:>6.0f}x {decode_s / warm_s:>6.0f}x")
+        decode_s, (frames, _) = timed(lambda p=path: decode_video(p, SPEC), repeats if name != "600s" else 1)
+        raw_bytes, fp16_bytes = frames.nbytes, frames.nbytes * 2  # the predecessor's fp16 TCHW tensor
+        row = rows[name] = {"decode": decode_s, "frames": frames.shape, "codecs": {}}
+        shape = f"{frames.shape[0]}x{frames.shape[2]}x{frames.shape[1]}"
+        for codec in ENTRY_CODECS:
+            with tempfile.TemporaryDirectory(dir=workdir) as root, FrameCache(Path(root), codec=codec,
+                                                                                 workers=1) as cache:
+                cached = cache.get_or_decode(path, SPEC)
+                assert np.array_equal(cached.frames, frames), f"{codec} entry differs from the decoder's frames"
+                entry = cache.layout.entry_path(cached.key)
+                size = entry.stat().st_size
+                warm, _ = timed(lambda: cache.get(path, SPEC), max(3, repeats))
+                cold = []
+                for _ in range(max(3, repeats)):
+                    evict(entry)
+                    t0 = time.perf_counter()
+                    cache.get(path, SPEC)
+                    cold.append(time.perf_counter() - t0)
+                row["codecs"][codec] = dict(bytes=size, warm=warm, cold=min(cold))
+        if name in candidates:
+            for codec, encode in CANDIDATES.items():
+                size, load = encode(frames)
+                warm, _ = timed(load, 1)
+                row["codecs"][codec] = dict(bytes=size, warm=warm, cold=float("nan"))
+        for codec, c in row["codecs"].items():
+            print(f"{name:>5} {shape:>10} {decode_s:>7.2f}s {codec:>10} {c['bytes'] / 1e6:>7.1f}MB "
+                  f"{c['bytes'] / raw_bytes:>6.3f} {c['bytes'] / fp16_bytes:>6.3f} {c['warm'] * 1e3:>8.1f}ms "
+                  f"{c['cold'] * 1e3:>8.1f}ms {decode_s / c['warm']:>6.0f}x {decode_s / c['cold']:>6.0f}x")
+            c.update(ratio=c["bytes"] / raw_bytes, fp16=c["bytes"] / fp16_bytes)
     return rows
 
 
-def bench_bytes(rows: dict[str, dict], workdir: Path) -> dict[str, tuple[float, float]]:
-    """Our entry file vs the predecessor's layouts of the same frames: fp16 TCHW (eval) and float32 TCHW (train),
-    written as safetensors (the float32 .pt would be the same bytes plus pickle framing; we do not write pickles)."""
-    import numpy as np
-    from safetensors.numpy import save_file
-
-    print("\n== cache bytes per sample (same frames) ==")
-    print(f"{'clip':>5} {'ours uint8':>11} {'fp16 TCHW':>10} {'fp32 TCHW':>10} {'vs fp16':>8} {'vs fp32':>8}")
-    ratios = {}
-    for name, row in rows.items():
-        ours = row["entry"].stat().st_size
-        tchw = np.ascontiguousarray(row["frames"].transpose(0, 3, 1, 2))
-        sizes = {}
-        for dtype in ("float16", "float32"):
-            path = workdir / f"pred_{name}_{dtype}.safetensors"
-            save_file({"frames": tchw.astype(dtype)}, str(path), metadata={"all_metadata": "{}"})
-            sizes[dtype] = path.stat().st_size
-            path.unlink()
-        ratios[name] = (ours / sizes["float16"], ours / sizes["float32"])
-        print(f"{name:>5} {ours / 1e6:>9.2f}MB {sizes['float16'] / 1e6:>8.2f}MB {sizes['float32'] / 1e6:>8.2f}MB "
-              f"{ours / sizes['float16']:>8.3f} {ours / sizes['float32']:>8.3f}")
-    return ratios
-
-
-def bench_decoders(videos: dict[str, Path], rows: dict[str, dict], repeats: int) -> dict[str, dict[str, float]]:
-    print("\n== decoders (decode+sample+resize, same frames, best of runs; pyav from the table above) ==")
-    names = sorted(DECODERS)
-    print(f"{'clip':>5} " + " ".join(f"{n:>8}" for n in names))
-    out: dict[str, dict[str, float]] = {}
-    for clip in ("60s", "600s"):
-        out[clip] = {"pyav": rows[clip]["decode"]}
-        for name in names:
-            if name != "pyav":
-                out[clip][name], _ = timed(lambda c=clip, n=name: decode_video(videos[c], SPEC, decoder=n), repeats)
-        print(f"{clip:>5} " + " ".join(f"{out[clip][n]:>7.2f}s" for n in names))
-    return out
-
-
-def bench_fingerprint(videos: dict[str, Path]) -> dict[str, float]:
-    print("\n== content fingerprint of the 600 s file (warm page cache) ==")
-    path = videos["600s"]
+def bench_fingerprint(videos: dict[str, Path], workdir: Path) -> dict[str, float]:
+    print("\n== content fingerprint (warm page cache): full SHA-256 vs five sampled blocks; on-disk memo ==")
     res = {}
-    for mode in ("sampled", "full"):
-        res[mode], _ = timed(lambda m=mode: fingerprint(path, m), 5)
-        print(f"{mode:>8}: {res[mode] * 1e3:8.2f} ms for {path.stat().st_size / 1e6:.0f} MB")
+    for clip in ("60s", "600s"):
+        path = videos[clip]
+        for mode in ("sampled", "full"):
+            res[f"{mode}_{clip}"], _ = timed(lambda m=mode, p=path: fingerprint(p, m), 5)
+        memo_dir = Path(tempfile.mkdtemp(dir=workdir))
+        FingerprintMemo("full", memo_dir)(path)  # records it
+        res[f"memo_{clip}"], _ = timed(lambda p=path: FingerprintMemo("full", memo_dir)(p), 5)  # a new process's view
+        print(f"{clip:>5} ({path.stat().st_size / 1e6:.1f} MB): sampled {res[f'sampled_{clip}'] * 1e3:.2f} ms, "
+              f"full {res[f'full_{clip}'] * 1e3:.2f} ms, full from the on-disk memo {res[f'memo_{clip}'] * 1e3:.2f} ms")
     return res
 
 
+def bench_decoders(videos: dict[str, Path], rows: dict[str, dict]) -> dict[str, float]:
+    print("\n== decoders on the 10 s clip (decode+sample+resize, same frames; pyav from the table above) ==")
+    out = {"pyav": rows["10s"]["decode"]}
+    for name in sorted(DECODERS):
+        if name != "pyav":
+            out[name], _ = timed(lambda n=name: decode_video(videos["10s"], SPEC, decoder=n), 1)
+    print("  ".join(f"{n} {t:.2f}s" for n, t in sorted(out.items())))
+    return out
+
+
 def bench_throughput(workdir: Path, n_videos: int) -> dict[int, float]:
-    print(f"\n== preprocess throughput: {n_videos} distinct 5 s 480x270 videos, warm workers ==")
+    print(f"\n== preprocess throughput: {n_videos} distinct 5 s 480x270 videos, warm workers, zstd entries ==")
     clips = []
     for i in range(n_videos + 2):
         path = workdir / f"tp{i}.mp4"
         if not path.exists():
-            write_video(path, seconds=5, fps=30, width=480, height=270, gop=60, textured=True, seed=100 + i)
+            write_video(path, seconds=5, fps=30, width=480, height=270, gop=60, natural=True, seed=100 + i)
         clips.append(path)
     warmup, batch = clips[:2], clips[2:]
     rates = {}
@@ -154,7 +203,6 @@ def bench_throughput(workdir: Path, n_videos: int) -> dict[int, float]:
             assert report.cached == len(batch), report.summary()
             rates[workers] = report.cached / report.seconds
             print(f"{workers} worker(s): {rates[workers]:.2f} videos/s ({report.seconds:.1f} s)")
-    print(f"speed-up with 2 workers: {rates[2] / rates[1]:.2f}x (2 cores, shared with other processes)")
     return rates
 
 
@@ -163,30 +211,33 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed repetitions per measurement (best reported)")
     parser.add_argument("--workdir", type=Path, help="keep generated videos here (reused by later runs)")
     parser.add_argument("--throughput-videos", type=int, default=6, help="videos per preprocess throughput run")
+    parser.add_argument("--long", action="store_true", help="the 600 s clip at 1280x720 (several minutes more)")
+    parser.add_argument("--all-candidates", action="store_true",
+                        help="measure the candidate codecs at 60 s and 600 s too, not only at 10 s")
     args = parser.parse_args()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         workdir = args.workdir or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        load = os.getloadavg()[0]
-        print(f"CPU cores: {os.cpu_count()}, load average at start: {load:.1f}")
-        videos = make_videos(workdir)
-        with tempfile.TemporaryDirectory(dir=workdir) as root, FrameCache(Path(root), workers=1) as cache:
-            rows = bench_decode_vs_load(videos, cache, args.repeats)
-            ratios = bench_bytes(rows, workdir)
-        decoders = bench_decoders(videos, rows, args.repeats)
-        prints = bench_fingerprint(videos)
+        print(f"CPU cores: {os.cpu_count()}, load average at start: {os.getloadavg()[0]:.1f}")
+        videos = make_videos(workdir, args.long)
+        rows = bench_codecs(videos, workdir, args.repeats, set(videos) if args.all_candidates else {"10s"})
+        prints = bench_fingerprint(videos, workdir)
+        decoders = bench_decoders(videos, rows)
         rates = bench_throughput(workdir, args.throughput_videos)
-    r60 = rows["60s"]
-    best_600 = min(decoders["600s"], key=decoders["600s"].get)
+    r60, z60 = rows["60s"], rows["60s"]["codecs"]["zstd"]
+    raw60 = r60["codecs"]["raw"]
     print(
-        f"\nSUMMARY cache_vs_decode_60s={r60['decode'] / r60['cold']:.0f}x(cold) "
-        f"{r60['decode'] / r60['warm']:.0f}x(warm) "
-        f"cache_vs_decode_10s={rows['10s']['decode'] / rows['10s']['cold']:.0f}x "
-        f"cache_vs_decode_600s={rows['600s']['decode'] / rows['600s']['cold']:.0f}x "
-        f"bytes_vs_fp16={ratios['60s'][0]:.3f} bytes_vs_fp32={ratios['60s'][1]:.3f} "
-        f"pyav_vs_decord_600s={decoders['600s']['decord'] / decoders['600s']['pyav']:.1f}x "
-        f"fastest_600s={best_600} fingerprint_full_vs_sampled={prints['full'] / prints['sampled']:.0f}x "
+        f"\nSUMMARY codec=zstd bytes_vs_raw_60s={z60['ratio']:.3f} bytes_vs_fp16_60s={z60['fp16']:.3f} "
+        f"load_vs_decode_60s={r60['decode'] / z60['warm']:.0f}x(warm) {r60['decode'] / z60['cold']:.0f}x(cold) "
+        f"raw_load_vs_decode_60s={r60['decode'] / raw60['warm']:.0f}x(warm) "
+        f"load_vs_decode_10s={rows['10s']['decode'] / rows['10s']['codecs']['zstd']['warm']:.0f}x "
+        f"load_vs_decode_600s={rows['600s']['decode'] / rows['600s']['codecs']['zstd']['warm']:.0f}x "
+        f"bytes_vs_raw_10s={rows['10s']['codecs']['zstd']['ratio']:.3f} "
+        f"bytes_vs_raw_600s={rows['600s']['codecs']['zstd']['ratio']:.3f} "
+        f"fingerprint_full_60s={prints['full_60s'] * 1e3:.1f}ms(vs_zstd_load={prints['full_60s'] / z60['warm']:.2f}) "
+        f"fingerprint_memo_60s={prints['memo_60s'] * 1e3:.2f}ms "
+        f"fastest_decoder_10s={min(decoders, key=decoders.get)} "
         f"preprocess_1w={rates[1]:.2f}/s preprocess_2w={rates[2]:.2f}/s "
         f"load={os.getloadavg()[0]:.1f} total={time.perf_counter() - started:.0f}s"
     )

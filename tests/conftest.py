@@ -70,11 +70,16 @@ def outputs(run_dir: Path, field: str = "output") -> dict[str, object]:
     return res
 
 
+CACHE_BUDGET_GB = 0.0005  # 500 kB: about 4 of the demo suite's 22 Qwen2.5-VL entries (2.4 MB in all)
+
+
 @pytest.fixture(scope="session")
 def qwen25_runs(tmp_path_factory):
     """Tiny Qwen2.5-VL on the demo suite twice, greedy, with the real in-process vLLM engine.
 
-    "a": one uninterrupted run on a cold cache (tmp/"cache"). "b": the same command on a cache of its own, killed
+    "a": one uninterrupted run on a cold cache (tmp/"cache") under a frame-cache budget far smaller than the suite's
+    entries (CACHE_BUDGET_GB), so entries are evicted while it runs. "b": the same command on a cache of its own
+    with no budget, killed
     during a cache write, stopped with Ctrl-C, its engine core killed, and re-run each time until it finished
     (tests/support/interruptions.py). The interrupted run is the second run, so "the two runs agree" and "an interrupted run
     ends as an uninterrupted one" are one comparison, and the suite pays for two runs, not five.
@@ -83,7 +88,7 @@ def qwen25_runs(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("e2e")
     first = run_cli("run", "--model", "tiny-qwen2.5-vl", *DEMO_ARGS, "--output-dir", str(tmp / "a"),
-                    "--cache-dir", str(tmp / "cache"))
+                    "--cache-dir", str(tmp / "cache"), "--cache-max-gb", str(CACHE_BUDGET_GB))
     second = interrupt_and_finish(tmp / "b", tmp / "cache-b", tmp / "logs")
     return tmp, first, second
 

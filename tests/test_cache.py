@@ -17,7 +17,7 @@ import pytest
 from support.videos import BROKEN_KINDS, broken_videos, frame_index, truncate, write_video
 
 from vbench_async.frames import FrameCache, FrameError, FrameSpec, VideoJob, preprocess
-from vbench_async.frames.store import META_KEY, read_entry, write_entry
+from vbench_async.frames.store import CODEC_KEY, META_KEY, read_entry, write_entry
 
 SPEC = FrameSpec("qwen3-vl", max_frames=8, min_pixels=4 * 1024, max_pixels=32 * 1024)
 
@@ -55,13 +55,19 @@ def test_miss_decode_hit(cache: FrameCache, media: Path) -> None:
     assert first.processor_kwargs() == {"do_sample_frames": False, "do_resize": False}
 
 
-def test_entry_is_plain_safetensors(cache: FrameCache, media: Path) -> None:
+def test_entry_is_plain_safetensors(cache: FrameCache, media: Path, tmp_path: Path) -> None:
     from safetensors import safe_open
 
-    video = cache.get_or_decode(media / "clip0.mp4", SPEC)
+    video = cache.get_or_decode(media / "clip0.mp4", SPEC)  # default codec: zstd
     with safe_open(str(cache.layout.entry_path(video.key)), framework="np") as f:
-        assert np.array_equal(f.get_tensor("frames"), video.frames)
         assert json.loads(f.metadata()[META_KEY])["frames_indices"] == list(video.meta.frames_indices)
+        info = json.loads(f.metadata()[CODEC_KEY])
+        assert info["codec"] == "zstd" and info["shape"] == list(video.frames.shape)
+        assert f.get_tensor("payload").nbytes == info["offsets"][-1] < video.frames.nbytes
+    with FrameCache(tmp_path, codec="raw", workers=1) as raw:  # uncompressed: the tensor is the frames themselves
+        plain = raw.get_or_decode(media / "clip0.mp4", SPEC)
+        with safe_open(str(raw.layout.entry_path(plain.key)), framework="np") as f:
+            assert np.array_equal(f.get_tensor("frames"), video.frames) and CODEC_KEY not in f.metadata()
 
 
 def test_key_follows_content_not_path(cache: FrameCache, media: Path, tmp_path: Path) -> None:

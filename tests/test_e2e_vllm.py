@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DEMO_ARGS, ENGINE_GROUP, demo_ids, outputs, run_cli
+from vbench_async.frames.layout import CacheLayout
 
 pytestmark = pytest.mark.vllm
 
@@ -48,7 +49,11 @@ def test_shared_videos_are_decoded_once(qwen25_runs):
     n_records = sum(len(v) for v in demo_ids().values())
     assert pre["jobs"] == n_records
     assert pre["unique"] < n_records  # several questions share a video
-    assert pre["cached"] == pre["unique"]  # each distinct video decoded exactly once
+    # Under the cache budget preprocessing warms what fits; the rest is decoded by the loaders when its turn comes,
+    # and nothing a queued request still needs is evicted (so no video is decoded twice). Every sample is scored
+    # (test above) with the outputs of the unbounded run (test_greedy_runs_are_identical).
+    assert pre["cached"] + pre["deferred"] == pre["unique"] and pre["deferred"] > 0
+    assert 0 < len(list(CacheLayout(tmp / "cache").entries())) < pre["unique"]  # entries were evicted
     # The second run (its last start: tests/support/interruptions.py) finds every video cached and decodes nothing.
     second_summary = json.loads((tmp / "b" / "summary.json").read_text())
     assert second_summary["run"]["mode"] == "eval"

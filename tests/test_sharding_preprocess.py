@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from conftest import REPO
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.frames import FrameCache
+from vbench_async.frames.extract import decode_video
 from vbench_async.frames.layout import CacheLayout
 from vbench_async.frames.store import read_entry
 
@@ -44,9 +47,16 @@ def check_cache(cache: Path) -> None:
     layout = CacheLayout(cache)
     entries = list(layout.entries())
     assert {p.stem for p in entries} == expected_keys(cache)
+    bench = get_benchmark("demo-mc")
+    spec = bench.frame_spec("qwen2.5-vl", {"max_frames": 8})
+    with FrameCache(cache) as fc:
+        sources = {fc.key(bench.video_path(s, None), spec, s.window): (bench.video_path(s, None), s.window)
+                   for s in bench.load_samples(None)}
     for path in entries:
-        frames, meta = read_entry(path)  # raises on a partial or corrupt entry
+        frames, meta = read_entry(path)  # raises on a partial or corrupt entry (size, header or zstd checksum)
         assert frames.shape[0] == meta.num_frames <= 8
+        video, window = sources[path.stem]
+        assert np.array_equal(frames, decode_video(video, spec, window)[0])  # the very frames, not just valid ones
     assert not list(layout.temp_files()) and not list(layout.failures())
 
 

@@ -48,6 +48,7 @@ class RunConfig:
     selection: Selection = field(default_factory=Selection)
     output_dir: Path | None = None
     cache_dir: Path | None = None
+    cache_max_gb: float | None = None  # frame-cache budget (None: $VBENCH_ASYNC_CACHE_MAX_GB, else unbounded)
     backend: str = "vllm"
     mode: str = "auto"
     thinking: bool = False
@@ -84,8 +85,15 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     run_dir = Path(cfg.output_dir or Path("runs") / model.display_name)
     run_dir.mkdir(parents=True, exist_ok=True)
     # Retrying failures reaches the cache too: a video whose decode failed last time is tried again.
-    cache = (FrameCache(cfg.cache_dir, retry_failed=cfg.retry_failed) if cfg.cache_dir
-             else FrameCache.default(retry_failed=cfg.retry_failed))
+    from .frames.budget import gb_to_bytes
+
+    cache_opts: dict[str, Any] = {"retry_failed": cfg.retry_failed}
+    if cfg.cache_max_gb is not None:
+        cache_opts["max_bytes"] = gb_to_bytes(cfg.cache_max_gb)
+    try:
+        cache = FrameCache(cfg.cache_dir, **cache_opts) if cfg.cache_dir else FrameCache.default(**cache_opts)
+    except ValueError as exc:  # a bad budget or codec in the environment
+        raise UserError(str(exc)) from exc
     loaded = [(b, cfg.selection.samples(b)) for b in benchmarks]
     selection = _shard_selection(cfg, model, loaded, run_dir) if cfg.shard else None
     plans = [_plan(b, model, cfg, run_dir, samples, selection) for b, samples in loaded]
@@ -181,8 +189,8 @@ def _execute(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache:
     from .frames import VideoJob, preprocess
 
     def jobs() -> Iterator[VideoJob]:  # one per question (preprocess counts them), made on the fly, not listed
-        return (VideoJob(video=e.video, spec=e.spec, window=e.window) for p in plans for e in p.entries
-                if e.video is not None and e.item.error is None)
+        return (VideoJob(video=e.video, spec=e.spec, window=e.window, benchmark=p.benchmark.id)
+                for p in plans for e in p.entries if e.video is not None and e.item.error is None)
 
     mode = cfg.mode
     if mode == "auto":
@@ -210,6 +218,7 @@ def _evaluate(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache
 
     backend = _backend(cfg, model, plans)
     t0 = time.perf_counter()
+    cache.reserve(jobs())  # a cache budget never evicts what a queued request will load; labels for `cache stats`
 
     async def main() -> dict[str, Any]:
         loop = asyncio.get_running_loop()

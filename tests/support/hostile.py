@@ -326,7 +326,7 @@ def _patch_meta(path: Path, **changes: Any) -> None:
 def _wrong_dtype(path: Path) -> None:
     """Same bytes, declared as float32 (a quarter as many values): a reader must not reinterpret them."""
     header, body = _header(path)
-    t = header["frames"]
+    t = header["frames"] if "frames" in header else header["payload"]  # raw or compressed entry
     t["dtype"] = "F32"
     t["shape"] = [len(body) // 4]
     t["data_offsets"] = [0, (len(body) // 4) * 4]

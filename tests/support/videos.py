@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 from pathlib import Path
+from typing import Iterator
 
 import av
 import numpy as np
@@ -54,11 +55,13 @@ def write_video(
     height: int = 96,
     gop: int = 60,
     textured: bool = False,
+    natural: bool = False,
     seed: int = 0,
 ) -> Path:
     """Encode an H.264 mp4 with `frames` frames (or `seconds` * fps). Width and height must be even.
 
     `textured` adds a moving random texture (a realistic decoding load); `seed` varies it, so files differ.
+    `natural` draws a camera-like scene instead of the index stripes (see `natural_frames`).
     """
     if frames is None:
         if seconds is None:
@@ -74,11 +77,47 @@ def write_video(
         stream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))  # 29.97 = 30000/1001
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         stream.options = {"preset": "ultrafast", "g": str(gop), "crf": "28", "threads": "1"}
-        for i in range(frames):
-            frame = av.VideoFrame.from_ndarray(frame_image(i, width, height, texture), format="rgb24")
-            container.mux(stream.encode(frame))
+        images = (natural_frames(frames, width, height, seed) if natural
+                  else (frame_image(i, width, height, texture) for i in range(frames)))
+        for image in images:
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
         container.mux(stream.encode())
     return path
+
+
+def natural_frames(count: int, width: int, height: int, seed: int = 0) -> Iterator[np.ndarray]:
+    """Frames that compress like camera footage, not like flat colours or white noise: smooth gradients, texture at
+    three scales, a slow pan, soft objects moving across, and sensor noise."""
+    rng = np.random.default_rng(seed)
+    wide = width * 2
+    yy, xx = np.mgrid[0:height, 0:wide].astype(np.float32)
+    canvas = np.stack([90 + 80 * yy / height, 120 + 40 * np.sin(xx / wide * 6.283), 170 - 60 * yy / height], -1)
+    for cell, amplitude in ((32, 25.0), (8, 15.0), (2, 8.0)):  # coarse shapes, mid texture, fine grain
+        small = rng.normal(0, amplitude, (height // cell + 2, wide // cell + 2, 3)).astype(np.float32)
+        canvas += _upsample(small, cell)[:height, :wide]
+    canvas = np.clip(canvas, 0, 255).astype(np.uint8)
+    noise = [rng.normal(0, 3, (height, width, 3)).astype(np.int16) for _ in range(8)]
+    radius = max(4, height // 10)
+    disc = np.clip(1.5 - np.hypot(*np.mgrid[-radius:radius, -radius:radius]) / radius, 0, 1)[..., None]
+    objects = [(rng.uniform(0, width), rng.uniform(0, height), rng.uniform(-3, 3), rng.uniform(-2, 2),
+                rng.uniform(0, 255, 3)) for _ in range(3)]
+    for i in range(count):
+        shift = int(i * 1.5) % (wide - width)
+        img = canvas[:, shift : shift + width] + noise[i % len(noise)]
+        for x0, y0, vx, vy, colour in objects:
+            x, y = int(x0 + vx * i) % (width - 2 * radius), int(y0 + vy * i) % (height - 2 * radius)
+            patch = img[y : y + 2 * radius, x : x + 2 * radius]
+            patch[:] = patch * (1 - disc) + colour * disc
+        yield np.clip(img, 0, 255).astype(np.uint8)
+
+
+def _upsample(small: np.ndarray, cell: int) -> np.ndarray:
+    """Smooth (bilinear) enlargement by an integer factor, in numpy alone."""
+    ramp = (np.arange(cell, dtype=np.float32) + 0.5) / cell
+    rows = small[:-1, None] * (1 - ramp[None, :, None, None]) + small[1:, None] * ramp[None, :, None, None]
+    rows = rows.reshape(-1, small.shape[1], 3)
+    cols = rows[:, :-1, None] * (1 - ramp[None, None, :, None]) + rows[:, 1:, None] * ramp[None, None, :, None]
+    return cols.reshape(rows.shape[0], -1, 3)
 
 
 def write_audio_only(path: Path, seconds: float = 1.0, rate: int = 16000) -> Path:

@@ -1,4 +1,4 @@
-"""`vbench-async cache stats|verify|gc`: look after a frame cache directory (no benchmarks or videos needed)."""
+"""`vbench-async cache stats|verify|gc|compact`: look after a frame cache directory (no benchmarks or videos needed)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         q.add_argument("--cache-dir", type=Path,
                        help="frame cache (default: $VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)")
 
-    stats = actions.add_parser("stats", help="entries, size, frames, recorded failures by kind")
+    stats = actions.add_parser("stats", help="entries, size, codecs, bytes by benchmark, recorded failures by kind")
     common(stats)
     stats.set_defaults(func=_stats)
 
@@ -46,6 +46,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     gc.add_argument("--failures", action="store_true", help="also remove recorded failures")
     gc.add_argument("--dry-run", action="store_true", help="only report what would be removed")
     gc.set_defaults(func=_gc)
+
+    compact = actions.add_parser(
+        "compact", help="rewrite uncompressed entries (from earlier versions) losslessly compressed",
+        description="Rewrite every entry not yet stored with CODEC, in place: same key, the same frames (read back and "
+                    "compared before moving on), replaced atomically, so runs may read the cache meanwhile.",
+    )
+    common(compact)
+    compact.add_argument("--codec", default="zstd", choices=["zstd", "raw"], help="how to store the entries")
+    compact.add_argument("--dry-run", action="store_true", help="only count what would be rewritten")
+    compact.set_defaults(func=_compact)
 
 
 def _root(args: argparse.Namespace) -> Path:
@@ -89,4 +99,17 @@ def _gc(args: argparse.Namespace) -> int:
     verb = "would remove" if args.dry_run else "removed"
     print(f"{verb} {report.entries} entries ({report.bytes / 1e6:.1f} MB), {report.failures} failure records, "
           f"{report.temp_files} temporary files")
+    return 0
+
+
+def _compact(args: argparse.Namespace) -> int:
+    from ..frames.maintenance import compact_cache
+
+    report = compact_cache(_root(args), args.codec, dry_run=args.dry_run)
+    if args.dry_run:
+        print(f"would rewrite {report.rewritten} entries ({report.bytes_before / 1e6:.1f} MB); "
+              f"{report.kept} already {args.codec}, {report.corrupt} corrupt")
+        return 0
+    print(f"rewrote {report.rewritten} entries: {report.bytes_before / 1e6:.1f} MB -> "
+          f"{report.bytes_after / 1e6:.1f} MB; {report.kept} already {args.codec}, {report.corrupt} corrupt removed")
     return 0

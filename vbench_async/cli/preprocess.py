@@ -92,7 +92,7 @@ def main(args: argparse.Namespace) -> int:
                 print(f"skipping {sample.key}: {exc}", file=sys.stderr)
                 skipped += 1
                 continue
-            jobs.append(VideoJob(path, spec, sample.window))
+            jobs.append(VideoJob(path, spec, sample.window, benchmark=bench.id))
 
     cache_dir = args.cache_dir or default_cache_dir()
     try:

@@ -44,6 +44,10 @@ def add_options(p: argparse.ArgumentParser) -> None:
     out.add_argument("--output-dir", type=Path, help="run directory (default: runs/<model name>)")
     out.add_argument("--cache-dir", type=Path,
                      help="frame cache (default: $VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)")
+    out.add_argument("--cache-max-gb", type=float,
+                     help="keep the frame cache under this size: least recently used entries are evicted while the "
+                          "run goes on, never one a queued request still needs (default: $VBENCH_ASYNC_CACHE_MAX_GB, "
+                          "else no limit)")
     out.add_argument("--no-site", action="store_true", help="do not write the HTML leaderboard into the run directory")
     out.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -96,6 +100,8 @@ def main(args: argparse.Namespace) -> int:
     selection = from_args(Selection, args)
     if selection.empty:
         raise UserError("say what to evaluate: --suite NAME or --benchmarks a,b (see `vbench-async list`)")
+    if args.cache_max_gb is not None and not args.cache_max_gb >= 0:
+        raise UserError("--cache-max-gb must be a non-negative number of gigabytes")
     shard = resolve_shard(args.shard)
     engine = from_args(VLLMSettings, args)
     if args.backend == "vllm":  # before anything touches CUDA: the engine processes inherit the restriction
@@ -108,6 +114,7 @@ def main(args: argparse.Namespace) -> int:
         selection=selection,
         output_dir=args.output_dir,
         cache_dir=args.cache_dir,
+        cache_max_gb=args.cache_max_gb,
         backend=args.backend,
         mode=args.mode,
         thinking=args.thinking,

@@ -4,6 +4,7 @@ Every consumer (vLLM, the HF processor, the trainer) gets the same uint8 frames 
 passes `do_sample_frames=False, do_resize=False`, so nothing is sampled or resized twice.
 """
 
+from .budget import CacheFit, PlannedEntry, check_cache_fit
 from .cache import FrameCache
 from .decoders import DECODERS, DEFAULT_DECODER
 from .errors import FrameError
@@ -14,6 +15,9 @@ from .spec import FrameSpec, family_from_model
 from .video import PROCESSOR_KWARGS, CachedVideo, VideoMeta
 
 __all__ = [
+    "CacheFit",
+    "PlannedEntry",
+    "check_cache_fit",
     "DECODERS",
     "DEFAULT_DECODER",
     "PROCESSOR_KWARGS",

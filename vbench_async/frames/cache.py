@@ -1,9 +1,13 @@
 """`FrameCache`: content-addressed frames on disk, decoded on a miss in a worker process with a timeout.
 
 Thread-safe: the async pipeline calls `get_or_decode` from worker threads. Two threads asking for the same key
-share one decode; two processes may both decode the same key, which is harmless because entries are written
-atomically and identical. A failure is recorded next to the entries and re-raised from the record on later
-calls (no decode) unless `retry_failed` is set.
+share one decode; two processes (or machines sharing the directory) may both decode the same key, which is
+harmless because entries are written atomically and hold the same frames. A failure is recorded next to the
+entries and re-raised from the record on later calls (no decode) unless `retry_failed` is set.
+
+Entries are compressed losslessly by default (codecs.py) and decompressed in the calling (loader) thread. With a
+budget (`max_bytes`, default $VBENCH_ASYNC_CACHE_MAX_GB) least-recently-used entries are evicted as new ones are
+written, except those `reserve`d for queued requests: each reservation is released when its frames are loaded.
 """
 
 from __future__ import annotations
@@ -16,18 +20,30 @@ import weakref
 from concurrent.futures import Future
 from pathlib import Path
 
+from typing import Iterable, Protocol
+
+from .budget import Budget, budget_from_env
+from .codecs import check_codec, default_codec
 from .decoders import DECODERS, DEFAULT_DECODER
-from .errors import DECODE_ERROR, WORKER_ERROR, FrameError
-from .keys import FingerprintMemo, cache_key
+from .errors import CACHE_WRITE_ERROR, DECODE_ERROR, WORKER_ERROR, FrameError
+from .keys import DEFAULT_FINGERPRINT, FingerprintMemo, cache_key
+from .labels import record_labels
 from .layout import CacheLayout, FailureRecord, default_cache_dir, write_text_atomic
 from .pool import DecodePool, WorkerStartError
 from .spec import FrameSpec, Window, normalize_window
-from .store import TMP_PREFIX, CorruptEntry, discard_entry, read_entry, read_header
+from .store import CorruptEntry, discard_entry, read_entry, read_header, writer_tag
 from .video import CachedVideo
 
 log = logging.getLogger(__name__)
 
-REUSED, DECODED = "reused", "decoded"
+REUSED, DECODED, DEFERRED = "reused", "decoded", "deferred"
+
+
+class _Job(Protocol):  # preprocess.VideoJob
+    video: Path
+    spec: FrameSpec
+    window: Window | None
+    benchmark: str | None
 
 
 class FrameCache:
@@ -39,9 +55,12 @@ class FrameCache:
         *,
         workers: int | None = None,
         retry_failed: bool = False,
-        fingerprint: str = "sampled",
+        fingerprint: str = DEFAULT_FINGERPRINT,
+        codec: str | None = None,
+        max_bytes: int | None = None,
     ):
-        """`workers` caps the decode processes (started lazily; default: CPU count)."""
+        """`workers` caps the decode processes (started lazily; default: CPU count). `codec` is how new entries
+        are stored (default $VBENCH_ASYNC_CACHE_CODEC, else zstd); every codec is read back whatever this says."""
         if decoder not in DECODERS:
             raise ValueError(f"unknown decoder {decoder!r}; choose from {', '.join(DECODERS)}")
         if not timeout_s > 0:
@@ -50,10 +69,14 @@ class FrameCache:
         self.layout = CacheLayout(self.root)
         self.decoder = decoder
         self.retry_failed = retry_failed
-        self._fingerprint = FingerprintMemo(fingerprint)
+        self.codec = check_codec(codec) if codec else default_codec()
+        self._fingerprint = FingerprintMemo(fingerprint, store=self.layout.fingerprints)
+        max_bytes = budget_from_env() if max_bytes is None else max_bytes
+        self.budget = Budget(self.layout, max_bytes) if max_bytes is not None else None
         self._pool = DecodePool(workers or os.cpu_count() or 1, timeout_s, decoder)
         self._finalizer = weakref.finalize(self, self._pool.close)
         self._inflight: dict[str, Future] = {}
+        self._reserved: dict[str, int] = {}  # key -> reservations not yet loaded
         self._lock = threading.Lock()
         self.decodes = 0  # decode jobs this object has run (a fully cached pass leaves it unchanged)
 
@@ -91,25 +114,69 @@ class FrameCache:
     def get_or_decode(
         self, video: Path, spec: FrameSpec, window: Window | None = None, *, retry_failed: bool | None = None
     ) -> CachedVideo:
-        """Cached frames, decoding on a miss. Raises FrameError (kind says why); never hangs past the timeout."""
+        """Cached frames, decoding on a miss. Raises FrameError (kind says why); never hangs past the timeout.
+        Releases one reservation of the key (see `reserve`), whatever the outcome."""
         key = self.key(video, spec, window)
-        hit = self._load(key)
-        if hit is not None:
+        if self.budget is not None:
+            self.budget.pin(key)  # held while this call decodes and reads the entry
+        try:
+            hit = self._load(key)
+            if hit is not None:
+                return hit
+            self._decode(key, Path(video), spec, window, retry_failed)
+            hit = self._load(key)
+            if hit is None:
+                raise FrameError(DECODE_ERROR, f"the cache entry for {video} vanished or was unreadable after decoding")
             return hit
-        self._decode(key, Path(video), spec, window, retry_failed)
-        hit = self._load(key)
-        if hit is None:
-            raise FrameError(DECODE_ERROR, f"the cache entry for {video} vanished or was unreadable after decoding")
-        return hit
+        finally:
+            if self.budget is not None:
+                self.budget.unpin(key)
+                with self._lock:
+                    reserved = self._reserved.pop(key, 0)
+                    if reserved > 1:
+                        self._reserved[key] = reserved - 1
+                if reserved:
+                    self.budget.unpin(key)
 
     def ensure(
         self, video: Path, spec: FrameSpec, window: Window | None = None, *, retry_failed: bool | None = None
     ) -> str:
-        """Make sure an entry exists without loading its frames: returns "reused" or "decoded"."""
+        """Make sure an entry exists without loading its frames: returns "reused", "decoded", or "deferred" when
+        the budget is already taken by entries that queued requests need (the loaders decode it on demand)."""
         key = self.key(video, spec, window)
         if self._valid(key):
             return REUSED
+        if self.budget is not None and self.budget.full():
+            return DEFERRED
         return self._decode(key, Path(video), spec, window, retry_failed)
+
+    def reserve(self, jobs: Iterable[_Job]) -> int:
+        """Note the videos queued requests will load (one reservation per distinct path, spec and window, as the
+        pipeline groups them): the budget never evicts them until `get_or_decode` has loaded them. Also records
+        which benchmark uses which entry. Unreadable videos are skipped (loading them fails on its own).
+        Returns the number of reservations."""
+        seen: set[tuple] = set()
+        labels: dict[str, list[str]] = {}
+        count = 0
+        for job in jobs:
+            group = (str(job.video), job.spec, job.window)  # exactly how pipeline.group_by_video groups them
+            if group in seen:
+                continue
+            seen.add(group)
+            try:
+                key = self.key(job.video, job.spec, job.window)
+            except FrameError:
+                continue
+            if job.benchmark:
+                labels.setdefault(job.benchmark, []).append(key)
+            if self.budget is not None:
+                self.budget.pin(key)
+                with self._lock:
+                    self._reserved[key] = self._reserved.get(key, 0) + 1
+            count += 1
+        for benchmark, keys in labels.items():
+            record_labels(self.layout, benchmark, keys)
+        return count
 
     # -- internals ----------------------------------------------------------------------------------------
     def _load(self, key: str) -> CachedVideo | None:
@@ -122,6 +189,8 @@ class FrameCache:
                 discard_entry(path)
             return None
         _touch(path)
+        if self.budget is not None:
+            self.budget.used(key)
         return CachedVideo(key=key, frames=frames, meta=meta)
 
     def _valid(self, key: str) -> bool:
@@ -174,6 +243,7 @@ class FrameCache:
             "spec": spec.to_dict(),
             "window": normalize_window(window),
             "decoder": self.decoder,
+            "codec": self.codec,
             "out": str(out),
         }
         with self._lock:
@@ -184,10 +254,15 @@ class FrameCache:
             return (WORKER_ERROR, str(exc))  # not the video's fault: not recorded
         if reply.get("ok"):
             self.layout.failure_path(key).unlink(missing_ok=True)
+            if self.budget is not None:
+                self.budget.used(key, int(reply.get("bytes") or 0))
+                self.budget.enforce(keep=key)
             return None
-        for leftover in out.parent.glob(f"{TMP_PREFIX}{reply.get('pid')}-*"):  # a killed worker's partial file
+        for leftover in out.parent.glob(f"{writer_tag(reply.get('pid'))}*"):  # a killed worker's partial file
             leftover.unlink(missing_ok=True)
         kind, message = reply.get("kind", DECODE_ERROR), reply.get("message", "unknown decode failure")
+        if kind == CACHE_WRITE_ERROR:
+            return (kind, message)  # the cache's fault, not the video's: not recorded, tried again next time
         record = FailureRecord(
             key=key,
             kind=kind,

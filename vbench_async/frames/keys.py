@@ -1,8 +1,11 @@
-"""Content-addressed cache keys: what the video *is* (a fingerprint of its bytes), not where it lives.
+"""Content-addressed cache keys: what the video *is* (a hash of its bytes), not where it lives.
 
-The "sampled" fingerprint hashes the size plus five 64 KiB blocks spread over the file (head, quarters, tail),
-so its cost does not grow with the video; "full" hashes every byte (perf/frames.py measures both). Fingerprints
-are memoized per (path, inode, size, mtime), so repeated lookups of the same file cost one stat call.
+The default "full" fingerprint is SHA-256 over every byte, so two files that differ anywhere get different keys
+(and different vLLM multimodal uuids). "sampled" (size plus five 64 KiB blocks: head, quarters, tail) costs the
+same for any size but lets two files that differ only between those blocks share a key: an explicit opt-in for
+data that is known not to collide. Fingerprints are memoized per (path, device, inode, size, mtime, ctime): in
+memory, and on disk next to the entries, so a second run (or the planner) hashes nothing it hashed before.
+perf/frames.py measures both modes.
 """
 
 from __future__ import annotations
@@ -18,16 +21,18 @@ from .spec import FrameSpec, Window, normalize_window
 from .video import FORMAT_VERSION
 
 BLOCK = 64 << 10
-FINGERPRINTS = ("sampled", "full")
+FINGERPRINTS = ("full", "sampled")
+DEFAULT_FINGERPRINT = "full"
 
 
-def fingerprint(path: Path, mode: str = "sampled") -> str:
+def fingerprint(path: Path, mode: str = DEFAULT_FINGERPRINT) -> str:
     """Hex digest identifying the file's content (FrameError if it is missing or empty)."""
-    if mode not in FINGERPRINTS:
-        raise ValueError(f"unknown fingerprint mode {mode!r}; choose from {', '.join(FINGERPRINTS)}")
+    _check_mode(mode)
     size = check_video_file(path)
-    digest = hashlib.blake2b(digest_size=20)
-    digest.update(f"{mode}:{size}:".encode())
+    if mode == "full":
+        digest = hashlib.sha256(f"full:{size}:".encode())
+    else:
+        digest = hashlib.blake2b(f"sampled:{size}:".encode(), digest_size=20)
     with open(path, "rb") as f:
         if mode == "full" or size <= 5 * BLOCK:
             for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -36,7 +41,7 @@ def fingerprint(path: Path, mode: str = "sampled") -> str:
             for offset in (0, size // 4, size // 2, 3 * size // 4, size - BLOCK):
                 f.seek(offset)
                 digest.update(f.read(BLOCK))
-    return digest.hexdigest()
+    return digest.hexdigest()[:40]
 
 
 def cache_key(video_fingerprint: str, spec: FrameSpec, window: Window | None) -> str:
@@ -50,26 +55,65 @@ def cache_key(video_fingerprint: str, spec: FrameSpec, window: Window | None) ->
     return hashlib.blake2b(json.dumps(payload, sort_keys=True).encode(), digest_size=16).hexdigest()
 
 
-class FingerprintMemo:
-    """Thread-safe memo of fingerprints, invalidated when the file's inode, size or mtime changes."""
+def _check_mode(mode: str) -> None:
+    if mode not in FINGERPRINTS:
+        raise ValueError(f"unknown fingerprint mode {mode!r}; choose from {', '.join(FINGERPRINTS)}")
 
-    def __init__(self, mode: str = "sampled"):
-        if mode not in FINGERPRINTS:
-            raise ValueError(f"unknown fingerprint mode {mode!r}; choose from {', '.join(FINGERPRINTS)}")
+
+class FingerprintMemo:
+    """Thread-safe memo of fingerprints, invalidated when the file's identity or times change.
+
+    `store` (a folder) keeps them across processes and machines; each record names the file and the stat fields it
+    was made from, and is only used when all of them still match. An unwritable store is simply not written."""
+
+    def __init__(self, mode: str = DEFAULT_FINGERPRINT, store: Path | None = None):
+        _check_mode(mode)
         self.mode = mode
+        self.store = store
         self._memo: dict[tuple, str] = {}
         self._lock = threading.Lock()
 
     def __call__(self, path: Path) -> str:
         try:
-            st = os.stat(path)
-            stamp = (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            absolute = os.path.abspath(path)
+            st = os.stat(absolute)
+            stamp = (absolute, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, self.mode)
         except OSError:
             return fingerprint(path, self.mode)  # raises the right FrameError
         with self._lock:
             known = self._memo.get(stamp)
         if known is None:
-            known = fingerprint(path, self.mode)
+            known = self._load(stamp)
+            if known is None:
+                known = fingerprint(path, self.mode)
+                self._save(stamp, known)
             with self._lock:
                 self._memo[stamp] = known
         return known
+
+    def _record_path(self, stamp: tuple) -> Path | None:
+        if self.store is None:
+            return None
+        name = hashlib.blake2b(f"{stamp[0]}\0{self.mode}".encode(), digest_size=16).hexdigest()
+        return self.store / name[:2] / f"{name}.json"
+
+    def _load(self, stamp: tuple) -> str | None:
+        record = self._record_path(stamp)
+        if record is None:
+            return None
+        try:
+            data = json.loads(record.read_text(encoding="utf-8"))
+            return str(data["digest"]) if tuple(data["stamp"]) == stamp[1:] and data["path"] == stamp[0] else None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _save(self, stamp: tuple, digest: str) -> None:
+        record = self._record_path(stamp)
+        if record is None:
+            return
+        from .layout import write_text_atomic
+
+        try:
+            write_text_atomic(record, json.dumps({"path": stamp[0], "stamp": list(stamp[1:]), "digest": digest}))
+        except OSError:
+            pass  # a read-only cache: the in-memory memo still holds it

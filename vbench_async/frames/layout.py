@@ -2,7 +2,9 @@
 
     <root>/vbf1/entries/<key[:2]>/<key>.safetensors   frames + metadata (store.py)
     <root>/vbf1/failures/<key>.json                   why a video failed: kind, message, decoder, time
-    .tmp-<pid>-...                                     files being written (renamed into place when complete)
+    <root>/vbf1/fingerprints/<xx>/<path hash>.json    a video's content hash and the stat fields it was made from
+    <root>/vbf1/labels/<benchmark>/<set hash>.keys    keys a run of that benchmark used (`cache stats` by benchmark)
+    .tmp-<host>-<pid>-...                              files being written (renamed into place when complete)
 
 The format version is a directory so a newer layout never misreads an older one.
 """
@@ -12,13 +14,12 @@ from __future__ import annotations
 import json
 import os
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from .errors import FrameError
-from .store import TMP_PREFIX
+from .store import TMP_PREFIX, temp_path
 from .video import FORMAT_VERSION
 
 CACHE_ENV = "VBENCH_ASYNC_CACHE"
@@ -47,6 +48,14 @@ class CacheLayout:
     def failure_path(self, key: str) -> Path:
         return self.base / "failures" / f"{key}.json"
 
+    @property
+    def fingerprints(self) -> Path:
+        return self.base / "fingerprints"
+
+    @property
+    def labels(self) -> Path:
+        return self.base / "labels"
+
     def entries(self) -> Iterator[Path]:
         yield from sorted(p for p in (self.base / "entries").glob("*/*.safetensors") if not _is_temp(p))
 
@@ -56,6 +65,8 @@ class CacheLayout:
     def temp_files(self) -> Iterator[Path]:
         yield from (self.base / "entries").glob(f"*/{TMP_PREFIX}*")
         yield from (self.base / "failures").glob(f"{TMP_PREFIX}*")
+        yield from self.fingerprints.glob(f"*/{TMP_PREFIX}*")
+        yield from self.labels.glob(f"*/{TMP_PREFIX}*")
 
 
 def _is_temp(path: Path) -> bool:
@@ -98,7 +109,7 @@ class FailureRecord:
 
 def write_text_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{TMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}-{path.name}")
+    tmp = temp_path(path)
     try:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)

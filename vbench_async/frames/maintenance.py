@@ -1,4 +1,4 @@
-"""Inspect and tidy a cache directory on its own (no videos, no specs needed): stats, verify, gc."""
+"""Inspect and tidy a cache directory on its own (no videos, no specs needed): stats, verify, gc, compact."""
 
 from __future__ import annotations
 
@@ -8,8 +8,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from .codecs import DEFAULT_CODEC, check_codec
+from .labels import UNLABELLED, keys_by_benchmark
 from .layout import CacheLayout, FailureRecord
-from .store import CorruptEntry, discard_entry, read_entry, read_header
+from .store import CorruptEntry, discard_entry, read_entry, read_header, write_entry
 
 
 @dataclass
@@ -23,34 +27,61 @@ class CacheStats:
     temp_files: int = 0
     unreadable: int = 0  # entries whose header does not parse (verify says why)
     decoders: dict[str, int] = field(default_factory=dict)
+    raw_bytes: int = 0  # what the readable entries' frames take as uint8
+    codecs: dict[str, int] = field(default_factory=dict)
+    by_benchmark: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (entries, bytes) present now
 
     def lines(self) -> list[str]:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.failures_by_kind.items())) or "none"
         decoders = ", ".join(f"{k} {n}" for k, n in sorted(self.decoders.items())) or "none"
-        return [
+        codecs = ", ".join(f"{k} {n}" for k, n in sorted(self.codecs.items())) or "none"
+        ratio = f", {self.bytes / self.raw_bytes:.2f}x of raw uint8" if self.raw_bytes else ""
+        out = [
             f"cache        {self.root}",
-            f"entries      {self.entries} ({self.bytes / 1e6:.1f} MB, {self.frames} frames)",
+            f"entries      {self.entries} ({self.bytes / 1e6:.1f} MB, {self.frames} frames{ratio})",
+            f"codecs       {codecs}",
             f"decoders     {decoders}",
             f"failures     {self.failures} ({kinds})",
             f"unreadable   {self.unreadable}",
             f"temp files   {self.temp_files}",
         ]
+        if self.by_benchmark:
+            out.append("by benchmark (an entry shared by several benchmarks counts in each):")
+            width = max(len(b) for b in self.by_benchmark)
+            for bench, (n, size) in sorted(self.by_benchmark.items(), key=lambda kv: (kv[0] == UNLABELLED, kv[0])):
+                out.append(f"  {bench:<{width}}  {n:>6} entries  {size / 1e6:>10.1f} MB")
+        return out
 
 
 def cache_stats(root: Path) -> CacheStats:
     layout = CacheLayout(Path(root))
     stats = CacheStats(root=str(root))
     decoders: Counter[str] = Counter()
+    codecs: Counter[str] = Counter()
+    sizes: dict[str, int] = {}
     for path in layout.entries():
         stats.entries += 1
-        stats.bytes += _size(path)
+        sizes[path.stem] = _size(path)
+        stats.bytes += sizes[path.stem]
         try:
-            meta, shape, _ = read_header(path)
+            header = read_header(path)
         except CorruptEntry:
             stats.unreadable += 1
             continue
-        stats.frames += shape[0]
-        decoders[meta.decoder] += 1
+        stats.frames += header.shape[0]
+        stats.raw_bytes += header.raw_bytes
+        decoders[header.meta.decoder] += 1
+        codecs[header.codec] += 1
+    labelled: set[str] = set()
+    for bench, keys in keys_by_benchmark(layout).items():
+        present = keys & sizes.keys()
+        labelled |= present
+        if present:
+            stats.by_benchmark[bench] = (len(present), sum(sizes[k] for k in present))
+    rest = sizes.keys() - labelled
+    if rest and stats.by_benchmark:
+        stats.by_benchmark[UNLABELLED] = (len(rest), sum(sizes[k] for k in rest))
+    stats.codecs = dict(codecs)
     kinds: Counter[str] = Counter()
     for path in layout.failures():
         record = FailureRecord.read(path)
@@ -136,6 +167,45 @@ def gc_cache(
         for shard in (layout.base / "entries").glob("*"):
             if shard.is_dir() and not any(shard.iterdir()):
                 shard.rmdir()
+    return report
+
+
+@dataclass
+class CompactReport:
+    rewritten: int = 0
+    kept: int = 0  # already in the target codec
+    corrupt: int = 0  # unreadable: removed, so they are rebuilt on next use
+    bytes_before: int = 0
+    bytes_after: int = 0
+
+
+def compact_cache(root: Path, codec: str = DEFAULT_CODEC, dry_run: bool = False) -> CompactReport:
+    """Rewrite every entry not stored with `codec` (e.g. uncompressed entries of earlier versions) in place: same
+    key, same frames (checked after writing), atomic replace, so a run reading the cache meanwhile is unaffected."""
+    check_codec(codec)
+    report = CompactReport()
+    for path in CacheLayout(Path(root)).entries():
+        try:
+            if read_header(path).codec == codec:
+                report.kept += 1
+                continue
+            frames, meta = read_entry(path)
+        except CorruptEntry:
+            report.corrupt += 1
+            if not dry_run:
+                discard_entry(path)
+            continue
+        before = _size(path)
+        report.bytes_before += before
+        if dry_run:
+            report.rewritten += 1
+            continue
+        report.bytes_after += write_entry(path, frames, meta, codec)
+        again, _ = read_entry(path)
+        if not np.array_equal(again, frames):  # never expected: a codec bug must not pass silently
+            write_entry(path, frames, meta, "raw")
+            raise RuntimeError(f"{codec} did not give back the frames of {path}; the entry was kept uncompressed")
+        report.rewritten += 1
     return report
 
 

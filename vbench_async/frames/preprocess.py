@@ -10,8 +10,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from .cache import DECODED, FrameCache
+from .cache import DECODED, DEFERRED, FrameCache
 from .errors import FrameError
+from .labels import record_labels
 from .spec import FrameSpec, Window
 
 
@@ -20,6 +21,7 @@ class VideoJob:
     video: Path
     spec: FrameSpec
     window: Window | None = None
+    benchmark: str | None = None  # for `cache stats` by benchmark
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class PreprocessReport:
     unique: int = 0  # distinct cache keys (plus distinct unreadable paths)
     cached: int = 0  # decoded and stored by this call
     reused: int = 0  # already in the cache
+    deferred: int = 0  # not warmed: the cache budget is taken by entries queued requests need (decoded on demand)
     failed: int = 0
     seconds: float = 0.0
     failures: list[VideoFailure] = field(default_factory=list)
@@ -45,9 +48,10 @@ class PreprocessReport:
 
     def summary(self) -> str:
         rate = f", {self.cached / self.seconds:.2f} videos/s decoded" if self.cached and self.seconds else ""
+        deferred = f", {self.deferred} deferred (cache budget)" if self.deferred else ""
         return (
             f"{self.jobs} jobs, {self.unique} unique videos: {self.cached} cached, {self.reused} reused, "
-            f"{self.failed} failed in {self.seconds:.1f} s{rate}"
+            f"{self.failed} failed{deferred} in {self.seconds:.1f} s{rate}"
         )
 
 
@@ -66,6 +70,7 @@ def preprocess(
     report = PreprocessReport()
     todo: dict[str, tuple[VideoJob, int]] = {}  # key -> (first job, number of jobs)
     bad_paths: dict[tuple[str, str], tuple[FrameError, int]] = {}
+    labels: dict[str, list[str]] = {}
     for job in jobs:
         report.jobs += 1
         try:
@@ -76,6 +81,10 @@ def preprocess(
             continue
         first, count = todo.get(key, (job, 0))
         todo[key] = (first, count + 1)
+        if job.benchmark:
+            labels.setdefault(job.benchmark, []).append(key)
+    for benchmark, keys in labels.items():
+        record_labels(cache.layout, benchmark, keys)
     report.unique = len(todo) + len(bad_paths)
     for (video, kind), (error, count) in bad_paths.items():
         report.failures.append(VideoFailure(video, kind, str(error), count))
@@ -93,8 +102,11 @@ def preprocess(
                 break
             job, count = futures[future]
             try:
-                if future.result() == DECODED:
+                outcome = future.result()
+                if outcome == DECODED:
                     report.cached += 1
+                elif outcome == DEFERRED:
+                    report.deferred += 1
                 else:
                     report.reused += 1
             except FrameError as exc:

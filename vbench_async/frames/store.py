@@ -1,8 +1,14 @@
-"""One cache entry = one safetensors file: tensor "frames" (uint8, T x H x W x 3) + JSON metadata in its header.
+"""One cache entry = one safetensors file: the frames (raw or compressed, codecs.py) + JSON metadata in its header.
 
-Frames and metadata live in the same file so they cannot drift apart, and a reader can check one against the
-other. Files are written under a temporary name and renamed into place, so readers never see a partial entry
-and concurrent writers of the same key (identical content) simply replace each other.
+    raw   tensor "frames"  (uint8, T x H x W x 3), as every earlier version wrote it
+    zstd  tensor "payload" (uint8, the compressed frames back to back) + "vbench_async_codec" metadata (codec,
+          level, per-frame offsets, frame shape)
+
+Frames and metadata live in the same file so they cannot drift apart, and a reader checks one against the other.
+Files are written under a temporary sibling name, fsynced, and renamed into place: a rename within one directory
+is atomic on local filesystems and on NFS, so readers never see a partial entry and concurrent writers of the
+same key simply replace each other with complete files. Temporary names carry the host and pid of the writer, so
+cleaning up after a killed worker never touches another machine's file in a shared cache.
 """
 
 from __future__ import annotations
@@ -10,14 +16,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from .codecs import RAW, CodecError, decode, encode
 from .video import FORMAT_VERSION, VideoMeta
 
 META_KEY = "vbench_async"
+CODEC_KEY = "vbench_async_codec"
 TMP_PREFIX = ".tmp-"
 _MAX_HEADER = 64 << 20  # a header larger than this is garbage, not metadata
 
@@ -26,20 +37,47 @@ class CorruptEntry(Exception):
     """A cache file that cannot be trusted (truncated, unparsable, or metadata disagreeing with the frames)."""
 
 
+@dataclass(frozen=True)
+class EntryHeader:
+    meta: VideoMeta
+    shape: tuple[int, ...]  # of the decoded frames
+    codec: str
+    codec_info: dict[str, Any]
+    data_offset: int  # where the tensor bytes start in the file
+    data_size: int
+
+    @property
+    def raw_bytes(self) -> int:
+        return int(np.prod(self.shape))
+
+
+def writer_tag(pid: int | None = None) -> str:
+    """What temporary names written by process `pid` (default: this one) on this host start with."""
+    host = "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:32] or "host"
+    return f"{TMP_PREFIX}{host}-{os.getpid() if pid is None else pid}-"
+
+
 def temp_path(final: Path) -> Path:
-    """A unique sibling of `final`; the writer's pid in the name lets the parent clean up after a killed worker."""
-    return final.with_name(f"{TMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}-{final.name}")
+    """A unique sibling of `final`, named after the writing host and pid (see `writer_tag`)."""
+    return final.with_name(f"{writer_tag()}{uuid.uuid4().hex[:8]}-{final.name}")
 
 
-def write_entry(path: Path, frames: np.ndarray, meta: VideoMeta) -> int:
+def write_entry(path: Path, frames: np.ndarray, meta: VideoMeta, codec: str = RAW) -> int:
     """Atomically write an entry; returns its size in bytes."""
     from safetensors.numpy import save_file
 
     _check(frames, meta)
+    encoded = encode(frames, codec)
+    metadata = {META_KEY: json.dumps(meta.to_dict())}
+    if codec == RAW:
+        tensors = {"frames": np.ascontiguousarray(frames)}
+    else:
+        tensors = {"payload": encoded.payload}
+        metadata[CODEC_KEY] = json.dumps({**encoded.info, "shape": list(frames.shape)})
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(path)
     try:
-        save_file({"frames": np.ascontiguousarray(frames)}, str(tmp), metadata={META_KEY: json.dumps(meta.to_dict())})
+        save_file(tensors, str(tmp), metadata=metadata)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())  # the rename must not expose a file whose data is still only in memory
         os.replace(tmp, path)
@@ -49,8 +87,8 @@ def write_entry(path: Path, frames: np.ndarray, meta: VideoMeta) -> int:
     return path.stat().st_size
 
 
-def read_header(path: Path) -> tuple[VideoMeta, tuple[int, ...], int]:
-    """(metadata, frames shape, byte offset of the frame data), checked against the file size. No frame I/O."""
+def read_header(path: Path) -> EntryHeader:
+    """The entry's header, checked against the file size and the frame shape. No frame I/O."""
     try:
         with open(path, "rb") as f:
             head = f.read(8)
@@ -67,21 +105,30 @@ def read_header(path: Path) -> tuple[VideoMeta, tuple[int, ...], int]:
         raise CorruptEntry(f"cannot read: {exc}") from exc
     try:
         header = json.loads(raw)
-        tensor = header["frames"]
-        meta = VideoMeta.from_dict(json.loads(header["__metadata__"][META_KEY]))
-        shape = tuple(int(d) for d in tensor["shape"])
+        metadata = header["__metadata__"]
+        meta = VideoMeta.from_dict(json.loads(metadata[META_KEY]))
+        if CODEC_KEY in metadata:
+            info = json.loads(metadata[CODEC_KEY])
+            tensor = header["payload"]
+            shape = tuple(int(d) for d in info["shape"])
+            codec = str(info["codec"])
+        else:
+            info, tensor = {"codec": RAW}, header["frames"]
+            shape = tuple(int(d) for d in tensor["shape"])
+            codec = RAW
         begin, end = (int(x) for x in tensor["data_offsets"])
         dtype = tensor["dtype"]
+        stored = int(np.prod(tensor["shape"]))
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptEntry(f"unreadable header or metadata: {exc}") from exc
     if dtype != "U8":
         raise CorruptEntry(f"frames are {dtype}, expected U8")
-    if end - begin != int(np.prod(shape)) or 8 + size + end != file_size:
+    if end - begin != stored or 8 + size + end != file_size:
         raise CorruptEntry(f"file is {file_size} bytes, header promises {8 + size + end} (truncated?)")
     if meta.format != FORMAT_VERSION:
         raise CorruptEntry(f"entry format {meta.format!r}, this version reads {FORMAT_VERSION!r}")
     _check_shape(shape, meta)
-    return meta, shape, 8 + size + begin
+    return EntryHeader(meta, shape, codec, info, 8 + size + begin, end - begin)
 
 
 def discard_entry(path: Path) -> None:
@@ -93,18 +140,22 @@ def discard_entry(path: Path) -> None:
 
 
 def read_entry(path: Path) -> tuple[np.ndarray, VideoMeta]:
-    """Frames and metadata of an entry; CorruptEntry if anything is off."""
-    meta, shape, offset = read_header(path)
-    frames = np.empty(shape, np.uint8)
+    """Frames and metadata of an entry (decompressed in this thread); CorruptEntry if anything is off."""
+    header = read_header(path)
+    data = bytearray(header.data_size)
     try:
         with open(path, "rb") as f:
-            f.seek(offset)
-            got = f.readinto(memoryview(frames).cast("B"))
+            f.seek(header.data_offset)
+            got = f.readinto(data)
     except OSError as exc:
         raise CorruptEntry(f"cannot read frames: {exc}") from exc
-    if got != frames.nbytes:
-        raise CorruptEntry(f"read {got} of {frames.nbytes} frame bytes")
-    return frames, meta
+    if got != header.data_size:
+        raise CorruptEntry(f"read {got} of {header.data_size} frame bytes")
+    try:
+        frames = decode(memoryview(data), header.codec_info, header.shape)
+    except CodecError as exc:
+        raise CorruptEntry(str(exc)) from None
+    return frames, header.meta
 
 
 def _check(frames: np.ndarray, meta: VideoMeta) -> None:

@@ -1,7 +1,7 @@
 """Decode worker process: `python -m vbench_async.frames.worker`, driven by `pool.DecodePool`.
 
 Protocol: JSON lines. The worker first prints {"ready": true, "pid": N}; then for each job line
-{"id", "video", "spec", "window", "decoder", "out"} it decodes, writes the cache entry itself (atomically) and
+{"id", "video", "spec", "window", "decoder", "codec", "out"} it decodes, writes the cache entry itself (atomically) and
 answers {"id", "ok": true, "bytes", "decode_seconds"} or {"id", "ok": false, "kind", "message"}. Frames never
 cross the pipe (no pickling; the parent reads the entry from disk). The worker exits when stdin closes.
 """
@@ -25,23 +25,29 @@ def _send(channel: TextIO, message: dict[str, Any]) -> None:
 
 def handle(job: dict[str, Any]) -> dict[str, Any]:
     from .extract import decode_video
-    from .errors import FrameError
+    from .errors import CACHE_WRITE_ERROR, DECODE_ERROR, FrameError
     from .spec import FrameSpec
     from .store import write_entry
+
+    def failed(kind: str, message: str) -> dict[str, Any]:
+        return {"id": job.get("id"), "ok": False, "kind": kind, "message": message}
 
     try:
         spec = FrameSpec.from_dict(job["spec"])
         window = tuple(job["window"]) if job.get("window") is not None else None
         threads = int(os.environ.get(THREADS_ENV, "1"))
         frames, meta = decode_video(Path(job["video"]), spec, window, job["decoder"], threads)
-        size = write_entry(Path(job["out"]), frames, meta)
-        return {"id": job.get("id"), "ok": True, "bytes": size, "decode_seconds": meta.decode_seconds}
     except FrameError as exc:
-        return {"id": job.get("id"), "ok": False, "kind": exc.kind, "message": str(exc)}
+        return failed(exc.kind, str(exc))
     except MemoryError:
-        return {"id": job.get("id"), "ok": False, "kind": "decode_error", "message": "out of memory while decoding"}
+        return failed(DECODE_ERROR, "out of memory while decoding")
     except Exception as exc:  # a bug or an odd file: report it, keep serving
-        return {"id": job.get("id"), "ok": False, "kind": "decode_error", "message": f"{type(exc).__name__}: {exc}"}
+        return failed(DECODE_ERROR, f"{type(exc).__name__}: {exc}")
+    try:
+        size = write_entry(Path(job["out"]), frames, meta, job.get("codec", "raw"))
+    except Exception as exc:  # the cache directory's fault (full disk, lost mount, permissions), not the video's
+        return failed(CACHE_WRITE_ERROR, f"cannot write the cache entry: {type(exc).__name__}: {exc}")
+    return {"id": job.get("id"), "ok": True, "bytes": size, "decode_seconds": meta.decode_seconds}
 
 
 def main() -> int:
