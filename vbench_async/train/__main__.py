@@ -24,20 +24,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def export_checkpoint(checkpoint: Path, out_dir: Path) -> Path:
-    """A checkpoint's weights as a Hugging Face directory, in this one process (no launcher, no collectives)."""
-    import json
-
-    from .. import models
-    from .checkpoint import STATE_FILE, consolidate, export_hf
-
-    weights = consolidate(checkpoint)
-    state = json.loads((checkpoint / STATE_FILE).read_text())
-    base = models.resolve(state["model"]).path
-    return export_hf(weights, base, out_dir, {"step": state["step"], "config_hash": state.get("config_hash"),
-                                              "base_model": state["model"], "checkpoint": str(checkpoint)})
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
@@ -52,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.export:
             if not args.to:
                 raise UserError("--export needs --to DIR")
+            from .checkpoint import export_checkpoint
+
             print(f"exported {export_checkpoint(args.export, args.to)}")
             return 0
         if not args.config:

@@ -204,3 +204,15 @@ def export_hf(full_sd: dict[str, torch.Tensor], source_dir: str, out_dir: Path, 
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
     return out_dir
+
+
+def export_checkpoint(checkpoint: Path, out_dir: Path) -> Path:
+    """A checkpoint's weights as a Hugging Face directory, in this one process (no launcher, no collectives)."""
+    from .. import models
+
+    checkpoint = Path(checkpoint)
+    weights = consolidate(checkpoint)
+    state = json.loads((checkpoint / STATE_FILE).read_text())
+    base = models.resolve(state["model"]).path
+    return export_hf(weights, base, out_dir, {"step": state["step"], "config_hash": state.get("config_hash"),
+                                              "base_model": state["model"], "checkpoint": str(checkpoint)})

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 SUMS = ("rollout/responses", "reward/sum", "reward/accuracy_sum", "reward/format_sum", "reward/overlong_sum",
         "response/tokens", "rollout/online", "reward/online_sum", "response/finished", "rollout/groups",
-        "rollout/dropped", "rollout/failed", "rollout/too_long", "rollout/offline", "data/media_failed",
+        "rollout/dropped", "rollout/failed", "rollout/too_long", "rollout/offline", "data/media_failed", "prompt/tokens",
         "time/media_s", "frames/decoded")
 
 
@@ -67,14 +67,16 @@ class Collector:
         """(item, request, encoded prompt) of every item that can be rolled out."""
         r = self.cfg.rollout
         k, gated = r.offline_per_group, r.offline_accuracy_threshold is not None
-        started, decoded = time.perf_counter(), self.media.decoded
+        decoded, media_s = self.media.decoded, 0.0
         out = []
         for it in items:
             n = r.n - k if (k and it.offline and not gated) else r.n
             sampling = SamplingParams(temperature=r.temperature, top_p=r.top_p, top_k=r.top_k, max_tokens=r.max_tokens,
                                       seed=rollout_seed(self.cfg.seed, step, round_, it.index))
             try:
+                started = time.perf_counter()
                 req = self.media.request(it, sampling, n, f"step{step}-r{round_}-{it.index}")
+                media_s += time.perf_counter() - started  # frames and images only (the processor comes next)
                 encoded = encode(self.rollout.inputs(req))
             except SampleError as exc:  # FrameError included: a video that cannot be decoded now
                 log.warning("skipping %s at step %d: %s: %s", it.sample.key, step + 1, exc.kind, exc)
@@ -86,7 +88,7 @@ class Collector:
                 sums.add("rollout/too_long", 1)
                 continue
             out.append((it, req, encoded))
-        sums.add("time/media_s", time.perf_counter() - started)
+        sums.add("time/media_s", media_s)
         sums.add("frames/decoded", self.media.decoded - decoded)
         return out
 
@@ -105,6 +107,7 @@ class Collector:
                            self.tokenizer.eos_token_id, r.max_tokens, self.cfg.reward):
                 sums.add("rollout/offline", 1)
             sums.add("rollout/groups", 1)
+            sums.add("prompt/tokens", len(encoded.input_ids) * len(g.responses))
             for resp in g.responses:
                 penalty = algos.overlong_penalty(len(resp.token_ids), r.max_tokens, a.overlong_buffer,
                                                  a.overlong_penalty)

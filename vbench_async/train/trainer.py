@@ -102,7 +102,8 @@ class Trainer:
         failed = [i for i, f in enumerate(all_reduce(flags, info, "max")) if f] if info.world > 1 else mine
         dropped = [(self.items[i], self.media.why_uncached(self.items[i])) for i in failed]
         if dropped:
-            kept = [it for i, it in enumerate(self.items) if i not in set(failed)]
+            gone = set(failed)
+            kept = [it for i, it in enumerate(self.items) if i not in gone]
             if not kept:
                 raise UserError(f"no training item has usable frames ({len(dropped)} dropped; first: "
                                 f"{dropped[0][0].sample.key}: {dropped[0][1]})")
@@ -227,7 +228,8 @@ class Trainer:
 
     # -- metrics ----------------------------------------------------------------------------------------------------
     def _metrics(self, sums: Sums, times: dict[str, float]) -> dict[str, float]:
-        m = step_metrics(sums.reduced(self.info), self.info.world)
+        reduced = sums.reduced(self.info)
+        m = step_metrics(reduced, self.info.world)
         m.update({
             "lr": self.optim.param_groups[0]["lr"],
             "data/dropped_items": len(self.dropped),
@@ -238,6 +240,8 @@ class Trainer:
             "time/update_s": times["update"] - times["logprob"],
             "time/step_s": time.perf_counter() - times["start"],
         })
+        m["tokens/step"] = reduced["prompt/tokens"] + reduced["response/tokens"]  # every rank's, prompt + response
+        m["throughput/tokens_per_s"] = m["tokens/step"] / m["time/step_s"]
         return m
 
     def _log_samples(self, groups: list[Group]) -> None:
@@ -292,7 +296,10 @@ def train(cfg: TrainConfig) -> dict[str, float]:
     except BaseException as exc:
         watch.report_failure(exc)
         if trainer is not None:
-            trainer.rollout.close()
+            try:
+                trainer.rollout.close()  # its engine processes must not outlive this one
+            except Exception as close_error:
+                log.warning("closing the rollout engine after the failure: %s", close_error)
         watch.stop_watch(finished=False)
         raise
     watch.stop_watch(finished=True)
