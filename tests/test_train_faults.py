@@ -4,7 +4,7 @@
   its own node-local frame cache): every node drops the item at preparation, reports it (metrics, log,
   dropped_items.jsonl), and trains 2 steps.
 - A rank that freezes (SIGSTOP: alive, but never reaching the next collective) ends the other rank within a minute,
-  with a message naming it, although the collective timeout is 30 minutes.
+  with a message naming it, although the collective timeout is 30 minutes (slow: `-m slow`).
 - The failure notice and heartbeat checks of the peer watch, through a real TCP store.
 """
 
@@ -124,6 +124,7 @@ def _rank_process(launcher: psutil.Process, rank: int) -> psutil.Process | None:
     return None
 
 
+@pytest.mark.slow  # ~100 s on 2 cores; the watch's checks themselves run in the default suite (below)
 def test_a_frozen_rank_ends_the_run_within_a_minute_with_a_message(data, tmp_path):
     out = tmp_path / "hang"
     config = _config(data, out, train={"steps": 200}, fsdp={"timeout_s": 1800, "peer_timeout_s": 20})

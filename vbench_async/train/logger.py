@@ -113,7 +113,7 @@ class Sums:
 
 
 def _ratio(sums: dict[str, float], num: str, den: str) -> float:
-    return sums[num] / sums[den] if sums.get(den) else float("nan")
+    return sums.get(num, 0.0) / sums[den] if sums.get(den) else float("nan")
 
 
 def step_metrics(s: dict[str, float], world: int) -> dict[str, float]:
