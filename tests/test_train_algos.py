@@ -137,3 +137,11 @@ def test_presets_name_the_defining_settings():
     assert PRESETS["dr_grpo"]["advantage"] == "mean" and PRESETS["dr_grpo"]["loss_agg"] == "seq-mean-token-sum-norm"
     assert PRESETS["gspo"]["ratio"] == "sequence"
     assert PRESETS["rloo"]["advantage"] == "rloo"
+
+
+def test_dapo_overlong_penalty_is_linear_in_the_buffer_before_the_limit():
+    assert algos.overlong_penalty(60, max_tokens=100, buffer=20) == 0.0  # before the buffer
+    assert algos.overlong_penalty(80, 100, 20) == 0.0
+    assert algos.overlong_penalty(90, 100, 20) == pytest.approx(-0.5)
+    assert algos.overlong_penalty(100, 100, 20, factor=0.1) == pytest.approx(-0.1)  # at the limit: -factor
+    assert algos.overlong_penalty(100, 100, 0) == 0.0  # off

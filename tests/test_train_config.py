@@ -44,6 +44,9 @@ def test_explicit_values_win_over_the_preset_and_overrides_win_over_the_file(tmp
     ("data: {records: r.json}\ntrain: {prompts_per_step: 6, mini_batches: 4}\n", "multiple of train.mini_batches"),
     ("data: {records: r.json}\nvalidation: {every: 5}\n", "validation.benchmarks"),
     ("- a list\n", "mapping"),
+    ("data: {records: r.json}\nrollout: {temperature: 0}\n", "rollout.temperature must be > 0"),
+    ("data: {records: r.json}\nrollout: {max_tokens: 512, max_model_len: 512}\n", "no room is left for the prompt"),
+    ("data: {records: r.json}\nalgorithm: {overlong_buffer: 300}\n", "overlong_buffer"),
 ])
 def test_bad_configs_name_the_problem(tmp_path, text, message):
     with pytest.raises(UserError, match=message):
@@ -66,3 +69,13 @@ def test_config_hash_ignores_cadence_but_not_what_is_trained(tmp_path):
 def test_example_configs_parse(path):
     cfg = load_config(path)
     assert cfg.train.steps > 0
+
+
+def test_dapo_gets_overlong_shaping_and_gspo_several_mini_batches(tmp_path):
+    dapo = load_config(_write(tmp_path, "data: {records: r.json}\nalgorithm: {name: dapo}\nrollout: {max_tokens: 500}\n"))
+    assert dapo.algorithm.overlong_buffer == 100 and dapo.train.mini_batches == 1  # DAPO: 4,096 of 20,480
+    gspo = load_config(_write(tmp_path, "data: {records: r.json}\nalgorithm: {name: gspo}\ntrain: {prompts_per_step: 6}\n"))
+    assert gspo.train.mini_batches == 3 and gspo.algorithm.overlong_buffer == 0  # largest divisor of 6 up to 4
+    explicit = load_config(_write(tmp_path, "data: {records: r.json}\nalgorithm: {name: gspo}\ntrain: {mini_batches: 1}\n"))
+    assert explicit.train.mini_batches == 1
+    assert load_config(_write(tmp_path, "data: {records: r.json}\n")).train.mini_batches == 1  # grpo

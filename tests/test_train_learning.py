@@ -141,7 +141,7 @@ def test_hybrid_grpo_learns_with_the_colocated_vllm_rollout_engine(task, tmp_pat
     """The vLLM rollout engine (in-process `vllm.LLM`, weights synced every step) on the CPU build."""
     out = tmp_path / "vllm-rollouts"
     rows = _train(task.config(out, rollout={"engine": "vllm", "n": 4, "offline_per_group": 1,
-                                            "vllm_max_model_len": 2048},
+                                            "max_model_len": 2048},
                               train={"steps": 16, "prompts_per_step": 4, "micro_batch_size": 16, "lr": 5e-3},
                               checkpoint={"export": False}), timeout=1800)
     before, after = _mean(rows[:3], "reward/online"), _mean(rows[-3:], "reward/online")

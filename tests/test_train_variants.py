@@ -83,3 +83,69 @@ def test_gspo_kl_dynamic_sampling_gated_offline_validation_and_export(tmp_path):
     info = json.loads((out / "export" / "vbench_train.json").read_text())
     assert info["step"] == 2 and info["base_model"] == "tiny-qwen2.5-vl"
     assert json.loads((out / "export" / "config.json").read_text())["dtype"] == "bfloat16"  # the source's dtype
+
+
+def _predecessor_records(root: Path) -> Path:
+    """Records in the predecessor's training layout: answer, videos / images lists, <video> placeholders,
+    has_offline_trajectory + offline_output."""
+    from PIL import Image
+
+    from vbench_async.demo.suite import generate_suite
+
+    generate_suite(root / "suite", n_videos=3, questions_per_video=3, min_s=2.0, max_s=3.0, workers=1)
+    media = root / "suite" / "videos"
+    Image.fromarray(np.full((48, 64, 3), 200, dtype=np.uint8)).save(media / "grey.png")
+    mc = [r for r in json.loads((root / "suite" / "annotations" / "mc.json").read_text()) if r.get("path")][:2]
+    assert len(mc) == 2
+    records = [{"problem_id": f"v{i}", "problem": f"<video>\n{r['problem']}", "problem_type": "multiple choice",
+                "data_type": "video", "options": r["options"], "answer": r["solution"], "videos": [r["path"]],
+                "has_offline_trajectory": True, "offline_output": r["solution"]} for i, r in enumerate(mc)]
+    records.append({"problem_id": "img", "problem": "<image>What colour is this?", "problem_type": "open-ended",
+                    "data_type": "image", "answer": "grey", "images": ["grey.png"],
+                    "has_offline_trajectory": True, "offline_output": "<answer>grey</answer>"})
+    records.append({"problem_id": "num", "problem": "How much is 2 + 3?", "problem_type": "numerical",
+                    "data_type": "text", "answer": 5, "has_offline_trajectory": False, "offline_output": ""})
+    path = root / "predecessor.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_predecessor_records_train_directly_and_convert(tmp_path):
+    from vbench_async.train.config import DataConfig
+    from vbench_async.train.data import load_items
+
+    path = _predecessor_records(tmp_path)
+    items = load_items(DataConfig(records=str(path), video_dir=str(tmp_path / "suite" / "videos")))
+    assert [it.modality for it in items] == ["video", "video", "image", "text"]
+    assert "<video>" not in items[0].prompt and items[0].offline and not items[3].offline
+    assert items[3].sample.answer == "5"
+    out = tmp_path / "run"
+    cfg = {
+        "model": "tiny-qwen2.5-vl", "output_dir": str(out), "seed": 2,
+        "data": {"records": str(path), "video_dir": str(tmp_path / "suite" / "videos"),
+                 "cache_dir": str(tmp_path / "cache"), "decode_workers": 1,
+                 "frames": {"max_frames": 4, "max_pixels": 3136, "image_max_pixels": 3136}},
+        "rollout": {"n": 2, "max_tokens": 5, "offline_per_group": 1},
+        "algorithm": {"name": "dapo", "dynamic_sampling": False, "mask_truncated": True},
+        "train": {"steps": 1, "prompts_per_step": 4, "max_tokens_per_micro_batch": 200, "lr": 1e-3},
+        "checkpoint": {"every": 0, "export": False}, "logging": {"progress": False},
+    }
+    cfg_path = tmp_path / "cfg.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    proc = subprocess.run([sys.executable, "-m", "vbench_async.train", "--config", str(cfg_path)], capture_output=True,
+                          text=True, timeout=900, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, f"{proc.stdout[-2000:]}\n{proc.stderr[-6000:]}"
+    row = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    assert row["rollout/groups"] == 4 and row["data/dropped_items"] == 0 and row["grad_norm"] > 0
+    assert row["rollout/offline_groups"] == 3  # the records with has_offline_trajectory
+    # `vbench-async data convert` writes the same records in the unified layout.
+    converted = tmp_path / "unified.jsonl"
+    cli = subprocess.run([sys.executable, "-m", "vbench_async", "data", "convert", str(path), str(converted)],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert cli.returncode == 0 and "4 converted" in cli.stdout, cli.stdout + cli.stderr
+    unified = [json.loads(line) for line in converted.read_text().splitlines()]
+    assert unified[0]["path"] == json.loads(path.read_text().splitlines()[0])["videos"][0]
+    assert unified[2]["image_path"] == "grey.png" and unified[3]["solution"] == "5"
+    assert all("answer" not in r and "solution" in r for r in unified)
+    again = load_items(DataConfig(records=str(converted), video_dir=str(tmp_path / "suite" / "videos")))
+    assert [(a.prompt, a.offline, a.video) for a in again] == [(b.prompt, b.offline, b.video) for b in items]

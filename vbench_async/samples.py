@@ -142,8 +142,9 @@ def parse_record(record: Any, benchmark: str, index: int) -> Sample:
     if path is not None and (not isinstance(path, str) or not path.strip()):
         raise SampleError("record_invalid", f"record #{index}: path must be a non-empty string")
     image = record.get("image_path")
-    if image is not None and not isinstance(image, str):
-        raise SampleError("record_invalid", f"record #{index}: image_path must be a string")
+    images = tuple(image) if isinstance(image, list) else (image,) if image else ()
+    if image is not None and not all(isinstance(im, str) and im for im in images):
+        raise SampleError("record_invalid", f"record #{index}: image_path must be a path or a list of paths")
     pid = record.get("problem_id", index)
     sample_id = str(pid) if isinstance(pid, (str, int)) and not isinstance(pid, bool) else str(index)
 
@@ -163,7 +164,7 @@ def parse_record(record: Any, benchmark: str, index: int) -> Sample:
         options=_parse_options(record.get("options")),
         video=sys.intern(path.strip()) if path else None,  # shared by the questions on one video
         window=window,
-        images=(image,) if image else (),
+        images=images,
         fields=extras,
     )
 

@@ -1,4 +1,5 @@
-"""`vbench-async data validate|check|fetch`: check annotation files, find missing videos, download releases."""
+"""`vbench-async data validate|check|fetch|convert`: check annotation files, find missing videos, download releases,
+convert the predecessor's training records."""
 
 from __future__ import annotations
 
@@ -46,6 +47,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--dest", type=Path, help="data root to download into (default: $VBENCH_DATA_ROOT or ./data)")
     f.add_argument("--with-videos", action="store_true", help="also download the video archives the card lists")
     f.set_defaults(func=run_fetch)
+
+    cv = cmds.add_parser("convert", help="convert the predecessor's training records to the unified layout",
+                         description="Rewrite EasyVideoR1 training records (answer / videos / images, <video> "
+                                     "placeholders, offline_output) as unified records (solution / path / "
+                                     "image_path, offline_response). Records already unified are copied. "
+                                     "Unconvertible ones go to DST.failed.jsonl; exit status 1 if any.")
+    cv.add_argument("src", type=Path, help="training records (.json or .jsonl)")
+    cv.add_argument("dst", type=Path, help="output file (.jsonl, or .json for one array)")
+    cv.set_defaults(func=run_convert)
 
 
 def run_validate(args: argparse.Namespace) -> int:
@@ -135,3 +145,16 @@ def run_fetch(args: argparse.Namespace) -> int:
     if card.sources.hub.note:
         print(f"next: {card.sources.hub.note}")
     return 0
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    from ..legacy_records import convert_file
+
+    if not args.src.is_file():
+        raise UserError(f"no such file: {args.src}")
+    report = convert_file(args.src, args.dst)
+    print(f"{args.src}: {report.records} records, {report.converted} converted, {report.unchanged} already unified, "
+          f"{len(report.errors)} failed -> {args.dst}")
+    for err in report.errors[:20]:
+        print(f"  {err}")
+    return 1 if report.errors else 0

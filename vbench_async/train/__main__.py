@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+from pathlib import Path
 
 
 def parser() -> argparse.ArgumentParser:
@@ -13,9 +14,12 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m vbench_async.train",
         description="GRPO-family RL on FSDP2. Launch with torchrun for several processes; without it, one process.",
     )
-    p.add_argument("--config", required=True, help="training config YAML (see examples/train/)")
+    p.add_argument("--config", help="training config YAML (see examples/train/)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set rollout.n=4 --set train.lr=1e-5 (repeatable)")
+    p.add_argument("--export", type=Path, metavar="CHECKPOINT",
+                   help="instead of training: write a Hugging Face model directory from a (sharded) checkpoint")
+    p.add_argument("--to", type=Path, metavar="DIR", help="with --export: the directory to write")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p
 
@@ -31,6 +35,15 @@ def main(argv: list[str] | None = None) -> int:
     from .config import load_config
 
     try:
+        if args.export:
+            if not args.to:
+                raise UserError("--export needs --to DIR")
+            from .checkpoint import export_checkpoint
+
+            print(f"exported {export_checkpoint(args.export, args.to)}")
+            return 0
+        if not args.config:
+            raise UserError("--config is required (or --export CHECKPOINT --to DIR)")
         cfg = load_config(args.config, args.overrides)
         from .trainer import train
 

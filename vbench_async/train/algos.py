@@ -125,3 +125,15 @@ def token_weights(mask: torch.Tensor, agg: str, n_seqs: int, n_tokens: int, max_
     if agg == "seq-mean-token-sum-norm":
         return mask / (max(n_seqs, 1) * max_tokens)
     raise ValueError(f"unknown loss aggregation {agg!r}")
+
+
+def overlong_penalty(length: int, max_tokens: int, buffer: int, factor: float = 1.0) -> float:
+    """DAPO's soft overlong punishment, added to the reward of a response of `length` tokens.
+
+    0 up to max_tokens - buffer, then falling linearly to -factor at max_tokens (responses cannot be longer: the
+    engine stops there). buffer 0: off.
+    """
+    if buffer <= 0:
+        return 0.0
+    start = max_tokens - buffer
+    return -factor * min(max(length - start, 0), buffer) / buffer

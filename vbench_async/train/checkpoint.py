@@ -1,12 +1,16 @@
 """Checkpoints (resume) and export (a Hugging Face model directory that `vbench-async run --model DIR` evaluates).
 
 A checkpoint is a directory `OUTPUT/checkpoints/step-NNNNNN/` holding
-    model.safetensors       full (unsharded) float32 weights
-    optimizer.safetensors   optimizer tensors, keyed "<param name>::<state key>"
-    optimizer.json          param groups and non-tensor optimizer state
-    trainer_state.json      step, prompts consumed (the data position), config hash, world size
-No pickle anywhere. Full state dicts make a checkpoint independent of the number of ranks. Rank 0 writes into a
-temporary directory that is renamed into place, so a crash never leaves a half-written checkpoint behind.
+    shard-RRRRR-model-00001-of-00001.safetensors   one file per rank: that rank's shards of the weights and of the
+                                                   optimizer state ("model/<name>", "optim/<name>/<key>"), written by
+                                                   torch.distributed.checkpoint in safetensors (the offsets of every
+                                                   shard are JSON in the file header)
+    optimizer.json                                 optimizer param groups
+    trainer_state.json                             step, prompts consumed, config hash, world size
+No pickle anywhere, and no gather on rank 0: each rank writes its own shard, and on resume each rank reads only the
+slices of the files that make up its shard (so the number of ranks may even change). The files go into a temporary
+directory that rank 0 renames into place, so a crash never leaves a half-written checkpoint behind; `keep` newest
+checkpoints are kept. `consolidate` reassembles the full weights offline (an export on demand).
 """
 
 from __future__ import annotations
@@ -26,25 +30,14 @@ from .fsdp import DistInfo, barrier
 log = logging.getLogger(__name__)
 
 STATE_FILE = "trainer_state.json"
-_SEP = "::"
+FORMAT = "dcp-safetensors-1"
+_MODEL, _OPTIM = "model/", "optim/"
 
 
 def _full_options(cpu_offload: bool):
     from torch.distributed.checkpoint.state_dict import StateDictOptions
 
     return StateDictOptions(full_state_dict=True, cpu_offload=cpu_offload)
-
-
-def _unshared(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """safetensors refuses tensors that share memory (tied weights): give repeats their own copy."""
-    seen: set[tuple[int, int]] = set()
-    out = {}
-    for name, t in tensors.items():
-        t = t.detach().cpu().contiguous()
-        key = (t.untyped_storage().data_ptr(), t.storage_offset())
-        out[name] = t.clone() if key in seen else t
-        seen.add(key)
-    return out
 
 
 def gather_for_rank0(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -59,23 +52,38 @@ def checkpoint_dirs(output_dir: Path) -> list[Path]:
     return sorted(p for p in root.glob("step-*") if (p / STATE_FILE).is_file()) if root.is_dir() else []
 
 
+def _sharded_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict[str, Any], list[dict]]:
+    """One flat dict of this rank's shards (DTensors) of weights and optimizer state, plus the param groups."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+    flat: dict[str, Any] = {_MODEL + k: v for k, v in get_model_state_dict(model).items()}
+    osd = get_optimizer_state_dict(model, optimizer)  # initialises empty state (a zero step at lr 0) if needed
+    for name, entry in osd["state"].items():
+        for key, value in entry.items():
+            if not isinstance(value, torch.Tensor):
+                value = torch.tensor(value)
+            flat[f"{_OPTIM}{name}/{key}"] = value
+    return flat, osd["param_groups"]
+
+
 def save_checkpoint(output_dir: Path, model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any],
                     info: DistInfo, keep: int) -> Path:
-    from safetensors.torch import save_file
-    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+    """Every rank writes its shard (a collective); rank 0 adds the JSON files and renames the directory."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import HuggingFaceStorageWriter
 
-    model_sd = gather_for_rank0(model)
-    optim_sd = get_optimizer_state_dict(model, optimizer, options=_full_options(cpu_offload=True))
     final = Path(output_dir) / "checkpoints" / f"step-{state['step']:06d}"
+    tmp = final.parent / f".tmp-{final.name}"
     if info.main:
-        tmp = final.parent / f".tmp-{final.name}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        save_file(_unshared(model_sd), str(tmp / "model.safetensors"))
-        tensors, meta = _flatten_optimizer(optim_sd)
-        save_file(_unshared(tensors), str(tmp / "optimizer.safetensors"))
-        (tmp / "optimizer.json").write_text(json.dumps(meta, indent=1))
-        (tmp / STATE_FILE).write_text(json.dumps(state, indent=1))
+    barrier(info)
+    flat, groups = _sharded_state(model, optimizer)
+    dcp.save(flat, storage_writer=HuggingFaceStorageWriter(str(tmp), save_distributed=True))
+    barrier(info)
+    if info.main:
+        (tmp / "optimizer.json").write_text(json.dumps({"param_groups": groups}, indent=1))
+        (tmp / STATE_FILE).write_text(json.dumps({**state, "format": FORMAT}, indent=1))
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
         for old in checkpoint_dirs(output_dir)[:-keep] if keep > 0 else []:
@@ -85,43 +93,64 @@ def save_checkpoint(output_dir: Path, model: nn.Module, optimizer: torch.optim.O
     return final
 
 
-def _flatten_optimizer(osd: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    tensors: dict[str, torch.Tensor] = {}
-    scalars: dict[str, dict[str, Any]] = {}
-    for name, entry in osd.get("state", {}).items():
-        for key, value in entry.items():
-            if isinstance(value, torch.Tensor):
-                tensors[f"{name}{_SEP}{key}"] = value
-            else:
-                scalars.setdefault(name, {})[key] = value
-    return tensors, {"param_groups": osd.get("param_groups", []), "scalars": scalars}
-
-
-def _unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> dict[str, Any]:
-    state: dict[str, dict[str, Any]] = {}
-    for flat, value in tensors.items():
-        name, _, key = flat.rpartition(_SEP)
-        state.setdefault(name, {})[key] = value
-    for name, entry in meta.get("scalars", {}).items():
-        state.setdefault(name, {}).update(entry)
-    groups = [dict(g, betas=tuple(g["betas"])) if "betas" in g else g for g in meta["param_groups"]]
-    return {"state": state, "param_groups": groups}
+def _read_state(path: Path) -> dict[str, Any]:
+    if not (path / STATE_FILE).is_file():
+        raise UserError(f"{path} is not a training checkpoint (no {STATE_FILE})")
+    state = json.loads((path / STATE_FILE).read_text())
+    if state.get("format") != FORMAT:
+        raise UserError(f"{path} is a checkpoint of an older format ({state.get('format', 'full safetensors')}); "
+                        "resume from a newer one or start with checkpoint.resume: none")
+    return state
 
 
 def load_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-    """Restore weights and optimizer state on every rank (each reads the files); return the trainer state."""
-    from safetensors.torch import load_file
+    """Restore this rank's shards of weights and optimizer state (reading only their slices); the trainer state."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import HuggingFaceStorageReader
     from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
 
     path = Path(path)
-    if not (path / STATE_FILE).is_file():
-        raise UserError(f"{path} is not a training checkpoint (no {STATE_FILE})")
-    options = _full_options(cpu_offload=False)
-    set_model_state_dict(model, load_file(str(path / "model.safetensors")), options=options)
-    meta = json.loads((path / "optimizer.json").read_text())
-    osd = _unflatten_optimizer(load_file(str(path / "optimizer.safetensors")), meta)
-    set_optimizer_state_dict(model, optimizer, osd, options=options)
-    return json.loads((path / STATE_FILE).read_text())
+    state = _read_state(path)
+    flat, _ = _sharded_state(model, optimizer)
+    dcp.load(flat, storage_reader=HuggingFaceStorageReader(str(path)))
+    set_model_state_dict(model, {k[len(_MODEL):]: v for k, v in flat.items() if k.startswith(_MODEL)})
+    opt_state: dict[str, dict[str, Any]] = {}
+    for key, value in flat.items():
+        if key.startswith(_OPTIM):
+            name, _, sub = key[len(_OPTIM):].rpartition("/")
+            opt_state.setdefault(name, {})[sub] = value
+    groups = json.loads((path / "optimizer.json").read_text())["param_groups"]
+    groups = [dict(g, betas=tuple(g["betas"])) if "betas" in g else g for g in groups]
+    set_optimizer_state_dict(model, optimizer, {"state": opt_state, "param_groups": groups})
+    return state
+
+
+def consolidate(path: Path) -> dict[str, torch.Tensor]:
+    """The full weights of a checkpoint, reassembled from every rank's shard file (one process, no collectives)."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    _read_state(path)
+    parts: list[tuple[str, torch.Tensor, list[int]]] = []
+    for file in sorted(path.glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as f:
+            info = json.loads((f.metadata() or {}).get("DCP_SHARDING_INFO", "{}"))
+            for key in f.keys():
+                if key.startswith(_MODEL):
+                    part = f.get_tensor(key)
+                    parts.append((key, part, info.get(key, {}).get("saved_offsets", [0] * part.dim())))
+    shapes: dict[str, list[int]] = {}
+    for key, part, offsets in parts:
+        end = [o + n for o, n in zip(offsets, part.shape)]
+        shapes[key] = [max(a, b) for a, b in zip(shapes.get(key, end), end)]
+    full: dict[str, torch.Tensor] = {}
+    for key, part, offsets in parts:
+        if key not in full:
+            full[key] = torch.empty(shapes[key], dtype=part.dtype)
+        full[key][tuple(slice(o, o + n) for o, n in zip(offsets, part.shape))] = part
+    if not full:
+        raise UserError(f"{path} holds no model weights")
+    return {k[len(_MODEL):]: v for k, v in full.items()}
 
 
 def find_resume(output_dir: Path, resume: str) -> Path | None:
@@ -175,3 +204,15 @@ def export_hf(full_sd: dict[str, torch.Tensor], source_dir: str, out_dir: Path, 
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
     return out_dir
+
+
+def export_checkpoint(checkpoint: Path, out_dir: Path) -> Path:
+    """A checkpoint's weights as a Hugging Face directory, in this one process (no launcher, no collectives)."""
+    from .. import models
+
+    checkpoint = Path(checkpoint)
+    weights = consolidate(checkpoint)
+    state = json.loads((checkpoint / STATE_FILE).read_text())
+    base = models.resolve(state["model"]).path
+    return export_hf(weights, base, out_dir, {"step": state["step"], "config_hash": state.get("config_hash"),
+                                              "base_model": state["model"], "checkpoint": str(checkpoint)})

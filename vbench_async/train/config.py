@@ -32,6 +32,8 @@ class DataConfig:
     frame_source: str = "cache"  # cache: frame cache (filled before step 1); decode: decode every time (baseline)
     cache_dir: str | None = None  # frame cache folder (default: $VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)
     decode_workers: int = 2  # processes that fill the cache before training
+    cache_scope: str = "shared"  # shared: one cache all nodes see (ranks split the videos); node: a node-local
+    # cache per machine (each node's ranks split all the videos among themselves, so every node has every video)
     shuffle: bool = True
     max_samples: int | None = None
     offline_field: str = "offline_response"  # record field holding offline response(s) (str or list of str)
@@ -41,14 +43,16 @@ class DataConfig:
 class RolloutConfig:
     engine: str = "auto"  # hf (generate on gathered weights), vllm (colocated engine, GPU), auto: vllm on GPU
     n: int = 8  # samples per prompt (the group)
-    temperature: float = 1.0
+    temperature: float = 1.0  # must be > 0: rollouts sample, and log-probs are taken at this temperature
     top_p: float = 1.0
     top_k: int = 0
     max_tokens: int = 256
     offline_per_group: int = 0  # group members replaced by the record's offline responses
     offline_accuracy_threshold: float | None = None  # only replace when the group's mean accuracy is below this
+    max_model_len: int = 8192  # the engine's window; prompts longer than max_model_len - max_tokens are skipped
     vllm_gpu_memory_utilization: float = 0.3
-    vllm_max_model_len: int = 8192
+    vllm_sleep_level: int | None = 2  # between rollouts (GPU): 2 drops the weights too (they are re-synced anyway),
+    # 1 keeps them in CPU memory, null never sleeps
 
 
 @dataclass
@@ -65,6 +69,10 @@ class AlgorithmConfig:
     kl: str = "none"  # none | k1 | k3 (low-variance): penalty against the initial policy, added to the loss
     kl_coef: float = 0.0
     std_eps: float = 1e-6
+    overlong_buffer: int | None = None  # DAPO overlong shaping: tokens before rollout.max_tokens where the reward
+    # falls linearly by up to overlong_penalty (null: the preset's; dapo: max_tokens / 5; 0: off)
+    overlong_penalty: float = 1.0
+    mask_truncated: bool = False  # DAPO's overlong filtering: responses cut at max_tokens get no gradient
 
 
 @dataclass
@@ -77,8 +85,11 @@ class RewardConfig:
 class TrainLoopConfig:
     steps: int = 100
     prompts_per_step: int = 8  # global, over all ranks; a multiple of the world size
-    micro_batch_size: int = 8  # sequences per forward/backward
-    mini_batches: int = 1  # optimizer steps per rollout batch (>1 makes the PPO ratio move off 1)
+    micro_batch_size: int = 8  # sequences per forward/backward ...
+    max_tokens_per_micro_batch: int | None = None  # ... or a token budget (prompt + response, padded) instead
+    logprob_chunk: int = 512  # response positions per log-softmax chunk (the full-vocab fp32 tensor never exists)
+    mini_batches: int | None = None  # optimizer steps per rollout batch (>1 moves the PPO ratio off 1); null: 1,
+    # or 4 for gspo
     ppo_epochs: int = 1
     lr: float = 1e-6
     weight_decay: float = 0.0
@@ -95,6 +106,7 @@ class FSDPConfig:
     shard: str = "layer"  # layer: one FSDP2 unit per decoder layer and vision block; root: one unit
     backend: str = "auto"  # gloo on CPU, nccl on GPU
     timeout_s: float = 1800.0  # collectives that wait longer fail instead of hanging
+    peer_timeout_s: float = 45.0  # a rank that shows no sign of life for this long ends the run on every rank
 
 
 @dataclass
@@ -115,6 +127,9 @@ class ValidationConfig:
     max_samples: int | None = None
     max_tokens: int = 256
     frames: dict[str, Any] = field(default_factory=dict)  # frame overrides, as `vbench-async run` flags
+    timeout_s: float = 1800.0  # the evaluation (a subprocess) is stopped after this; training goes on without scores
+    max_model_len: int | None = None  # the evaluation engine's window (vllm backend; null: vLLM's default)
+    gpu_memory_utilization: float = 0.2  # the evaluation engine's share of the GPU (it runs next to training)
 
 
 @dataclass
@@ -173,6 +188,7 @@ RATIOS = ("token", "sequence")
 KL_KINDS = ("none", "k1", "k3")
 CHOICES: dict[str, tuple[str, ...]] = {
     "data.frame_source": ("cache", "decode"),
+    "data.cache_scope": ("shared", "node"),
     "rollout.engine": ("auto", "hf", "vllm"),
     "algorithm.name": tuple(PRESETS),
     "algorithm.advantage": ADVANTAGES,
@@ -192,7 +208,17 @@ def resolve_presets(cfg: TrainConfig) -> TrainConfig:
     for key, value in PRESETS[cfg.algorithm.name].items():
         if getattr(cfg.algorithm, key) is None:
             setattr(cfg.algorithm, key, value)
+    a, t = cfg.algorithm, cfg.train
+    if a.overlong_buffer is None:  # DAPO's paper: a 4,096-token buffer before its 20,480-token limit
+        a.overlong_buffer = cfg.rollout.max_tokens // 5 if a.name == "dapo" else 0
+    if t.mini_batches is None:
+        # GSPO: with one optimizer step per rollout every ratio is exactly 1 and its sequence clipping never acts.
+        wanted = GSPO_MINI_BATCHES if a.name == "gspo" and t.ppo_epochs == 1 else 1
+        t.mini_batches = max(d for d in range(1, wanted + 1) if t.prompts_per_step % d == 0)
     return cfg
+
+
+GSPO_MINI_BATCHES = 4  # the gspo preset's optimizer steps per rollout batch (the largest divisor of the batch)
 
 
 # ------------------------------------------------------------------------------------------------ parsing
@@ -312,10 +338,27 @@ def check_config(cfg: TrainConfig) -> None:
         raise UserError("set exactly one of data.benchmark (a card id) and data.records (a unified JSON/JSONL file)")
     positive = {"rollout.n": r.n, "rollout.max_tokens": r.max_tokens, "train.steps": t.steps,
                 "train.prompts_per_step": t.prompts_per_step, "train.micro_batch_size": t.micro_batch_size,
-                "train.mini_batches": t.mini_batches, "train.ppo_epochs": t.ppo_epochs}
+                "train.mini_batches": 1 if t.mini_batches is None else t.mini_batches, "train.ppo_epochs": t.ppo_epochs}
     for name, value in positive.items():
         if value < 1:
             raise UserError(f"{name} must be at least 1, got {value}")
+    if not r.temperature > 0:
+        raise UserError(f"rollout.temperature must be > 0, got {r.temperature}: rollouts sample (greedy decoding "
+                        "gives every sample of a group the same text) and log-probs are taken at this temperature; "
+                        "use e.g. 1.0")
+    if r.max_tokens >= r.max_model_len:
+        raise UserError(f"rollout.max_tokens ({r.max_tokens}) must be below rollout.max_model_len "
+                        f"({r.max_model_len}): no room is left for the prompt")
+    if a.overlong_buffer is not None and not 0 <= a.overlong_buffer < r.max_tokens:
+        raise UserError(f"algorithm.overlong_buffer must be in [0, rollout.max_tokens), got {a.overlong_buffer}")
+    if t.max_tokens_per_micro_batch is not None and t.max_tokens_per_micro_batch < 1:
+        raise UserError("train.max_tokens_per_micro_batch must be at least 1 (or null)")
+    if t.logprob_chunk < 1:
+        raise UserError("train.logprob_chunk must be at least 1")
+    if cfg.fsdp.peer_timeout_s <= 0 or cfg.validation.timeout_s <= 0:
+        raise UserError("fsdp.peer_timeout_s and validation.timeout_s must be positive")
+    if r.vllm_sleep_level not in (None, 1, 2):
+        raise UserError(f"rollout.vllm_sleep_level must be 1, 2 or null, got {r.vllm_sleep_level}")
     if r.n < 2:
         raise UserError("rollout.n must be at least 2: group-relative advantages need several samples per prompt")
     if not 0 <= r.offline_per_group < r.n:
@@ -327,6 +370,6 @@ def check_config(cfg: TrainConfig) -> None:
                         "or kl: none")
     if cfg.validation.every and not (cfg.validation.benchmarks or cfg.validation.suite):
         raise UserError("validation.every is set: name validation.benchmarks or validation.suite")
-    if t.prompts_per_step % t.mini_batches:
+    if t.mini_batches and t.prompts_per_step % t.mini_batches:
         raise UserError(f"train.prompts_per_step ({t.prompts_per_step}) must be a multiple of train.mini_batches "
                         f"({t.mini_batches})")

@@ -86,7 +86,8 @@ def _from_benchmark(cfg: DataConfig) -> tuple[list[TrainItem], list[str]]:
 
 def _from_records(cfg: DataConfig) -> tuple[list[TrainItem], list[str]]:
     from ..benchmarks.registry import safe_join
-    from ..samples import iter_samples, read_records
+    from ..legacy_records import convert_record, is_legacy
+    from ..samples import read_records, sample_from
 
     path = Path(cfg.records).expanduser()
     if not path.is_file():
@@ -97,7 +98,13 @@ def _from_records(cfg: DataConfig) -> tuple[list[TrainItem], list[str]]:
     except SampleError as exc:
         raise UserError(f"cannot read {path}: {exc}") from exc
     items, skipped = [], []
-    for s in iter_samples(records, path.stem):
+    for i, rec in enumerate(records):
+        try:  # the predecessor's training layout (answer / videos / images) is read as it is
+            rec = convert_record(rec, i) if is_legacy(rec) else rec
+        except SampleError as exc:
+            skipped.append(f"#{i}: {exc}")
+            continue
+        s = sample_from(rec, path.stem, i)
         if isinstance(s, SampleError):
             skipped.append(f"{s.sample_id}: {s}")
             continue
@@ -209,18 +216,42 @@ class MediaSource:
         self.cache = FrameCache(Path(cache_dir)) if cache_dir else FrameCache.default()
         self.decoded = 0  # videos decoded during training (cache misses, or every video in decode mode)
 
+    @staticmethod
+    def _share(items: list[TrainItem], rank: int, world: int) -> set[tuple[str, Any]]:
+        jobs = sorted({(str(it.video), it.window) for it in items if it.video}, key=str)
+        return set(jobs[rank::world])
+
     def prepare(self, items: list[TrainItem], rank: int = 0, world: int = 1, progress: bool = False) -> Any:
-        """Fill the cache with this rank's share of the videos (other ranks do theirs). Returns the report."""
+        """Fill the cache with share `rank` of `world` of the videos (the other shares are other ranks' work).
+        Returns the report (None in decode mode)."""
         from ..frames import VideoJob, preprocess
 
         if self.frame_source != "cache":
             return None
-        jobs = sorted({(str(it.video), it.window) for it in items if it.video}, key=str)
-        mine = [VideoJob(Path(v), self.spec, w) for v, w in jobs[rank::world]]
+        mine = [VideoJob(Path(v), self.spec, w) for v, w in sorted(self._share(items, rank, world), key=str)]
         report = preprocess(mine, self.cache, workers=self.workers, progress=progress)
         for failure in report.failures:
             log.warning("cannot cache %s: %s", failure.video, failure.message)
         return report
+
+    def uncached(self, items: list[TrainItem], rank: int = 0, world: int = 1) -> list[int]:
+        """Positions of the items of this share whose frames are not in the cache after `prepare`."""
+        share = self._share(items, rank, world)
+        return [i for i, it in enumerate(items) if it.video and (str(it.video), it.window) in share
+                and not self.cache.has(it.video, self.spec, it.window)]
+
+    def why_uncached(self, item: TrainItem) -> str:
+        """The recorded reason an item's video could not be cached (as far as this process can tell)."""
+        from ..frames import FrameError
+
+        failure = self.cache.failure(item.video, self.spec, item.window)
+        if failure is not None:
+            return f"{failure.kind}: {failure.message}"
+        try:
+            self.cache.key(item.video, self.spec, item.window)
+        except FrameError as exc:
+            return f"{exc.kind}: {exc}"
+        return "not cached (the rank that prepared it logged why)"
 
     def video(self, item: TrainItem) -> VideoInput:
         from ..frames.extract import decode_video

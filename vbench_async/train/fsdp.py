@@ -4,6 +4,10 @@
 Sharding is FSDP2 (`fully_shard`): one unit per decoder layer and per vision block, one for the vision tower's
 remaining parameters, and the `Policy` wrapper as root, so all collectives happen inside `Policy.forward`.
 On GPU, parameters are kept in float32 and computed in bfloat16 (MixedPrecisionPolicy); on CPU everything is float32.
+
+With several ranks only rank 0 reads the checkpoint: every rank builds the model on the meta device (no memory),
+shards it, and receives its shard of rank 0's weights by broadcast (`load_sharded`), so a node holds one full copy
+of the weights in host memory instead of one per rank.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ class DistInfo:
     world: int
     local_rank: int
     device: torch.device
+    local_world: int = 1  # ranks on this machine
 
     @property
     def main(self) -> bool:
@@ -56,7 +61,7 @@ def init_distributed(cfg: FSDPConfig) -> DistInfo:
     backend = cfg.backend if cfg.backend != "auto" else ("nccl" if cuda else "gloo")
     if not dist.is_initialized():
         dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s))
-    return DistInfo(rank, world, local_rank, device)
+    return DistInfo(rank, world, local_rank, device, int(os.environ.get("LOCAL_WORLD_SIZE", world)))
 
 
 def close_distributed() -> None:
@@ -87,6 +92,28 @@ def shard(policy: nn.Module, cfg: FSDPConfig, info: DistInfo, mixed_precision: b
                 fully_shard(module, **kwargs)
         fully_shard(policy.model.model.visual, **kwargs)
     fully_shard(policy, **kwargs)
+    return policy
+
+
+def load_sharded(policy: nn.Module, cfg: FSDPConfig, info: DistInfo, mixed_precision: bool,
+                 full: nn.Module | None) -> nn.Module:
+    """Shard a policy built on the meta device, then fill it from `full` (the loaded model, on rank 0 only).
+
+    Parameters and persistent buffers arrive through `set_model_state_dict(broadcast_from_rank0=True)`; buffers
+    outside the state dict (rotary frequencies) are broadcast one by one."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+    shard(policy, cfg, info, mixed_precision)
+    policy.to_empty(device=info.device)
+    state = {k: v.to(info.device) for k, v in full.state_dict().items()} if info.main and full is not None else {}
+    set_model_state_dict(policy.model, state, options=StateDictOptions(full_state_dict=True,
+                                                                       broadcast_from_rank0=True))
+    source = dict(full.named_buffers()) if info.main and full is not None else {}
+    for name, buf in policy.model.named_buffers():
+        if info.main:
+            buf.data.copy_(source[name].to(buf.device, buf.dtype))
+        if info.world > 1:
+            dist.broadcast(buf.data, src=0)
     return policy
 
 

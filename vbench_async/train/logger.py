@@ -113,7 +113,7 @@ class Sums:
 
 
 def _ratio(sums: dict[str, float], num: str, den: str) -> float:
-    return sums[num] / sums[den] if sums.get(den) else float("nan")
+    return sums.get(num, 0.0) / sums[den] if sums.get(den) else float("nan")
 
 
 def step_metrics(s: dict[str, float], world: int) -> dict[str, float]:
@@ -129,6 +129,10 @@ def step_metrics(s: dict[str, float], world: int) -> dict[str, float]:
         "rollout/groups": s["rollout/groups"],
         "rollout/dropped": s["rollout/dropped"],
         "rollout/failed": s["rollout/failed"],
+        "rollout/too_long": s.get("rollout/too_long", 0.0),
+        "data/media_failed": s.get("data/media_failed", 0.0),
+        "reward/overlong": _ratio(s, "reward/overlong_sum", "rollout/responses"),
+        "train/masked_truncated": s.get("train/masked_truncated", 0.0),
         "rollout/offline_groups": s["rollout/offline"],
         "frames/decoded": s["frames/decoded"],
         "time/media_s": s["time/media_s"] / world,

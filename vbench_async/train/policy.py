@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 MEDIA_KEYS = ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts")
 _MODEL_KEYS = ("image_grid_thw", "video_grid_thw", "second_per_grid_ts")  # per-row inputs the HF forward takes
@@ -186,7 +187,7 @@ class Policy(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_ids: torch.Tensor,
                 token_types: torch.Tensor | None = None, temperature: float = 1.0,
-                with_entropy: bool = False, **media: torch.Tensor
+                with_entropy: bool = False, chunk: int = 512, **media: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """(log-probs (B, R) of the response tokens, entropy (B, R) or None, zero-valued dummy term or None)."""
         encoder_outputs, zero = run_vision(self.model, media, input_ids.device)
@@ -196,19 +197,36 @@ class Policy(nn.Module):
         R = response_ids.shape[1]
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, mm_encoder_outputs=encoder_outputs,
                          use_cache=False, logits_to_keep=R + 1, **kwargs)
-        logits = out.logits[:, :-1].float()
-        if temperature != 1.0:
-            logits = logits / temperature  # log-probs of the distribution the rollouts sampled from
-        logp_all = torch.log_softmax(logits, dim=-1)
-        logp = logp_all.gather(-1, response_ids.unsqueeze(-1)).squeeze(-1).clone()  # FSDP roots warn on views
-        entropy = None
-        if with_entropy:
-            with torch.no_grad():
-                entropy = -(logp_all.exp() * logp_all).sum(-1)
-        return logp, entropy, zero
+        logits = out.logits[:, :-1]
+        logp, entropy = [], []
+        for start in range(0, R, chunk):
+            part, ids = logits[:, start: start + chunk], response_ids[:, start: start + chunk]
+            if torch.is_grad_enabled():  # backward recomputes the fp32 chunk instead of keeping every chunk's
+                logp.append(checkpoint(_token_logprobs, part, ids, temperature, use_reentrant=False))
+            else:
+                logp.append(_token_logprobs(part, ids, temperature))
+            if with_entropy:
+                with torch.no_grad():
+                    entropy.append(_entropy(part, temperature))
+        return torch.cat(logp, 1), torch.cat(entropy, 1) if with_entropy else None, zero
 
 
-def forward_batch(policy: nn.Module, batch: MicroBatch, temperature: float, with_entropy: bool = False):
-    """Call the (possibly FSDP-wrapped) policy on a micro-batch."""
+def _token_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float) -> torch.Tensor:
+    """log softmax(logits / T)[ids] of one chunk, in fp32 (the distribution the rollouts sampled from)."""
+    x = logits.float()
+    if temperature != 1.0:
+        x = x / temperature
+    return x.gather(-1, ids.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(x, dim=-1)
+
+
+def _entropy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+def forward_batch(policy: nn.Module, batch: MicroBatch, temperature: float, with_entropy: bool = False,
+                  chunk: int = 512):
+    """Call the (possibly FSDP-wrapped) policy on a micro-batch; log-softmax over `chunk` positions at a time."""
     return policy(input_ids=batch.input_ids, attention_mask=batch.attention_mask, response_ids=batch.response_ids,
-                  token_types=batch.token_types, temperature=temperature, with_entropy=with_entropy, **batch.media)
+                  token_types=batch.token_types, temperature=temperature, with_entropy=with_entropy, chunk=chunk,
+                  **batch.media)

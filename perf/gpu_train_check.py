@@ -1,0 +1,204 @@
+"""A prepared GPU check of the trainer: FSDP2 over NCCL, mixed batches, checkpoint + resume, vLLM sleep/wake + sync.
+
+    PYTHONPATH=. .venv/bin/python perf/gpu_train_check.py                 # every visible GPU (1-8)
+    PYTHONPATH=. .venv/bin/python perf/gpu_train_check.py --cpu-dry-run   # the same steps on CPU/gloo, 2 processes
+
+For each tiny model (Qwen2.5-VL, Qwen3-VL: random weights, built on first use), on one machine:
+  1. run A: `torchrun --nproc_per_node N -m vbench_async.train`, 3 GRPO steps, FSDP2 per layer (NCCL on GPU), each
+     rank's prompts a mix of video, image and text records, rollouts on the colocated vLLM engine when vLLM and CUDA
+     are there (it sleeps at level 2 between rollouts and gets the weights synced every step), else HF generate;
+     a sharded checkpoint after every step;
+  2. run B: a fresh launch resumed from A's step-1 checkpoint, to step 3; the figure reported is the largest
+     difference between A's and B's step-3 weights (0 on CPU; bf16 compute and vLLM sampling on GPU need not be
+     bitwise repeatable, so there it is reported, not required to be 0);
+  3. (vLLM + CUDA only) in one process: greedy text -> weights synced with a perturbed copy -> the text changes ->
+     the original weights synced back -> the first text again, with a level-2 sleep after every generate.
+Ends with one SUMMARY line; exit status 0 only if every step passed. Meant to take under 10 minutes on 1-8 GPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+FAMILIES = ("tiny-qwen2.5-vl", "tiny-qwen3-vl")
+RUN_TIMEOUT_S = 240
+
+
+def make_data(root: Path, prompts: int) -> Path:
+    """`prompts` records per step cycle video, image and text, so each rank's share mixes the three."""
+    import numpy as np
+    from PIL import Image
+
+    from vbench_async.demo.suite import generate_suite
+
+    generate_suite(root / "suite", n_videos=3, questions_per_video=2, min_s=2.0, max_s=3.0, workers=2)
+    media = root / "suite" / "videos"
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (60, 80, 3), dtype=np.uint8)).save(media / "img.png")
+    videos = [r for r in json.loads((root / "suite" / "annotations" / "mc.json").read_text()) if r.get("path")]
+    records = []
+    for i in range(max(prompts, 3)):
+        kind = i % 3
+        if kind == 0:
+            rec = dict(videos[i % len(videos)])
+        elif kind == 1:
+            rec = {"problem": "Is this a photo?", "problem_type": "yes/no", "solution": "<answer>No</answer>",
+                   "image_path": "img.png"}
+        else:
+            rec = {"problem": "Which letter comes after A?", "problem_type": "multiple choice",
+                   "options": ["A. Z", "B. B", "C. Q"], "solution": "<answer>B</answer>"}
+        rec["problem_id"] = f"p{i}"
+        rec["offline_response"] = rec["solution"]  # a reward signal in every group
+        records.append(rec)
+    path = root / "train.json"
+    path.write_text(json.dumps(records))
+    return path
+
+
+def config(root: Path, records: Path, model: str, out: Path, world: int, engine: str, resume: str) -> Path:
+    cfg = {
+        "model": model, "output_dir": str(out), "seed": 11,
+        "data": {"records": str(records), "video_dir": str(root / "suite" / "videos"), "cache_dir": str(root / "cache"),
+                 "frames": {"max_frames": 4, "max_pixels": 4096, "image_max_pixels": 4096}, "shuffle": False,
+                 "decode_workers": 2},
+        "rollout": {"engine": engine, "n": 4, "max_tokens": 8, "offline_per_group": 1, "max_model_len": 2048,
+                    "vllm_gpu_memory_utilization": 0.25},
+        "algorithm": {"name": "grpo"},
+        "train": {"steps": 3, "prompts_per_step": 3 * world, "micro_batch_size": 12, "lr": 1e-3,
+                  "gradient_checkpointing": True},
+        "fsdp": {"shard": "layer", "timeout_s": 300, "peer_timeout_s": 60},
+        "checkpoint": {"every": 1, "keep": 5, "export": False, "resume": resume},
+        "logging": {"progress": False},
+    }
+    path = out.with_suffix(".yaml")
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def launch(cfg: Path, world: int) -> tuple[bool, str, float]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    env.setdefault("OMP_NUM_THREADS", "1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(world),
+           "-m", "vbench_async.train", "--config", str(cfg)]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=ROOT, env=env)
+    except subprocess.TimeoutExpired as exc:
+        return False, f"timed out after {RUN_TIMEOUT_S} s: {str(exc.stderr)[-1500:]}", time.perf_counter() - t0
+    ok = proc.returncode == 0
+    return ok, "" if ok else proc.stderr[-3000:], time.perf_counter() - t0
+
+
+def metrics(out: Path) -> list[dict]:
+    path = out / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+def check_family(root: Path, records: Path, model: str, world: int, engine: str) -> dict:
+    from vbench_async.train.checkpoint import consolidate
+
+    res: dict = {"model": model}
+    a, b = root / f"{model}-a", root / f"{model}-b"
+    ok, err, res["run_a_s"] = launch(config(root, records, model, a, world, engine, "none"), world)
+    rows = metrics(a)
+    res["run_a"] = ok and [r["step"] for r in rows] == [1, 2, 3] and all(
+        r["loss"] is not None and (r["grad_norm"] or 0) > 0 for r in rows)
+    if not res["run_a"]:
+        res["error"] = err or f"metrics: {rows}"
+        return res
+    res["tokens_per_s"] = sum(r["throughput/tokens_per_s"] for r in rows[1:]) / len(rows[1:])
+    first = a / "checkpoints" / "step-000001"
+    res["shards"] = len(list(first.glob("shard-*.safetensors")))
+    ok, err, res["run_b_s"] = launch(config(root, records, model, b, world, engine, str(first)), world)
+    res["resume"] = ok and [r["step"] for r in metrics(b)] == [2, 3] and res["shards"] == world
+    if not res["resume"]:
+        res["error"] = err or f"metrics: {metrics(b)}, shards {res['shards']}"
+        return res
+    wa, wb = consolidate(a / "checkpoints" / "step-000003"), consolidate(b / "checkpoints" / "step-000003")
+    res["resume_max_diff"] = max((wa[k].float() - wb[k].float()).abs().max().item() for k in wa)
+    return res
+
+
+def check_vllm_sync(model: str) -> dict:
+    """Greedy text, a perturbed sync, the original sync back: sleep (level 2) and wake around every generate."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    from vbench_async.backends.base import Request, SamplingParams
+    from vbench_async.demo.tiny_models import ensure_tiny_model
+    from vbench_async.train.config import RolloutConfig
+    from vbench_async.train.vllm_rollout import VLLMRollout
+
+    path = str(ensure_tiny_model(model))
+    engine = VLLMRollout(path, RolloutConfig(max_model_len=1024, vllm_gpu_memory_utilization=0.25), seed=0)
+    hf = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float32)
+    req = Request("q", "Which letter comes after A?", sampling=SamplingParams(temperature=1e-3, max_tokens=12, seed=0))
+    try:
+        first = engine.generate([req])[0][0]
+        weights = {k: v.cuda() for k, v in hf.state_dict().items()}
+        name = next(k for k in weights if "lm_head" in k or "embed_tokens" in k)
+        perturbed = dict(weights, **{name: torch.randn_like(weights[name])})
+        engine.sync(iter(perturbed.items()))
+        changed = engine.generate([req])[0][0]
+        engine.sync(iter(weights.items()))
+        back = engine.generate([req])[0][0]
+    finally:
+        engine.close()
+    return {"vllm_sync": changed != first and back == first, "sleep_level": engine._sleep_level}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--gpus", type=int, help="processes (default: every visible GPU, at most 8)")
+    ap.add_argument("--cpu-dry-run", action="store_true", help="run the same steps on CPU/gloo with 2 processes")
+    ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated tiny model names")
+    ap.add_argument("--workdir", type=Path, help="keep the runs here (default: a temporary directory)")
+    args = ap.parse_args()
+    import torch
+
+    cuda = torch.cuda.is_available() and not args.cpu_dry_run
+    if not cuda and not args.cpu_dry_run:
+        print("no CUDA GPU visible; use --cpu-dry-run for the CPU/gloo rehearsal")
+        print("SUMMARY gpu_train_check=skipped (no CUDA GPU)")
+        return 2
+    world = args.gpus or (min(torch.cuda.device_count(), 8) if cuda else 2)
+    vllm = cuda and importlib.util.find_spec("vllm") is not None
+    engine = "vllm" if vllm else "hf"
+    started = time.perf_counter()
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = args.workdir or Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        records = make_data(root, 3 * world)
+        for model in args.families.split(","):
+            res = check_family(root, records, model, world, engine)
+            if vllm:
+                res.update(check_vllm_sync(model))
+            print(json.dumps(res), flush=True)
+            results.append(res)
+    passed = all(r.get("run_a") and r.get("resume") and r.get("vllm_sync", True) for r in results)
+    figures = " ".join(
+        f"{r['model']}:run_a={'ok' if r.get('run_a') else 'FAIL'},resume={'ok' if r.get('resume') else 'FAIL'},"
+        f"resume_max_diff={r.get('resume_max_diff', float('nan')):.2e},tok_s={r.get('tokens_per_s', 0):.0f}"
+        + (f",vllm_sleep{r.get('sleep_level')}_sync={'ok' if r.get('vllm_sync') else 'FAIL'}" if vllm else "")
+        for r in results)
+    device = f"{world}x {torch.cuda.get_device_name(0)} nccl" if cuda else f"cpu-dry-run {world}x gloo"
+    print(f"SUMMARY gpu_train_check={'pass' if passed else 'FAIL'} ({device}, engine {engine}, "
+          f"{time.perf_counter() - started:.0f} s) {figures}")
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

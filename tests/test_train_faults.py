@@ -1,0 +1,184 @@
+"""Training survives bad data and ends cleanly when a rank is lost (CPU, gloo, real torchrun).
+
+- A corrupt video in the training set, on 2 "nodes" (two torchrun launches with --nnodes 2 on 127.0.0.1, each with
+  its own node-local frame cache): every node drops the item at preparation, reports it (metrics, log,
+  dropped_items.jsonl), and trains 2 steps.
+- A rank that freezes (SIGSTOP: alive, but never reaching the next collective) ends the other rank within a minute,
+  with a message naming it, although the collective timeout is 30 minutes (slow: `-m slow`).
+- The failure notice and heartbeat checks of the peer watch, through a real TCP store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+LAUNCH_TIMEOUT_S = 420
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(var, None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    from vbench_async.demo.suite import generate_suite
+
+    root = tmp_path_factory.mktemp("faults")
+    generate_suite(root / "suite", n_videos=2, questions_per_video=2, min_s=2.0, max_s=3.0, workers=1)
+    videos = root / "suite" / "videos"
+    (videos / "corrupt.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42" + os.urandom(4096))  # a header, then noise
+    mc = json.loads((root / "suite" / "annotations" / "mc.json").read_text())
+    records = [{**r, "offline_response": r["solution"]} for r in mc if r.get("path")]
+    records.insert(1, {"problem_id": "corrupt", "problem": "What happens?", "problem_type": "multiple choice",
+                       "options": ["A. a", "B. b"], "solution": "<answer>A</answer>", "path": "corrupt.mp4",
+                       "offline_response": "<answer>A</answer>"})
+    (root / "train.json").write_text(json.dumps(records))
+    return root
+
+
+def _config(root: Path, out: Path, **sections) -> Path:
+    cfg = {
+        "model": "tiny-qwen2.5-vl",
+        "output_dir": str(out),
+        "seed": 3,
+        "data": {"records": str(root / "train.json"), "video_dir": str(root / "suite" / "videos"),
+                 "cache_dir": str(root / "cache"), "frames": {"max_frames": 4, "max_pixels": 3136},
+                 "decode_workers": 1},
+        "rollout": {"n": 2, "max_tokens": 4, "offline_per_group": 1},
+        "train": {"steps": 2, "prompts_per_step": 2, "micro_batch_size": 4, "lr": 1e-3},
+        "checkpoint": {"every": 0, "export": False},
+        "logging": {"progress": False},
+    }
+    for section, values in sections.items():
+        cfg.setdefault(section, {}).update(values)
+    path = out.with_suffix(".yaml")
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_a_corrupt_video_is_dropped_at_preparation_and_two_nodes_train_on(data, tmp_path):
+    out = tmp_path / "run"
+    config = _config(data, out, data={"cache_scope": "node", "shuffle": False})  # unfiltered, step 1 would draw it
+    port = _free_port()
+    nodes = []
+    for node in (0, 1):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank", str(node),
+               "--nproc_per_node", "1", "--master_addr", "127.0.0.1", "--master_port", str(port),
+               "-m", "vbench_async.train", "--config", str(config),
+               "--set", f"data.cache_dir={data / f'cache-node{node}'}"]  # node-local caches
+        nodes.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                                      cwd=REPO))
+    logs = []
+    try:
+        for proc in nodes:
+            stdout, stderr = proc.communicate(timeout=LAUNCH_TIMEOUT_S)
+            logs.append(stderr)
+            assert proc.returncode == 0, f"{stdout[-2000:]}\n{stderr[-6000:]}"
+    finally:
+        for proc in nodes:
+            if proc.poll() is None:
+                proc.kill()
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    assert all(r["data/dropped_items"] == 1 and r["rollout/groups"] == 2 and r["grad_norm"] > 0 for r in rows)
+    dropped = [json.loads(line) for line in (out / "dropped_items.jsonl").read_text().splitlines()]
+    assert [d["sample"] for d in dropped] == ["train/corrupt"] and dropped[0]["reason"].startswith("decode_error")
+    assert all("dropped 1 item(s) whose frames cannot be cached: train/corrupt" in log for log in logs)
+    good = {r["path"] for r in json.loads((data / "train.json").read_text()) if r["path"] != "corrupt.mp4"}
+    for node in (0, 1):  # node-local caches: each node decoded every good video, and recorded the corrupt one
+        cache = data / f"cache-node{node}"
+        assert len(list(cache.rglob("entries/*/*.safetensors"))) == len(good)
+        assert len(list(cache.rglob("failures/*.json"))) == 1
+    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert samples and all(s["sample"] != "train/corrupt" for s in samples)
+
+
+def _rank_process(launcher: psutil.Process, rank: int) -> psutil.Process | None:
+    for child in launcher.children(recursive=True):
+        try:
+            if child.environ().get("RANK") == str(rank):
+                return child
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return None
+
+
+@pytest.mark.slow  # ~100 s on 2 cores; the watch's checks themselves run in the default suite (below)
+def test_a_frozen_rank_ends_the_run_within_a_minute_with_a_message(data, tmp_path):
+    out = tmp_path / "hang"
+    config = _config(data, out, train={"steps": 200}, fsdp={"timeout_s": 1800, "peer_timeout_s": 20})
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "vbench_async.train", "--config", str(config)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO)
+    frozen = None
+    try:
+        deadline = time.monotonic() + LAUNCH_TIMEOUT_S
+        metrics = out / "metrics.jsonl"
+        while not (metrics.is_file() and metrics.read_text().strip()):
+            assert proc.poll() is None, proc.communicate()[1][-6000:]
+            assert time.monotonic() < deadline, "training never reached step 1"
+            time.sleep(1)
+        frozen = _rank_process(psutil.Process(proc.pid), 1)
+        assert frozen is not None
+        frozen.send_signal(signal.SIGSTOP)  # rank 1 stays alive but never joins the next collective
+        stopped_at = time.monotonic()
+        try:
+            _, stderr = proc.communicate(timeout=150)
+        except subprocess.TimeoutExpired:
+            pytest.fail("rank 0 kept waiting for the frozen rank 1")
+        elapsed = time.monotonic() - stopped_at
+    finally:
+        if frozen is not None and frozen.is_running():
+            frozen.kill()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert "rank 0 stops: rank 1 has shown no sign of life" in stderr, stderr[-4000:]
+    print(f"\nrank 1 frozen -> launcher exited after {elapsed:.0f} s")
+    assert elapsed < 120  # 20 s without heartbeats, then the launcher's own shutdown of the frozen process
+
+
+def test_the_peer_watch_relays_a_failure_and_notices_a_silent_peer(monkeypatch):
+    import torch.distributed as dist
+
+    from vbench_async.train.watch import PeerWatch
+
+    port = _free_port()
+    master = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    watches = [PeerWatch(rank, 2, timeout_s=1000) for rank in (0, 1)]
+    for w in watches:  # checked by hand here: a background check that fires would end pytest itself
+        w.close(finished=False)
+    a, b = watches
+    assert b._check() is None and a._check() is None  # both beat; a has seen b's latest count
+    a.timeout_s = 0.2
+    time.sleep(0.5)
+    assert "rank 1 has shown no sign of life" in a._check()  # b's counter has not moved since a last looked
+    b._check()
+    assert a._check() is None  # it moved again
+    b.report("RuntimeError: out of memory")
+    assert a._check() == "rank 1 failed: RuntimeError: out of memory"
+    assert b._check() is None  # the failing rank leaves on its own, with its traceback
+    del master

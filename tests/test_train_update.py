@@ -1,0 +1,89 @@
+"""The update step (vbench_async.train.update) on a real tiny model, one process: the same batch through different
+algorithms and batching settings.
+
+- GSPO and GRPO give different updates once the ratio moves off 1 (several mini-batches: the gspo preset's 4),
+  and the same update with one optimizer step per rollout (ratio exactly 1), which is why the preset splits batches;
+- micro-batches by token budget, and log-softmax in chunks, change nothing but memory: the same update.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from vbench_async.backends.base import Request, VideoInput
+from vbench_async.train.config import load_config
+from vbench_async.train.fsdp import DistInfo
+from vbench_async.train.logger import Sums
+from vbench_async.train.policy import Policy, encode
+from vbench_async.train.update import Seq, Updater, micro_batches
+
+CPU = DistInfo(0, 1, 0, torch.device("cpu"))
+
+
+@pytest.fixture(scope="module")
+def setup():
+    from vbench_async.backends.hf import HFBackend
+    from vbench_async.demo.tiny_models import ensure_tiny_model
+
+    backend = HFBackend(str(ensure_tiny_model("tiny-qwen2.5-vl")))
+    asyncio.run(backend.start())
+    rng = np.random.default_rng(0)
+    meta = dict(fps=10.0, duration=2.0, total_num_frames=20, frames_indices=[0, 6, 13, 19], width=56, height=56)
+    video = VideoInput(rng.integers(0, 255, (4, 56, 56, 3), dtype=np.uint8), meta, "v")
+    encoded = [encode(backend.inputs(Request("v", "What moves?", videos=(video,)))),
+               encode(backend.inputs(Request("t", "Which letter comes after A?")))]
+    seqs = []
+    for p in range(2):
+        for j, adv in enumerate([1.0, -1.0, 0.5, -0.5]):
+            ids = rng.integers(10, 500, 3 + (j + p) % 4).tolist()
+            seqs.append(Seq(p, ids, adv))
+    return backend.model, encoded, seqs
+
+
+def _update(setup, tmp_path: Path, **settings) -> dict[str, torch.Tensor]:
+    """Weights after one update of a fresh copy of the model with `settings` ("section.key": value)."""
+    model, encoded, seqs = setup
+    cfg_path = tmp_path / "cfg.yaml"
+    cfg_path.write_text("data: {records: r.json}\ntrain: {prompts_per_step: 2, lr: 1.0, max_grad_norm: 1000}\n")
+    cfg = load_config(cfg_path, [f"{k}={v}" for k, v in settings.items()])
+    policy = Policy(copy.deepcopy(model).float().train())
+    optim = torch.optim.SGD(policy.parameters(), lr=cfg.train.lr)  # the update is the gradient, not Adam's sign
+    updater = Updater(cfg, CPU, policy, None, optim, pad_id=0)
+    batch = [copy.copy(s) for s in seqs]
+    updater.logprobs(batch, encoded)
+    updater.update(batch, encoded, 0, Sums())
+    return {k: v.detach().clone() for k, v in policy.state_dict().items()}
+
+
+def _max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    return max((a[k] - b[k]).abs().max().item() for k in a)
+
+
+def test_gspo_and_grpo_update_differently_once_the_ratio_moves(setup, tmp_path):
+    grpo = _update(setup, tmp_path, **{"algorithm.name": "grpo", "train.mini_batches": 2})
+    gspo = _update(setup, tmp_path, **{"algorithm.name": "gspo", "train.mini_batches": 2})
+    start = {f"model.{k}": v.float() for k, v in setup[0].state_dict().items()}
+    moved = _max_diff(grpo, start)
+    assert moved > 0
+    assert _max_diff(grpo, gspo) > 0.01 * moved  # the second mini-batch sees ratios != 1: sequence vs token ratio
+    one_grpo = _update(setup, tmp_path, **{"algorithm.name": "grpo", "train.mini_batches": 1})
+    one_gspo = _update(setup, tmp_path, **{"algorithm.name": "gspo", "train.mini_batches": 1})
+    assert _max_diff(one_grpo, one_gspo) < 1e-5 * moved  # ratio exactly 1: GSPO is GRPO
+
+
+def test_token_budget_micro_batches_and_chunked_logprobs_give_the_same_update(setup, tmp_path):
+    base = _update(setup, tmp_path, **{"train.micro_batch_size": 8})
+    budget = _update(setup, tmp_path, **{"train.max_tokens_per_micro_batch": 150, "train.logprob_chunk": 2})
+    moved = _max_diff(base, {f"model.{k}": v.float() for k, v in setup[0].state_dict().items()})
+    assert _max_diff(base, budget) < 1e-4 * moved  # float rounding of different padding, nothing more
+    _, encoded, seqs = setup
+    micros = micro_batches(seqs, encoded, 8, 150)
+    assert len(micros) > 1 and [s for m in micros for s in m] == seqs
+    assert all(len(m) == 1 or len(m) * max(len(encoded[s.prompt].input_ids) + len(s.ids) for s in m) <= 150
+               for m in micros)

@@ -1,0 +1,126 @@
+"""One step's rollouts on one rank: prompts -> requests -> generation -> scored groups.
+
+Nothing a single prompt does can stop the step: an item whose media cannot be loaded is skipped
+(`data/media_failed`), a prompt longer than the engine's window minus `max_tokens` is skipped before generation
+(`rollout/too_long`: it would be rejected, and with vLLM take the whole batch down with it), and a request the engine
+still rejects comes back as None (`rollout/failed`). All ranks then train on the same number of groups (the
+smallest any rank reached), because they must run the same number of forward/backward passes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import torch
+
+from ..backends.base import SamplingParams
+from ..errors import SampleError
+from . import algos
+from .config import TrainConfig
+from .data import DataOrder, MediaSource, TrainItem, rank_slice
+from .fsdp import DistInfo, all_reduce
+from .logger import Sums
+from .policy import encode
+from .rollout import Group, make_responses, mix_offline, rollout_seed, score
+
+log = logging.getLogger(__name__)
+
+SUMS = ("rollout/responses", "reward/sum", "reward/accuracy_sum", "reward/format_sum", "reward/overlong_sum",
+        "response/tokens", "rollout/online", "reward/online_sum", "response/finished", "rollout/groups",
+        "rollout/dropped", "rollout/failed", "rollout/too_long", "rollout/offline", "data/media_failed", "prompt/tokens",
+        "time/media_s", "frames/decoded")
+
+
+class Collector:
+    def __init__(self, cfg: TrainConfig, info: DistInfo, items: list[TrainItem], order: DataOrder,
+                 media: MediaSource, rollout: Any):
+        self.cfg, self.info, self.items, self.order, self.media, self.rollout = cfg, info, items, order, media, rollout
+        self.tokenizer = rollout.processor.tokenizer
+        self.max_prompt = cfg.rollout.max_model_len - cfg.rollout.max_tokens
+
+    def collect(self, step: int) -> tuple[list[Group], Sums]:
+        c = self.cfg
+        per_rank = c.train.prompts_per_step // self.info.world
+        sums = Sums(*SUMS)
+        kept: list[Group] = []
+        rounds = 1 + (c.algorithm.max_sampling_tries if c.algorithm.dynamic_sampling else 0)
+        for round_ in range(rounds):
+            mine = rank_slice(self.order.take(c.train.prompts_per_step), self.info.rank, self.info.world)
+            groups = self._round([self.items[i] for i in mine], step, round_, sums)
+            if c.algorithm.dynamic_sampling:
+                varied = [g for g in groups if algos.varied_groups(torch.tensor([g.rewards]))[0]]
+                sums.add("rollout/dropped", len(groups) - len(varied))
+                groups = varied
+            kept.extend(groups)
+            if not c.algorithm.dynamic_sampling or all_reduce([len(kept)], self.info, "min")[0] >= per_rank:
+                break
+        kept = kept[:per_rank]
+        count = int(all_reduce([len(kept)], self.info, "min")[0])
+        if count < len(kept):
+            log.warning("rank %d trains on %d of its %d groups (another rank has fewer)", self.info.rank, count,
+                        len(kept))
+        return kept[:count], sums
+
+    def _requests(self, items: list[TrainItem], step: int, round_: int, sums: Sums) -> list[tuple[TrainItem, Any, Any]]:
+        """(item, request, encoded prompt) of every item that can be rolled out."""
+        r = self.cfg.rollout
+        k, gated = r.offline_per_group, r.offline_accuracy_threshold is not None
+        decoded, media_s = self.media.decoded, 0.0
+        out = []
+        for it in items:
+            n = r.n - k if (k and it.offline and not gated) else r.n
+            sampling = SamplingParams(temperature=r.temperature, top_p=r.top_p, top_k=r.top_k, max_tokens=r.max_tokens,
+                                      seed=rollout_seed(self.cfg.seed, step, round_, it.index))
+            try:
+                started = time.perf_counter()
+                req = self.media.request(it, sampling, n, f"step{step}-r{round_}-{it.index}")
+                media_s += time.perf_counter() - started  # frames and images only (the processor comes next)
+                encoded = encode(self.rollout.inputs(req))
+            except SampleError as exc:  # FrameError included: a video that cannot be decoded now
+                log.warning("skipping %s at step %d: %s: %s", it.sample.key, step + 1, exc.kind, exc)
+                sums.add("data/media_failed", 1)
+                continue
+            if len(encoded.input_ids) > self.max_prompt:
+                log.warning("skipping %s: its prompt has %d tokens, more than rollout.max_model_len - max_tokens "
+                            "= %d", it.sample.key, len(encoded.input_ids), self.max_prompt)
+                sums.add("rollout/too_long", 1)
+                continue
+            out.append((it, req, encoded))
+        sums.add("time/media_s", media_s)
+        sums.add("frames/decoded", self.media.decoded - decoded)
+        return out
+
+    def _round(self, items: list[TrainItem], step: int, round_: int, sums: Sums) -> list[Group]:
+        r, a = self.cfg.rollout, self.cfg.algorithm
+        ready = self._requests(items, step, round_, sums)
+        rows_of = self.rollout.generate([req for _, req, _ in ready]) if ready else []
+        groups = []
+        for (it, req, encoded), rows in zip(ready, rows_of):
+            if rows is None:
+                sums.add("rollout/failed", 1)
+                continue
+            g = Group(it, req, make_responses(rows, self.tokenizer, self.rollout.ids), encoded=encoded)
+            score(g, self.cfg.reward)
+            if mix_offline(g, r.offline_per_group, r.offline_accuracy_threshold, self.tokenizer,
+                           self.tokenizer.eos_token_id, r.max_tokens, self.cfg.reward):
+                sums.add("rollout/offline", 1)
+            sums.add("rollout/groups", 1)
+            sums.add("prompt/tokens", len(encoded.input_ids) * len(g.responses))
+            for resp in g.responses:
+                penalty = algos.overlong_penalty(len(resp.token_ids), r.max_tokens, a.overlong_buffer,
+                                                 a.overlong_penalty)
+                resp.reward += penalty
+                sums.add("reward/overlong_sum", penalty)
+                sums.add("rollout/responses", 1)
+                sums.add("reward/sum", resp.reward)
+                sums.add("reward/accuracy_sum", resp.accuracy)
+                sums.add("reward/format_sum", resp.format)
+                sums.add("response/tokens", len(resp.token_ids))
+                sums.add("response/finished", resp.finished)
+                if not resp.offline:
+                    sums.add("rollout/online", 1)
+                    sums.add("reward/online_sum", resp.reward)
+            groups.append(g)
+        return groups

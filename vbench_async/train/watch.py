@@ -1,0 +1,144 @@
+"""No rank waits on a dead peer: heartbeats and a failure notice through the launcher's TCP store.
+
+A rank blocked in a collective cannot notice that its peer is gone: the collective waits for `fsdp.timeout_s`
+(30 minutes by default, because ranks legitimately wait for each other's rollouts). A daemon thread on every rank
+therefore, every few seconds and independently of the main thread,
+  - adds 1 to its own heartbeat counter in the store;
+  - ends this process (exit status 1, with a message naming the peer) when a peer has posted a failure notice, or
+    when a peer's counter has not moved for `fsdp.peer_timeout_s` (the peer was killed, or is frozen);
+and a rank whose training raises posts the notice (`report_failure`) before it exits.
+The store is the one torchrun hosts (MASTER_ADDR:MASTER_PORT); a store that stops answering (node 0 died) counts as
+a failure too. Collectives that mismatch while every rank is alive are still the collective timeout's job.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from datetime import timedelta
+
+import torch.distributed as dist
+
+log = logging.getLogger(__name__)
+
+_PREFIX = "vbench-train/"
+_FAILED = _PREFIX + "failed"
+_active: "PeerWatch | None" = None
+
+
+def _alive(rank: int) -> str:
+    return f"{_PREFIX}alive/{rank}"
+
+
+def _done(rank: int) -> str:
+    return f"{_PREFIX}done/{rank}"
+
+
+class PeerWatch:
+    def __init__(self, rank: int, world: int, timeout_s: float):
+        self.rank, self.world, self.timeout_s = rank, world, timeout_s
+        self.interval_s = max(0.5, min(5.0, timeout_s / 8))
+        # A client of its own: the main thread's store calls never queue behind the watch, nor the reverse.
+        self.store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                                   timeout=timedelta(seconds=max(10.0, timeout_s / 2)), wait_for_workers=False)
+        self._stop = threading.Event()
+        self._last: dict[int, tuple[int, float]] = {}
+        self.store.add(_alive(rank), 1)
+        self._thread = threading.Thread(target=self._run, name="vbench-peer-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                problem = self._check()
+            except Exception as exc:  # the store is gone: node 0 (which hosts it) died
+                problem = f"the rendezvous store stopped answering ({type(exc).__name__}: {exc})"
+            if problem and not self._stop.is_set():
+                _die(f"rank {self.rank} stops: {problem}")
+
+    def _check(self) -> str | None:
+        self.store.add(_alive(self.rank), 1)
+        if self.store.check([_FAILED]):
+            who, _, message = self.store.get(_FAILED).decode(errors="replace").partition("\n")
+            if who != str(self.rank):  # the failing rank itself is already on its way out, with its traceback
+                return message
+        now = time.monotonic()
+        for peer in range(self.world):
+            if peer == self.rank or self.store.check([_done(peer)]):
+                continue
+            count = self.store.add(_alive(peer), 0)  # reads without changing it (and never blocks)
+            last_count, since = self._last.get(peer, (count, now))
+            if count != last_count:
+                since = now
+            self._last[peer] = (count, since)
+            if now - since > self.timeout_s:
+                return (f"rank {peer} has shown no sign of life for {now - since:.0f} s (killed, or frozen); "
+                        f"fsdp.peer_timeout_s is {self.timeout_s:g}")
+        return None
+
+    def report(self, message: str) -> None:
+        """Tell every peer that this rank failed (they stop within one interval)."""
+        try:
+            if not self.store.check([_FAILED]):
+                self.store.set(_FAILED, f"{self.rank}\nrank {self.rank} failed: {message}")
+        except Exception:  # the store is gone too: the peers notice that on their own
+            pass
+
+    def close(self, finished: bool) -> None:
+        if finished:
+            try:
+                self.store.set(_done(self.rank), "1")  # peers tearing down later must not wait for this one
+            except Exception:
+                pass
+        self._stop.set()
+
+
+def _die(message: str) -> None:
+    log.error("%s", message)
+    print(f"vbench-async train: error: {message}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(1)  # the main thread may sit in a collective that would wait for its full timeout
+
+
+def start_watch(rank: int, world: int, timeout_s: float) -> PeerWatch | None:
+    """Start this rank's watch (nothing to watch in a world of one)."""
+    global _active
+    if world > 1 and _active is None:
+        try:
+            _active = PeerWatch(rank, world, timeout_s)
+        except (RuntimeError, KeyError, ValueError) as exc:  # a launcher without a reachable MASTER_ADDR store
+            log.warning("no peer watch (%s): a dead peer is noticed only when a collective times out", exc)
+    return _active
+
+
+def report_failure(exc: BaseException) -> None:
+    if _active is not None:
+        _active.report(f"{type(exc).__name__}: {exc}"[:2000])
+
+
+def stop_watch(finished: bool) -> None:
+    global _active
+    if _active is not None:
+        _active.close(finished)
+        _active = None
+
+
+def signal_done(name: str) -> None:
+    """Rank 0: the work the other ranks wait for in `wait_for(name)` is done."""
+    if _active is not None:
+        _active.store.set(f"{_PREFIX}event/{name}", "1")
+
+
+def wait_for(name: str, timeout_s: float) -> None:
+    """Other ranks: wait for rank 0's `signal_done(name)` by polling the store (no collective, so no collective
+    timeout applies; the watch still ends this rank if rank 0 dies meanwhile)."""
+    if _active is None:
+        return
+    deadline = time.monotonic() + timeout_s
+    while not _active.store.check([f"{_PREFIX}event/{name}"]):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"rank 0 did not finish {name} within {timeout_s:g} s")
+        time.sleep(1.0)
