@@ -23,6 +23,7 @@ import numpy as np
 
 from .backends.base import Backend, Completion, EngineDead, ImageInput, Request, SamplingParams, VideoInput, array_uuid
 from .errors import SampleError, UserError
+from .failure_kinds import ENVIRONMENT_KINDS, environment_fault, is_environment_oserror
 from .results.store import ResultStore
 from .samples import Sample
 
@@ -143,7 +144,13 @@ class Pipeline:
                     cached = await loop.run_in_executor(pool, self.load_video, group.video, group.spec, group.window)
                     video_input = VideoInput(frames=cached.frames, metadata=cached.hf_metadata(), uuid=cached.key)
                 except SampleError as exc:
+                    if exc.kind in ENVIRONMENT_KINDS:  # a full disk, a read-only cache: stop, record nothing
+                        raise environment_fault("frame cache", None, str(exc)) from None
                     group_error = exc
+                except OSError as exc:
+                    if is_environment_oserror(exc):
+                        raise environment_fault("frame cache", getattr(exc, "filename", None), exc) from None
+                    group_error = SampleError("frame_error", f"{type(exc).__name__}: {exc}")  # transient
                 except Exception as exc:  # a loader bug must not hang the run: record it against the samples
                     group_error = SampleError("frame_error", f"{type(exc).__name__}: {exc}")
                 self.stats.frame_wait_s += time.perf_counter() - t0
@@ -163,6 +170,7 @@ class Pipeline:
 
     async def _worker(self, queue: asyncio.Queue) -> None:
         while True:
+            _stop_if_cancelling()  # also before waiting: a swallowed cancellation is never delivered again
             self.stats.total_gets += 1
             if queue.empty():
                 self.stats.starved_gets += 1
@@ -193,6 +201,7 @@ class Pipeline:
             )
             if self.stats.first_request_at is None:
                 self.stats.first_request_at = time.perf_counter()
+            _stop_if_cancelling()
             try:
                 completion = await self.backend.generate(request)
             except SampleError as exc:
@@ -264,6 +273,13 @@ class Pipeline:
         if self.progress is not None:
             self.progress.update(1)
             self.progress.set_postfix_str(f"mean={self._correct / st.n_done:.3f} failed={st.n_failed}", refresh=False)
+
+
+def _stop_if_cancelling() -> None:
+    """Raise CancelledError if this task is being cancelled (Ctrl-C): no request may start after the signal."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError()
 
 
 def group_by_video(items_with_media: list[tuple[WorkItem, Path | None, Any, Any, list[Path]]]) -> list[VideoGroup]:

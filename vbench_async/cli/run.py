@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -169,6 +170,8 @@ def main(args: argparse.Namespace) -> int:
         write_site=not args.no_site,
         shard=shard,
     )
+    # SIGTERM (a scheduler ending the job) stops the run as Ctrl-C does: finished lines kept, a partial summary.
+    signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
     try:
         summary = run(cfg)
     except Exception as exc:

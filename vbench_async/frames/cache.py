@@ -16,6 +16,7 @@ import weakref
 from concurrent.futures import Future
 from pathlib import Path
 
+from ..failure_kinds import FINAL_KINDS
 from .decoders import DECODERS, DEFAULT_DECODER
 from .errors import DECODE_ERROR, WORKER_ERROR, FrameError
 from .keys import FingerprintMemo, cache_key
@@ -139,7 +140,7 @@ class FrameCache:
         retry = self.retry_failed if retry is None else retry
         if not retry:
             record = FailureRecord.read(self.layout.failure_path(key))
-            if record is not None:
+            if record is not None and record.kind in FINAL_KINDS:  # a transient failure is tried again
                 raise record.error()
         with self._lock:
             shared = self._inflight.get(key)
@@ -188,6 +189,8 @@ class FrameCache:
         for leftover in out.parent.glob(f"{TMP_PREFIX}{reply.get('pid')}-*"):  # a killed worker's partial file
             leftover.unlink(missing_ok=True)
         kind, message = reply.get("kind", DECODE_ERROR), reply.get("message", "unknown decode failure")
+        if kind not in FINAL_KINDS:  # load, a crash or the environment: not the video's fault, so not recorded
+            return (kind, message)
         record = FailureRecord(
             key=key,
             kind=kind,

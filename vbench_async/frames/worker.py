@@ -24,6 +24,7 @@ def _send(channel: TextIO, message: dict[str, Any]) -> None:
 
 
 def handle(job: dict[str, Any]) -> dict[str, Any]:
+    from ..failure_kinds import CACHE_UNWRITABLE
     from .decode import decode_video
     from .errors import FrameError
     from .spec import FrameSpec
@@ -34,7 +35,11 @@ def handle(job: dict[str, Any]) -> dict[str, Any]:
         window = tuple(job["window"]) if job.get("window") is not None else None
         threads = int(os.environ.get(THREADS_ENV, "1"))
         frames, meta = decode_video(Path(job["video"]), spec, window, job["decoder"], threads)
-        size = write_entry(Path(job["out"]), frames, meta)
+        try:
+            size = write_entry(Path(job["out"]), frames, meta)
+        except OSError as exc:  # a full disk or a read-only cache is the machine's fault, not the video's
+            return {"id": job.get("id"), "ok": False, "kind": CACHE_UNWRITABLE,
+                    "message": f"{exc.strerror or exc} (writing {job['out']})"}
         return {"id": job.get("id"), "ok": True, "bytes": size, "decode_seconds": meta.decode_seconds}
     except FrameError as exc:
         return {"id": job.get("id"), "ok": False, "kind": exc.kind, "message": str(exc)}
