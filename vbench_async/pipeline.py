@@ -24,6 +24,7 @@ import numpy as np
 from .backends.base import Backend, Completion, EngineDead, ImageInput, Request, SamplingParams, VideoInput, array_uuid
 from .errors import SampleError, UserError
 from .failure_kinds import ENVIRONMENT_KINDS, environment_fault, is_environment_oserror
+from .results.lines import InvalidResult
 from .results.store import ResultStore
 from .samples import Sample
 
@@ -212,7 +213,12 @@ class Pipeline:
                 log.exception("request %s failed", request.request_id)  # failure, not the whole run's
                 error = SampleError("engine_error", f"{type(exc).__name__}: {exc}")
         result = self._result(item, prompt, completion, error)
-        item.store.append(result)
+        try:
+            item.store.append(result)
+        except InvalidResult as exc:  # a scorer's bad value (a score of 5.0): stored as that sample's failure
+            log.error("%s", exc)
+            result = self._result(item, prompt, completion, SampleError("result_invalid", str(exc)))
+            item.store.append(result)
         self._count(result, completion)
 
     def _result(self, item: WorkItem, prompt: str, completion: Completion | None,

@@ -19,6 +19,8 @@ from typing import Any, Callable, Iterator
 from .backends.base import SamplingParams
 from .errors import SampleError, UserError
 from .pipeline import Pipeline, WorkItem, group_by_video
+from .failure_kinds import EnvironmentFault
+from .results.rundir_lock import RunDirLock
 from .results.store import ResultStore, config_hash
 
 log = logging.getLogger(__name__)
@@ -60,14 +62,13 @@ class BenchmarkPlan:
     config: dict[str, Any]
     n_total: int
     entries: list[tuple[WorkItem, Path | None, Any, Any, list[Path]]]  # pending work
+    sample_ids: frozenset[str] | None = None  # the annotation file's samples now: the summary counts only these
 
 
 def run(cfg: RunConfig) -> dict[str, Any]:
     """Run an evaluation; return the summary dict (also written to OUTPUT_DIR/summary.json)."""
     from . import models
     from .benchmarks import resolve_benchmarks
-    from .frames import FrameCache
-    from .results import report
 
     if cfg.mode not in MODES:
         raise UserError(f"unknown --mode {cfg.mode!r}; choose from {', '.join(MODES)}")
@@ -76,6 +77,15 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     benchmarks = resolve_benchmarks(cfg.suite, cfg.benchmarks)
     run_dir = Path(cfg.output_dir or Path("runs") / model.display_name)
     run_dir.mkdir(parents=True, exist_ok=True)
+    # One writer per run directory, whatever its config (the shards of one run share it).
+    with RunDirLock(run_dir, shared=bool(cfg.shard)):
+        return _run_locked(cfg, model, benchmarks, run_dir, t_start)
+
+
+def _run_locked(cfg: RunConfig, model: Any, benchmarks: list[Any], run_dir: Path, t_start: float) -> dict[str, Any]:
+    from .frames import FrameCache
+    from .results import report
+
     # --retry-failed reaches the cache too: a video whose decode failed last time is tried again.
     cache = (FrameCache(cfg.cache_dir, retry_failed=cfg.retry_failed) if cfg.cache_dir
              else FrameCache.default(retry_failed=cfg.retry_failed))
@@ -87,6 +97,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     stats: dict[str, Any] = {}
     pending = sum(len(p.entries) for p in plans)
     interrupted = False
+    stopped: EnvironmentFault | None = None
     try:
         if cfg.mode == "preprocess" or pending:
             stats = _execute(cfg, model, plans, cache)
@@ -97,17 +108,28 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         # marked partial, then let the CLI exit 130.
         interrupted = True
         stats["interrupted"] = True
+    except EnvironmentFault as exc:  # a full disk, a read-only cache: summarise what finished (if the disk lets us)
+        stopped = exc
+        stats["interrupted"] = True
+        stats["stopped"] = str(exc)
     for p in plans:
         p.entries = []  # the summary reads the result files; the work list can go before it does
-    summary = report.write_run_outputs(
-        run_dir=run_dir,
-        model=model,
-        cfg=cfg,
-        plans=plans,
-        loop_stats=stats,
-        started_at=t_start,
-        write_site=cfg.write_site and cfg.mode != "preprocess",
-    )
+    try:
+        summary = report.write_run_outputs(
+            run_dir=run_dir,
+            model=model,
+            cfg=cfg,
+            plans=plans,
+            loop_stats=stats,
+            started_at=t_start,
+            write_site=cfg.write_site and cfg.mode != "preprocess",
+        )
+    except OSError as exc:
+        if stopped is None:
+            raise
+        log.warning("could not write the partial summary either: %s", exc)
+    if stopped is not None:
+        raise stopped
     summary["run_dir"] = str(run_dir)
     if selection is not None and not interrupted:
         from .results.merge import merge_if_complete
@@ -171,7 +193,8 @@ def _plan(benchmark: Any, model: Any, cfg: RunConfig, run_dir: Path, samples: li
         except SampleError as exc:
             item.error = exc
         entries.append((item, video, spec if video else None, s.window if video else None, images or []))
-    return BenchmarkPlan(benchmark, store, spec, config, n_total=len(samples), entries=entries)
+    return BenchmarkPlan(benchmark, store, spec, config, n_total=len(samples), entries=entries,
+                         sample_ids=frozenset(s.sample_id for s in samples))
 
 
 def _execute(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any) -> dict[str, Any]:

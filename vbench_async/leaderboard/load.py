@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..results.stats import Estimate, category_estimates, headline_estimate
+from ..results.current import drop_stale, is_complete
 from ..results.store import read_results, safe_name
 
 # Config keys that must agree for two runs' numbers on a benchmark to be comparable (the model may differ).
@@ -36,6 +37,8 @@ class BenchRun:
     judge: dict[str, Any] | None = None
     config_group: str | None = None  # "A", "B", ... when runs disagree on the config
     problem: str | None = None  # what is wrong with the stored run (no result file, unknown benchmark)
+    stored_complete: bool = True  # False when the run that wrote the summary was interrupted
+    n_bad_lines: int = 0  # lines of the result file left out as invalid
 
     @property
     def score(self) -> float | None:
@@ -44,7 +47,7 @@ class BenchRun:
 
     @property
     def complete(self) -> bool:
-        return len(self.results) >= self.n_expected
+        return is_complete(self.results, self.n_expected, self.stored_complete)
 
     @property
     def markers(self) -> list[str]:
@@ -53,6 +56,8 @@ class BenchRun:
             out.append(f"partial {len(self.results)}/{self.n_expected}")
         if self.aggregate.get("n_failed"):
             out.append(f"{self.aggregate['n_failed']} failed")
+        if self.n_bad_lines:
+            out.append(f"{self.n_bad_lines} invalid lines left out")
         if self.aggregate.get("n_needs_judge"):
             out.append(f"{self.aggregate['n_needs_judge']} need judge")
         if self.config_group:
@@ -125,7 +130,9 @@ def _load_benchmark(run_dir: Path, bid: str, block: dict[str, Any], manifest: di
     path = run_dir / str(block.get("results_file") or "")
     if not block.get("results_file") or not path.is_file():
         problem = "no result file"  # shown as a run without results (partial 0/n), never as a score
-    results, judge = apply_active_judge(run_dir, path, list(read_results(path).values()) if not problem else [])
+    bad: list = []  # lines that are not results (reported by the reader, counted nowhere, marked on the page)
+    current = drop_stale(read_results(path, problems=bad).values(), block) if not problem else []  # deleted ids out
+    results, judge = apply_active_judge(run_dir, path, current)
     card = _card(bid)
     if card is not None:
         from ..benchmarks.aggregate import aggregate
@@ -148,6 +155,7 @@ def _load_benchmark(run_dir: Path, bid: str, block: dict[str, Any], manifest: di
         estimate=headline_estimate(results, card.aggregation if card else None),
         categories=category_estimates(results, card.categories if card else ()),
         n_expected=n_expected, config=config, judge=judge, problem=problem,
+        stored_complete=block.get("complete") is not False, n_bad_lines=len(bad),
     )
 
 

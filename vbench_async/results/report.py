@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 from .manifest import manifest
+
+log = logging.getLogger(__name__)
 
 SUMMARY_FILE = "summary.json"
 MANIFEST_FILE = "manifest.json"
@@ -20,8 +23,10 @@ def write_run_outputs(run_dir: Path, model: Any, cfg: Any, plans: list, loop_sta
                       write_site: bool = True) -> dict[str, Any]:
     from ..judge import active_judge
 
+    interrupted = bool(loop_stats.get("interrupted"))
     benchmarks = {p.benchmark.id: summarize_benchmark(run_dir, p.benchmark, p.store.path, p.store.config_hash,
-                                                      p.n_total) for p in plans}
+                                                      p.n_total, getattr(p, "sample_ids", None), interrupted)
+                  for p in plans}
     finished_at = time.time()
     summary = {
         "model": model.display_name,
@@ -49,21 +54,33 @@ def write_run_outputs(run_dir: Path, model: Any, cfg: Any, plans: list, loop_sta
 
 
 def summarize_benchmark(run_dir: Path, benchmark: Any, results_path: Path, config_hash: str,
-                        n_expected: int) -> dict[str, Any]:
-    """Aggregate of one benchmark's result file, with the counts and markers summary.json carries."""
+                        n_expected: int, current_ids: Collection[str] | None = None,
+                        interrupted: bool = False) -> dict[str, Any]:
+    """Aggregate of one benchmark's result file, with the counts and markers summary.json carries. Only lines of
+    `current_ids` (the annotation file's samples now) count; the others are listed as stale."""
     from ..judge import apply_active_judge
+    from .current import is_complete, split_current
+    from .lines import describe
     from .store import read_results
 
-    # Verdicts of an LLM judge pass (if one ran) replace the offline scores of open-ended items.
-    lines = read_results(results_path, view=aggregate_view)
-    results, judge_info = apply_active_judge(run_dir, results_path, list(lines.values()))
+    bad: list = []
+    lines = read_results(results_path, view=aggregate_view, problems=bad)
+    current, stale = split_current(lines.values(), current_ids)
     del lines
+    # Verdicts of an LLM judge pass (if one ran) replace the offline scores of open-ended items.
+    results, judge_info = apply_active_judge(run_dir, results_path, current)
     agg = benchmark.aggregate(results)
     if judge_info:
         agg["judge"] = judge_info
     agg["n_expected"] = n_expected
+    if stale:
+        log.warning("%s: %d line(s) of samples no longer in the annotation file left out: %s", results_path,
+                    len(stale), ", ".join(stale[:10]) + (" ..." if len(stale) > 10 else ""))
+        agg["n_stale"], agg["stale_ids"] = len(stale), stale
+    if bad:
+        agg["n_bad_lines"], agg["bad_lines"] = len(bad), describe(bad)
     # A run that was interrupted (or is still missing samples) is marked, never mixed silently with complete runs.
-    agg["complete"] = len(results) >= n_expected
+    agg["complete"] = is_complete(results, n_expected, stored=not interrupted)
     agg["results_file"] = str(results_path.relative_to(run_dir))
     agg["config_hash"] = config_hash
     return agg
