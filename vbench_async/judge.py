@@ -359,19 +359,22 @@ def recompute_summary(run_dir: Path, rebuild_site: bool = True) -> dict[str, Any
     """Re-aggregate every benchmark of summary.json from its result file with the active judge's verdicts."""
     from .benchmarks import get_benchmark
     from .results.current import drop_stale, is_complete
+    from .results.lines import mark_bad_lines
     from .results.report import MANIFEST_FILE, SUMMARY_FILE, _write_json
 
     run_dir = Path(run_dir)
     summary = _read_summary(run_dir)
     for bid, old in list(summary["benchmarks"].items()):
         results_path = run_dir / old["results_file"]
-        current = drop_stale(read_results(results_path).values(), old)
+        bad: list = []
+        current = drop_stale(read_results(results_path, problems=bad).values(), old)
         results, info = apply_active_judge(run_dir, results_path, current)
         agg = get_benchmark(bid).aggregate(results)
         agg.update({k: old[k] for k in ("n_expected", "results_file", "config_hash", "n_stale", "stale_ids")
                     if k in old})
         # Counted again, as the leaderboard counts: a line damaged since the run no longer passes for a result.
         agg["complete"] = is_complete(results, int(old.get("n_expected") or 0), old.get("complete") is not False)
+        mark_bad_lines(agg, bad)
         if info:
             agg["judge"] = info
         summary["benchmarks"][bid] = agg

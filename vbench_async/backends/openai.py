@@ -146,7 +146,8 @@ class OpenAIBackend:
                     return _completion(resp.json(), request.n, time.perf_counter() - start)
                 except (ValueError, KeyError, TypeError, AttributeError) as exc:
                     raise SampleError("server_error", f"malformed response: {type(exc).__name__}: {exc}") from exc
-        raise SampleError("server_error", f"gave up after {self.max_retries + 1} attempts; last error: {last}")
+        # Overload, timeouts, dropped connections: may pass, so the next run asks again (failure_kinds.py).
+        raise SampleError("server_unavailable", f"gave up after {self.max_retries + 1} attempts; last error: {last}")
 
 
 def _completion(data: Any, n: int, latency_s: float) -> Completion:

@@ -37,9 +37,11 @@ def handle(job: dict[str, Any]) -> dict[str, Any]:
         frames, meta = decode_video(Path(job["video"]), spec, window, job["decoder"], threads)
         try:
             size = write_entry(Path(job["out"]), frames, meta)
-        except OSError as exc:  # a full disk or a read-only cache is the machine's fault, not the video's
+        except Exception as exc:  # a full disk or a read-only cache is the machine's fault, not the video's
+            # (safetensors reports a failed write as its own error type, with the OS message inside)
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
             return {"id": job.get("id"), "ok": False, "kind": CACHE_UNWRITABLE,
-                    "message": f"{exc.strerror or exc} (writing {job['out']})"}
+                    "message": f"{reason} (writing {job['out']})"}
         return {"id": job.get("id"), "ok": True, "bytes": size, "decode_seconds": meta.decode_seconds}
     except FrameError as exc:
         return {"id": job.get("id"), "ok": False, "kind": exc.kind, "message": str(exc)}

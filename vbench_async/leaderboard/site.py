@@ -220,7 +220,7 @@ class _Writer:
             if flat[col].map(lambda v: isinstance(v, (list, dict))).any():
                 flat[col] = flat[col].map(lambda v: json.dumps(v, ensure_ascii=False, sort_keys=True)
                                           if isinstance(v, (list, dict)) else v)
-            if flat[col].dtype == object:
+            if not pd.api.types.is_numeric_dtype(flat[col]):
                 flat[col] = flat[col].map(safe_cell)  # a spreadsheet must not run model output as a formula
         self.text(f"data/{name}.csv", flat.to_csv(index=False, lineterminator="\n"))
         self.json(f"data/{name}.json", tables.records(df))

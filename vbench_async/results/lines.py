@@ -142,6 +142,9 @@ def _report(path: Path, bad: list[BadLine]) -> None:
     log.warning("%s: %d invalid line(s) left out of every count: %s%s", path, len(new), shown, more)
 
 
-def describe(bad: list[BadLine], limit: int = 20) -> list[str]:
-    """The bad lines as "file:line: problem" strings, at most `limit` (for summary.json)."""
-    return [str(b) for b in bad[:limit]]
+def mark_bad_lines(block: dict[str, Any], bad: list[BadLine], limit: int = 20) -> None:
+    """Note in a summary block how many lines were left out, and the first `limit` as "file:line: problem"."""
+    block.pop("n_bad_lines", None)
+    block.pop("bad_lines", None)
+    if bad:
+        block["n_bad_lines"], block["bad_lines"] = len(bad), [str(b) for b in bad[:limit]]

@@ -60,7 +60,7 @@ def summarize_benchmark(run_dir: Path, benchmark: Any, results_path: Path, confi
     `current_ids` (the annotation file's samples now) count; the others are listed as stale."""
     from ..judge import apply_active_judge
     from .current import is_complete, split_current
-    from .lines import describe
+    from .lines import mark_bad_lines
     from .store import read_results
 
     bad: list = []
@@ -77,8 +77,7 @@ def summarize_benchmark(run_dir: Path, benchmark: Any, results_path: Path, confi
         log.warning("%s: %d line(s) of samples no longer in the annotation file left out: %s", results_path,
                     len(stale), ", ".join(stale[:10]) + (" ..." if len(stale) > 10 else ""))
         agg["n_stale"], agg["stale_ids"] = len(stale), stale
-    if bad:
-        agg["n_bad_lines"], agg["bad_lines"] = len(bad), describe(bad)
+    mark_bad_lines(agg, bad)
     # A run that was interrupted (or is still missing samples) is marked, never mixed silently with complete runs.
     agg["complete"] = is_complete(results, n_expected, stored=not interrupted)
     agg["results_file"] = str(results_path.relative_to(run_dir))
