@@ -312,3 +312,22 @@ def test_csv_exports_neutralise_cells_a_spreadsheet_would_run(tmp_path):
     dangerous = [c for c in cells if c[0] in "=+-@\t\r"]
     assert not dangerous, dangerous
     assert any(c == "'" + formula for c in cells), "the output is kept, as text"
+
+
+def test_merge_leaves_out_a_line_of_another_config_pasted_into_a_shard_file(tmp_path):
+    data_map = _suite(tmp_path / "data", [_rec(f"q{i}") for i in range(4)])
+    out = tmp_path / "out"
+    with FaultServer() as server:
+        args = _openai_args(data_map, out, tmp_path / "cache", server.url)
+        assert run_cli(*args, "--shard", "0/2", timeout=300).returncode == 0
+        (shard0,) = (out / "results").glob("*.shard-0-of-2.jsonl")
+        first = json.loads(shard0.read_text().splitlines()[0])
+        with open(shard0, "a") as fh:  # the same sample under another config, failed: it must not replace the result
+            fh.write(json.dumps({**first, "config_hash": "0123456789ab", "score": 0.0}) + "\n")
+        last = run_cli(*args, "--shard", "1/2", timeout=300)  # the last shard merges
+        merge = run_cli("merge", str(out), timeout=300)
+    for proc in (last, merge):
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    b = _summary(out)
+    assert (b["n_total"], b["score"], b["complete"]) == (4, 1.0, True), b
+    assert f"{shard0.name}" in last.stderr and "does not match" in last.stderr, last.stderr[-3000:]

@@ -297,7 +297,15 @@ def judge_run_dir(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
     """Judge every open-ended item of the run's current result files not judged yet by this judge, then recompute
     summary.json (and the run's own site). Returns the new summary with `judge_pass` counts. `run --judge-model`
     calls this after the evaluation."""
+    from .results.rundir_lock import RunDirLock
+
     run_dir = Path(run_dir)
+    _read_summary(run_dir)  # not a result directory: say so before taking its lock
+    with RunDirLock(run_dir):  # a judge pass rewrites summary.json: never while a run writes the directory
+        return _judge_locked(run_dir, cfg)
+
+
+def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
     summary = _read_summary(run_dir)
     ref, identity = resolve_identity(cfg)
     work: list[tuple[JudgeStore, Mapping[str, Any]]] = []

@@ -45,7 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     how.add_argument("--mode", default="auto", choices=["auto", "preprocess", "eval", "both"],
                      help="preprocess: fill the frame cache only; eval: no preprocessing pass (misses are decoded in "
                           "the background); both: preprocess, then evaluate; auto: eval if >=90%% of videos are cached")
-    how.add_argument("--retry-failed", action="store_true", help="re-run samples whose stored result is a failure")
+    how.add_argument("--retry-failed", action="store_true", help="re-run samples whose stored result is a failure (transient failures, such as "
+                                                          "a decode timeout or an overloaded server, are re-run anyway)")
     how.add_argument("--thinking", action="store_true", help="use the reasoning prompt variant")
     how.add_argument("--judge-model",
                      help="after the run, judge open-ended answers with this model (same backend kind and settings); "

@@ -43,18 +43,20 @@ class RunDirLock:
             raise RunDirBusy(f"{self.path.parent} is being written by another process ({holder}); wait for it to "
                              "finish or choose another --output-dir") from None
         if not self.shared:  # shards share the lock: the first one's note stays (they are one run)
-            fh.seek(0)
-            fh.truncate()
-            fh.write(json.dumps({"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-                                 "command": " ".join(sys.argv)}) + "\n")
-            fh.flush()
+            note = json.dumps({"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+                               "command": " ".join(sys.argv)}) + "\n"
+            try:  # unbuffered: nothing is left to flush (and fail) when the file is closed
+                os.ftruncate(fh.fileno(), 0)
+                os.write(fh.fileno(), note.encode("utf-8", "replace"))
+            except OSError:
+                pass  # a full disk: the lock holds without its note (the run then stops with its own message)
         self._fh = fh
         return self
 
     def release(self) -> None:
         if self._fh is not None:
             if not self.shared:
-                self._fh.truncate(0)  # the note names a running command; none runs now
+                os.ftruncate(self._fh.fileno(), 0)  # the note names a running command; none runs now
             fcntl.flock(self._fh, fcntl.LOCK_UN)
             self._fh.close()
             self._fh = None
