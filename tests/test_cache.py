@@ -162,20 +162,21 @@ def test_threads_asking_for_one_video_share_one_decode(cache: FrameCache, media:
     assert cache.decodes == before + 1
 
 
-def test_timeout_kills_the_worker_and_is_recorded(cache: FrameCache, media: Path) -> None:
+def test_timeout_kills_the_worker_and_is_not_recorded(cache: FrameCache, media: Path) -> None:
+    """A timeout may be the machine's load, not the video: no failure record, the next call decodes again."""
     slow = media / "slow.mp4"
     spec = FrameSpec("qwen3-vl", max_frames=32, min_pixels=16 * 1024, max_pixels=16 * 1024)
     with FrameCache(cache.root, timeout_s=0.01, workers=1) as hasty:
         with pytest.raises(FrameError) as err:
             hasty.get_or_decode(slow, spec)
     assert err.value.kind == "decode_timeout" and "0.01 s" in str(err.value)
-    assert cache.failure(slow, spec).kind == "decode_timeout"
+    assert cache.failure(slow, spec) is None
     assert not list(cache.layout.temp_files())  # the killed worker's partial file is gone
-    fine = cache.get_or_decode(slow, spec, retry_failed=True)  # retried on request, with a sane timeout
+    fine = cache.get_or_decode(slow, spec)  # tried again by default, with a sane timeout
     assert fine.frames.shape[0] == 32 and cache.failure(slow, spec) is None
 
 
-def test_a_crashed_worker_is_a_recorded_failure_and_is_replaced(cache: FrameCache, media: Path) -> None:
+def test_a_crashed_worker_is_a_transient_failure_and_is_replaced(cache: FrameCache, media: Path) -> None:
     slow = media / "slow.mp4"
     spec = FrameSpec("qwen3-vl", max_frames=32, min_pixels=24 * 1024, max_pixels=24 * 1024)
     outcome: list[BaseException] = []
@@ -195,6 +196,7 @@ def test_a_crashed_worker_is_a_recorded_failure_and_is_replaced(cache: FrameCach
         os.kill(pid, signal.SIGKILL)  # what the out-of-memory killer would do
     thread.join()
     assert outcome and outcome[0].kind == "decoder_crash" and "code -9" in str(outcome[0])
+    assert cache.failure(slow, spec) is None  # not the video's fault: the next run decodes it again
     assert cache.get_or_decode(media / "clip0.mp4", SPEC).frames.shape[0] == 4  # the pool carries on
 
 

@@ -189,7 +189,7 @@ def test_an_entry_that_cannot_be_written_is_not_recorded_as_the_videos_failure(m
         shard.write_text("a file where the shard directory should be")  # as good as a full disk or a lost mount
         with pytest.raises(FrameError) as err:
             cache.get_or_decode(media / "n4.mp4", SPEC)
-        assert err.value.kind == "cache_write_error"
+        assert err.value.kind == "cache_unwritable"
         assert cache.failure(media / "n4.mp4", SPEC) is None  # not the video's fault: tried again next time
         shard.unlink()
         assert cache.get_or_decode(media / "n4.mp4", SPEC).frames.shape[0] > 0

@@ -12,7 +12,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "vbench_async"
 
 # The layers, lowest first: module name prefixes (relative to the package; the longest matching prefix decides).
 LAYERS: dict[str, tuple[str, ...]] = {
-    "types": ("", "errors", "samples", "result", "jsonstream", "resources", "process_exit", "compat",
+    "types": ("", "errors", "failure_kinds", "samples", "legacy_records", "result", "jsonstream", "resources",
+              "process_exit", "compat",
               "backends.base", "scoring.base"),
     "stages": ("frames", "scoring", "benchmarks", "backends", "demo", "models"),
     "results": ("results", "sharding"),

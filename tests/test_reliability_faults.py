@@ -133,13 +133,13 @@ class FaultServer:
 # mode -> (error kind or None, attempts the client must make)
 FAULTS = {
     "ok": (None, 1),
-    "e500": ("server_error", RETRIES + 1),
-    "e429": ("server_error", RETRIES + 1),
+    "e500": ("server_unavailable", RETRIES + 1),
+    "e429": ("server_unavailable", RETRIES + 1),
     "e503x2": (None, 3),
     "e400": ("server_error", 1),
-    "hang": ("server_error", RETRIES + 1),
-    "trickle": ("server_error", RETRIES + 1),
-    "close": ("server_error", RETRIES + 1),
+    "hang": ("server_unavailable", RETRIES + 1),
+    "trickle": ("server_unavailable", RETRIES + 1),
+    "close": ("server_unavailable", RETRIES + 1),
     "closex1": (None, 2),
     "garbage": ("server_error", 1),
     "shape": ("server_error", 1),
@@ -201,7 +201,7 @@ def test_a_server_nobody_listens_on_fails_every_sample_quickly(tmp_path):
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-4000:]
     results = _results(tmp_path / "out")
     assert len(results) == 3
-    assert all(r["error"]["kind"] == "server_error" and "ConnectError" in r["error"]["message"]
+    assert all(r["error"]["kind"] == "server_unavailable" and "ConnectError" in r["error"]["message"]
                for r in results.values())
 
 

@@ -23,6 +23,7 @@ from .backends.openai import ServerSettings
 from .backends.vllm import VLLMSettings
 from .errors import EngineDead, SampleError
 from .models import ModelRef
+from .results.current import drop_stale
 from .results.rundir import read_summary
 from .results.store import read_results
 from .results.summaries import recompute_summary
@@ -167,8 +168,17 @@ async def judge_pending(backend: Backend, identity: JudgeIdentity, work: list[tu
 
 def judge_run_dir(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
     """Judge every open-ended item of the run's current result files not judged yet by this judge, then recompute
-    summary.json. Returns the new summary with `judge_pass` counts."""
+    summary.json. Returns the new summary with `judge_pass` counts. The run directory's lock is held throughout: a
+    judge pass rewrites summary.json, never while a run writes the directory."""
+    from .results.rundir_lock import RunDirLock
+
     run_dir = Path(run_dir)
+    read_summary(run_dir)  # not a result directory: say so before taking its lock
+    with RunDirLock(run_dir):
+        return _judge_locked(run_dir, cfg)
+
+
+def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
     summary = read_summary(run_dir)
     ref, identity = resolve_identity(cfg)
     work: list[tuple[JudgeStore, Mapping[str, Any]]] = []
@@ -179,7 +189,7 @@ def judge_run_dir(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
         store = judge_store(run_dir, results_path, identity.key)
         done = read_results(store.path)
         todo = []
-        for r in read_results(results_path).values():
+        for r in drop_stale(read_results(results_path).values(), b):  # samples no longer in the file: skipped
             if not needs_judge(r):
                 continue
             prev = done.get(r["sample_id"])

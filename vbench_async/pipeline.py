@@ -24,6 +24,8 @@ import numpy as np
 from .backends.base import Backend, Completion, ImageInput, Request, SamplingParams, VideoInput, array_uuid
 from .errors import EngineDead, SampleError, UserError
 from .result import Result
+from .failure_kinds import ENVIRONMENT_KINDS, environment_fault, is_environment_oserror
+from .results.lines import InvalidResult
 from .results.store import ResultStore
 from .samples import Sample
 
@@ -170,7 +172,13 @@ class Pipeline:
                     cached = await loop.run_in_executor(pool, self.load_video, group.video, group.spec, group.window)
                     video_input = VideoInput(frames=cached.frames, metadata=cached.hf_metadata(), uuid=cached.key)
                 except SampleError as exc:
+                    if exc.kind in ENVIRONMENT_KINDS:  # a full disk, a read-only cache: stop, record nothing
+                        raise environment_fault("frame cache", None, str(exc)) from None
                     group_error = exc
+                except OSError as exc:
+                    if is_environment_oserror(exc):
+                        raise environment_fault("frame cache", getattr(exc, "filename", None), exc) from None
+                    group_error = SampleError("frame_error", f"{type(exc).__name__}: {exc}")  # transient
                 except Exception as exc:  # a loader bug must not hang the run: record it against the samples
                     group_error = SampleError("frame_error", f"{type(exc).__name__}: {exc}")
                 self.stats.frame_wait_s += time.perf_counter() - t0
@@ -190,6 +198,7 @@ class Pipeline:
 
     async def _worker(self, queue: asyncio.Queue) -> None:
         while True:
+            _stop_if_cancelling()  # also before waiting: a swallowed cancellation is never delivered again
             self.stats.total_gets += 1
             if queue.empty():
                 self.stats.starved_gets += 1
@@ -220,6 +229,7 @@ class Pipeline:
             )
             if self.stats.first_request_at is None:
                 self.stats.first_request_at = time.perf_counter()
+            _stop_if_cancelling()
             try:
                 completion = await self.backend.generate(request)
             except SampleError as exc:
@@ -230,7 +240,12 @@ class Pipeline:
                 log.exception("request %s failed", request.request_id)  # failure, not the whole run's
                 error = SampleError("engine_error", f"{type(exc).__name__}: {exc}")
         result = self._result(item, prompt, completion, error)
-        item.store.append(result)
+        try:
+            item.store.append(result)
+        except InvalidResult as exc:  # a scorer's bad value (a score of 5.0): stored as that sample's failure
+            log.error("%s", exc)
+            result = self._result(item, prompt, completion, SampleError("result_invalid", str(exc)))
+            item.store.append(result)
         self._count(result, completion)
 
     def _result(self, item: WorkItem, prompt: str, completion: Completion | None,
@@ -273,6 +288,13 @@ class Pipeline:
         if self.progress is not None:
             self.progress.update(1)
             self.progress.set_postfix_str(f"mean={self._correct / st.n_done:.3f} failed={st.n_failed}", refresh=False)
+
+
+def _stop_if_cancelling() -> None:
+    """Raise CancelledError if this task is being cancelled (Ctrl-C): no request may start after the signal."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError()
 
 
 def group_by_video(entries: list[PlanEntry]) -> list[VideoGroup]:

@@ -25,6 +25,8 @@ from .benchmarks.selection import Selection
 from .errors import SampleError, UserError
 from .pipeline import Pipeline, PlanEntry, Progress, WorkItem, group_by_video
 from .results.manifest import PlannedBenchmark, plain
+from .failure_kinds import EnvironmentFault
+from .results.rundir_lock import RunDirLock
 from .results.store import ResultStore, config_hash
 from .samples import Sample
 
@@ -68,14 +70,13 @@ class RunConfig:
 @dataclass
 class BenchmarkPlan(PlannedBenchmark):
     entries: list[PlanEntry] = field(default_factory=list)  # pending work
+    sample_ids: frozenset[str] | None = None  # the annotation file's samples now: the summary counts only these
 
 
 def run(cfg: RunConfig) -> dict[str, Any]:
     """Run an evaluation; return the summary dict (also written to OUTPUT_DIR/summary.json), with `run_dir` and, for a
     shard, `merged` (whether this shard completed the run and merged it)."""
     from . import models
-    from .frames import FrameCache
-    from .results import summaries
 
     if cfg.mode not in MODES:
         raise UserError(f"unknown mode {cfg.mode!r}; choose from {', '.join(MODES)}")
@@ -84,9 +85,18 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     benchmarks = cfg.selection.resolve()
     run_dir = Path(cfg.output_dir or Path("runs") / model.display_name)
     run_dir.mkdir(parents=True, exist_ok=True)
-    # Retrying failures reaches the cache too: a video whose decode failed last time is tried again.
-    from .frames.budget import gb_to_bytes
+    # One writer per run directory, whatever its config (the shards of one run share it).
+    with RunDirLock(run_dir, shared=bool(cfg.shard)):
+        return _run_locked(cfg, model, benchmarks, run_dir, t_start)
 
+
+def _run_locked(cfg: RunConfig, model: ModelRef, benchmarks: list[Benchmark], run_dir: Path,
+                t_start: float) -> dict[str, Any]:
+    from .frames import FrameCache
+    from .frames.budget import gb_to_bytes
+    from .results import summaries
+
+    # Retrying failures reaches the cache too: a video whose decode failed last time is tried again.
     cache_opts: dict[str, Any] = {"retry_failed": cfg.retry_failed}
     if cfg.cache_max_gb is not None:
         cache_opts["max_bytes"] = gb_to_bytes(cfg.cache_max_gb)
@@ -102,6 +112,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     stats: dict[str, Any] = {}
     pending = sum(len(p.entries) for p in plans)
     interrupted = False
+    stopped: EnvironmentFault | None = None
     try:
         if cfg.mode == "preprocess" or pending:
             stats = _execute(cfg, model, plans, cache)
@@ -112,18 +123,29 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         # marked partial, then let the CLI exit 130.
         interrupted = True
         stats["interrupted"] = True
+    except EnvironmentFault as exc:  # a full disk, a read-only cache: summarise what finished (if the disk lets us)
+        stopped = exc
+        stats["interrupted"] = True
+        stats["stopped"] = str(exc)
     for p in plans:
         p.entries = []  # the summary reads the result files; the work list can go before it does
-    summary = summaries.write_run_outputs(
-        run_dir=run_dir,
-        model=model,
-        run_config=plain(cfg),
-        backend_options=backend_options(cfg, plans),
-        plans=plans,
-        loop_stats=stats,
-        started_at=t_start,
-        shard=cfg.shard,
-    )
+    try:
+        summary = summaries.write_run_outputs(
+            run_dir=run_dir,
+            model=model,
+            run_config=plain(cfg),
+            backend_options=backend_options(cfg, plans),
+            plans=plans,
+            loop_stats=stats,
+            started_at=t_start,
+            shard=cfg.shard,
+        )
+    except OSError as exc:
+        if stopped is None:
+            raise
+        log.warning("could not write the partial summary either: %s", exc)
+    if stopped is not None:
+        raise stopped
     summary["run_dir"] = str(run_dir)
     if selection is not None and not interrupted:
         from .results.merge import merge_if_complete
@@ -182,7 +204,8 @@ def _plan(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_dir: Path, 
         except SampleError as exc:
             item.error = exc
         entries.append(PlanEntry(item, video, spec if video else None, s.window if video else None, images or []))
-    return BenchmarkPlan(benchmark, store, spec, config, n_total=len(samples), entries=entries)
+    return BenchmarkPlan(benchmark, store, spec, config, n_total=len(samples), entries=entries,
+                         sample_ids=frozenset(s.sample_id for s in samples))
 
 
 def _execute(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache) -> dict[str, Any]:

@@ -136,8 +136,11 @@ class OpenAIBackend:
                     await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1) * (0.5 + random.random()))
                 try:
                     # httpx's timeout bounds each read, not the request: a server that trickles bytes would never
-                    # time out without the overall limit.
-                    resp = await asyncio.wait_for(self._client.post("/chat/completions", json=body), self.timeout_s)
+                    # time out without the overall limit. asyncio.timeout, not wait_for: Python 3.11's wait_for
+                    # returns a response that lands in the same loop turn as a Ctrl-C and swallows the cancellation,
+                    # so the worker went on sending requests after the signal and the run never ended.
+                    async with asyncio.timeout(self.timeout_s):
+                        resp = await self._client.post("/chat/completions", json=body)
                 except (httpx.TimeoutException, httpx.TransportError, TimeoutError) as exc:
                     last = f"{type(exc).__name__}: {exc}" if str(exc) else f"no response within {self.timeout_s:g} s"
                     continue
@@ -156,7 +159,8 @@ class OpenAIBackend:
                     return _completion(resp.json(), request.n, time.perf_counter() - start)
                 except (ValueError, KeyError, TypeError, AttributeError) as exc:
                     raise SampleError("server_error", f"malformed response: {type(exc).__name__}: {exc}") from exc
-        raise SampleError("server_error", f"gave up after {self.max_retries + 1} attempts; last error: {last}")
+        # Overload, timeouts, dropped connections: may pass, so the next run asks again (failure_kinds.py).
+        raise SampleError("server_unavailable", f"gave up after {self.max_retries + 1} attempts; last error: {last}")
 
 
 def _completion(data: Any, n: int, latency_s: float) -> Completion:

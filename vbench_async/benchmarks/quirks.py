@@ -69,11 +69,16 @@ def dedupe_ids(items: list[Sample | SampleError], benchmark: str) -> list[Sample
         return items
     log.warning("%s: %d sample id(s) occur more than once; suffixing repeats with #N", benchmark, len(dupes))
     seen: Counter[str] = Counter()
+    taken = set(ids)  # every id of the file, later ones too: a new id never takes one a record already has
     out: list[Sample | SampleError] = []
     for item, sid in zip(items, ids):
         seen[sid] += 1
         if sid in dupes and seen[sid] > 1:
-            new_id = f"{sid}#{seen[sid]}"
+            n = seen[sid]
+            while f"{sid}#{n}" in taken:
+                n += 1
+            new_id = f"{sid}#{n}"
+            taken.add(new_id)
             if isinstance(item, Sample):
                 item = replace(item, sample_id=new_id)
             else:

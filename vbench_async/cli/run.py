@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -57,7 +58,8 @@ def add_options(p: argparse.ArgumentParser) -> None:
     how.add_argument("--mode", default="auto", choices=MODES,
                      help="preprocess: fill the frame cache only; eval: no preprocessing pass (misses are decoded in "
                           "the background); both: preprocess, then evaluate; auto: eval if >=90%% of videos are cached")
-    how.add_argument("--retry-failed", action="store_true", help="re-run samples whose stored result is a failure")
+    how.add_argument("--retry-failed", action="store_true", help="re-run samples whose stored result is a failure (transient failures, such as "
+                                                          "a decode timeout or an overloaded server, are re-run anyway)")
     how.add_argument("--thinking", action="store_true", help="use the reasoning prompt variant")
     how.add_argument("--judge-model",
                      help="after the run, judge open-ended answers with this model (same backend kind and settings); "
@@ -130,6 +132,8 @@ def main(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         shard=shard,
     )
+    # SIGTERM (a scheduler ending the job) stops the run as Ctrl-C does: finished lines kept, a partial summary.
+    signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
     summary = run(cfg)
     run_dir = Path(summary["run_dir"])
     if args.judge_model:

@@ -19,13 +19,13 @@ import time
 import weakref
 from concurrent.futures import Future
 from pathlib import Path
-
 from typing import Iterable, Protocol
 
+from ..failure_kinds import FINAL_KINDS
 from .budget import Budget, budget_from_env
 from .codecs import check_codec, default_codec
 from .decoders import DECODERS, DEFAULT_DECODER
-from .errors import CACHE_WRITE_ERROR, DECODE_ERROR, WORKER_ERROR, FrameError
+from .errors import DECODE_ERROR, WORKER_ERROR, FrameError
 from .keys import DEFAULT_FINGERPRINT, FingerprintMemo, cache_key
 from .labels import record_labels
 from .layout import CacheLayout, FailureRecord, default_cache_dir, write_text_atomic
@@ -208,7 +208,7 @@ class FrameCache:
         retry = self.retry_failed if retry is None else retry
         if not retry:
             record = FailureRecord.read(self.layout.failure_path(key))
-            if record is not None:
+            if record is not None and record.kind in FINAL_KINDS:  # a transient failure is tried again
                 raise record.error()
         with self._lock:
             shared = self._inflight.get(key)
@@ -261,8 +261,8 @@ class FrameCache:
         for leftover in out.parent.glob(f"{writer_tag(reply.get('pid'))}*"):  # a killed worker's partial file
             leftover.unlink(missing_ok=True)
         kind, message = reply.get("kind", DECODE_ERROR), reply.get("message", "unknown decode failure")
-        if kind == CACHE_WRITE_ERROR:
-            return (kind, message)  # the cache's fault, not the video's: not recorded, tried again next time
+        if kind not in FINAL_KINDS:  # load, a crash or the environment: not the video's fault, so not recorded
+            return (kind, message)
         record = FailureRecord(
             key=key,
             kind=kind,

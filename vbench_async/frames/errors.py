@@ -14,7 +14,6 @@ DECODER_CRASH = "decoder_crash"  # the worker process died (segfault, out of mem
 WINDOW_INVALID = "window_invalid"  # the (start, end) window selects no frame of this video
 ASPECT_RATIO = "aspect_ratio"  # frames too thin for the Qwen resize rules (ratio above 200)
 WORKER_ERROR = "worker_error"  # the decode worker could not start: an environment problem, never recorded
-CACHE_WRITE_ERROR = "cache_write_error"  # the entry could not be written (disk full, permissions): never recorded
 
 
 class FrameError(SampleError):

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from ..failure_kinds import ENVIRONMENT_KINDS, environment_fault, is_environment_oserror
 from .cache import DECODED, DEFERRED, FrameCache
 from .errors import FrameError
 from .labels import record_labels
@@ -109,7 +110,13 @@ def preprocess(
                     report.deferred += 1
                 else:
                     report.reused += 1
+            except OSError as exc:
+                if not is_environment_oserror(exc):
+                    raise
+                raise environment_fault("frame cache", cache.root, exc) from None
             except FrameError as exc:
+                if exc.kind in ENVIRONMENT_KINDS:  # every other video would fail the same way: stop now
+                    raise environment_fault("frame cache", cache.root, str(exc)) from None
                 report.failures.append(VideoFailure(str(job.video), exc.kind, str(exc), count))
             if bar is not None:
                 bar.update(1)

@@ -24,8 +24,9 @@ def _send(channel: TextIO, message: dict[str, Any]) -> None:
 
 
 def handle(job: dict[str, Any]) -> dict[str, Any]:
+    from ..failure_kinds import CACHE_UNWRITABLE
     from .extract import decode_video
-    from .errors import CACHE_WRITE_ERROR, DECODE_ERROR, FrameError
+    from .errors import DECODE_ERROR, FrameError
     from .spec import FrameSpec
     from .store import write_entry
 
@@ -46,7 +47,9 @@ def handle(job: dict[str, Any]) -> dict[str, Any]:
     try:
         size = write_entry(Path(job["out"]), frames, meta, job.get("codec", "raw"))
     except Exception as exc:  # the cache directory's fault (full disk, lost mount, permissions), not the video's
-        return failed(CACHE_WRITE_ERROR, f"cannot write the cache entry: {type(exc).__name__}: {exc}")
+        # (safetensors reports a failed write as its own error type, with the OS message inside)
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
+        return failed(CACHE_UNWRITABLE, f"{reason} (writing {job['out']})")
     return {"id": job.get("id"), "ok": True, "bytes": size, "decode_seconds": meta.decode_seconds}
 
 

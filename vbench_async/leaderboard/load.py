@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import UserError
 from ..results.rundir import read_manifest, read_summary, safe_name
 from ..results.stats import Estimate, category_estimates, headline_estimate
+from ..results.current import is_complete
 from ..results.summaries import judged_aggregate
 
 # Config keys that must agree for two runs' numbers on a benchmark to be comparable (the model may differ).
@@ -37,6 +38,8 @@ class BenchRun:
     judge: dict[str, Any] | None = None
     config_group: str | None = None  # "A", "B", ... when runs disagree on the config
     problem: str | None = None  # what is wrong with the stored run (no result file, unknown benchmark)
+    stored_complete: bool = True  # False when the run that wrote the summary was interrupted
+    n_bad_lines: int = 0  # lines of the result file left out as invalid
 
     @property
     def score(self) -> float | None:
@@ -45,7 +48,7 @@ class BenchRun:
 
     @property
     def complete(self) -> bool:
-        return len(self.results) >= self.n_expected
+        return is_complete(self.results, self.n_expected, self.stored_complete)
 
     @property
     def markers(self) -> list[str]:
@@ -54,6 +57,8 @@ class BenchRun:
             out.append(f"partial {len(self.results)}/{self.n_expected}")
         if self.aggregate.get("n_failed"):
             out.append(f"{self.aggregate['n_failed']} failed")
+        if self.n_bad_lines:
+            out.append(f"{self.n_bad_lines} invalid lines left out")
         if self.aggregate.get("n_needs_judge"):
             out.append(f"{self.aggregate['n_needs_judge']} need judge")
         if self.config_group:
@@ -131,7 +136,7 @@ def _load_benchmark(run_dir: Path, bid: str, block: dict[str, Any], manifest: di
         benchmark = None
     card = benchmark.card if benchmark is not None else None
     # The site shows every line whole (prompts and outputs on the sample pages): no aggregation view.
-    judged = judged_aggregate(run_dir, benchmark, path, view=None)
+    judged = judged_aggregate(run_dir, benchmark, path, view=None, block=block)
     results, judge, agg = judged.results, judged.judge, judged.aggregate
     if card is None:  # a benchmark this version does not know: show the stored numbers, CI of the plain mean
         agg = {k: v for k, v in block.items() if k not in ("results_file", "config_hash")}
@@ -150,6 +155,7 @@ def _load_benchmark(run_dir: Path, bid: str, block: dict[str, Any], manifest: di
         estimate=headline_estimate(results, card.aggregation if card else None),
         categories=category_estimates(results, card.categories if card else ()),
         n_expected=n_expected, config=config, judge=judge, problem=problem,
+        stored_complete=block.get("complete") is not False, n_bad_lines=len(judged.bad),
     )
 
 

@@ -21,6 +21,7 @@ from ..resources import data_dir
 from ..results.rundir import safe_name
 from . import tables
 from .charts import diff_chart, score_chart
+from .csv_cells import safe_cell
 from .load import Run, benchmark_ids, load_runs
 
 MARKER = ".vbench-async-site"  # says "this folder is ours": only then are stale pages removed
@@ -219,6 +220,8 @@ class _Writer:
             if flat[col].map(lambda v: isinstance(v, (list, dict))).any():
                 flat[col] = flat[col].map(lambda v: json.dumps(v, ensure_ascii=False, sort_keys=True)
                                           if isinstance(v, (list, dict)) else v)
+            if not pd.api.types.is_numeric_dtype(flat[col]):
+                flat[col] = flat[col].map(safe_cell)  # a spreadsheet must not run model output as a formula
         self.text(f"data/{name}.csv", flat.to_csv(index=False, lineterminator="\n"))
         self.json(f"data/{name}.json", tables.records(df))
 

@@ -71,8 +71,11 @@ def site_dir(run_dir: Path) -> Path:
 def write_json(path: Path, data: Any) -> None:
     """Write `data` as indented JSON, atomically (a reader sees the old file or the new one, never half of one)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")  # unique: writers may race
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # a full disk leaves no half-written temporary file behind
 
 
 def read_json(path: Path) -> Any:

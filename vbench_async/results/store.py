@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import UserError
+from ..failure_kinds import environment_fault, is_final
 from ..result import Result
 from .rundir import ShardId, results_path
+from .lines import BadLine, check_line, read_lines
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
@@ -52,10 +54,11 @@ class ResultStore:
 
     # -- reading -----------------------------------------------------------------------------------------------------
     def completed_ids(self, retry_failed: bool = False) -> set[str]:
+        """Ids whose line settles them: without retry_failed, lines with a transient error are tried again."""
         results = read_results(self.path)
         if retry_failed:
             return {sid for sid, r in results.items() if not r.get("error")}
-        return set(results)
+        return {sid for sid, r in results.items() if is_final(r)}
 
     # -- writing -----------------------------------------------------------------------------------------------------
     def open(self) -> "ResultStore":
@@ -68,13 +71,27 @@ class ResultStore:
             raise StoreLocked(f"{self.path} is being written by another process (a second run into the same output "
                               "directory?); wait for it to finish or choose another output directory") from exc
         _cut_torn_tail(self.path)
-        self._fh = open(self.path, "a", encoding="utf-8")
+        self._fh = open(self.path, "ab", buffering=0)
         return self
 
     def append(self, result: Result | Mapping[str, Any]) -> None:
-        self._fh.write(_line(result.to_dict() if isinstance(result, Result) else result))
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        """Write one line and fsync it. A line readers would reject raises InvalidResult; a full or read-only disk
+        raises EnvironmentFault, with the file cut back to its last whole line (nothing half-written stays)."""
+        line = _line(result.to_dict() if isinstance(result, Result) else result)
+        check_line(line, self.path)
+        data = memoryview(line.encode("utf-8"))
+        fd = self._fh.fileno()
+        start = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            while data:
+                data = data[os.write(fd, data):]
+            os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                pass  # the next open cuts a torn tail anyway
+            raise environment_fault("results file", self.path, exc) from exc
 
     def rewrite(self, results: Iterable[Mapping[str, Any]]) -> None:
         """Replace the whole file with `results` (merging shards), atomically; the store must be open (locked)."""
@@ -90,7 +107,7 @@ class ResultStore:
         finally:
             tmp.unlink(missing_ok=True)
         self._fh.close()
-        self._fh = open(self.path, "a", encoding="utf-8")
+        self._fh = open(self.path, "ab", buffering=0)
 
     def close(self) -> None:
         if self._fh is not None:
@@ -108,27 +125,12 @@ class ResultStore:
         self.close()
 
 
-def read_results(path: Path, view: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-                 ) -> dict[str, dict[str, Any]]:
-    """Results keyed by sample id. Skips a torn (unterminated or unparsable) last line left by a crash.
+def read_results(path: Path, view: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                 problems: list[BadLine] | None = None) -> dict[str, dict[str, Any]]:
+    """Valid results keyed by sample id: `lines.read_lines`, the one reader (invalid lines reported, left out).
 
     `view` maps each line as it is read (to the fields a caller needs), so a large file is never held whole."""
-    out: dict[str, dict[str, Any]] = {}
-    if not path.exists():
-        return out
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            if not line.endswith("\n"):
-                break  # torn tail: the writer died mid-line; that sample was never done
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            sid = rec.get("sample_id") if isinstance(rec, dict) else None
-            if isinstance(sid, str):
-                out.pop(sid, None)  # keep insertion order of the latest line
-                out[sid] = view(rec) if view is not None else rec
-    return out
+    return read_lines(path, view, problems)
 
 
 def _line(result: Mapping[str, Any]) -> str:

@@ -7,7 +7,6 @@ metrics and rewards can never disagree.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
@@ -16,7 +15,7 @@ from typing import Any
 from ..errors import SampleError
 from ..samples import Sample, parse_record
 from . import extract
-from .base import Reading, Score, UnknownTaskType, clip01, malformed
+from .base import Reading, Score, clip01, malformed
 from .code_task import score_code
 from .grounding import (
     score_spatial_grounding,
@@ -26,6 +25,7 @@ from .grounding import (
 )
 from .math_task import score_math
 from .official import Protocol, get_protocol
+from .task_types import canonical_task_type, known_task_types
 from .tasks import (
     score_boolean,
     score_counting,
@@ -41,55 +41,29 @@ log = logging.getLogger(__name__)
 
 Scorer = Callable[[Sample, str], Score]
 
-# canonical task type -> (scorer, aliases). Aliases are the spellings found in real annotation files (the
-# predecessor's evaluation and training data); matching ignores case and treats "-", "_" and spaces alike.
-_TASKS: dict[str, tuple[Scorer, tuple[str, ...]]] = {
-    "multiple choice": (score_multiple_choice, ("multiple_choice", "mc", "mcq")),
-    "numerical": (score_numerical, ("number", "numeric")),
-    "regression": (score_regression, ("numerical regression",)),
-    "counting": (score_counting, ("count", "REC")),  # OVO-Bench REC: how many times
-    "boolean": (score_boolean, ("yes/no", "yes_no", "binary classification", "SSR", "CRR")),
-    "temporal grounding": (score_temporal_grounding, ("tvg", "moment retrieval")),
-    "spatial grounding": (score_spatial_grounding, ("visual grounding",)),
-    "spatial-temporal grounding": (
-        score_spatial_temporal_grounding,
-        ("spatio-temporal grounding", "spatiotemporal grounding", "stvg"),
-    ),
-    "tracking": (score_tracking, ("object tracking",)),
-    "ocr": (score_ocr, ()),
-    "math": (score_math, ("mathematics",)),
-    "open-ended": (score_open_ended, ("free-form", "video qa", "video description", "caption")),
-    "code": (score_code, ("coding", "svg-code", "html-code")),
-    "preference": (score_preference, ("llava", "critic")),
+# canonical task type -> its scorer (the types and their spellings: task_types.py).
+_TASKS: dict[str, Scorer] = {
+    "multiple choice": score_multiple_choice,
+    "numerical": score_numerical,
+    "regression": score_regression,
+    "counting": score_counting,
+    "boolean": score_boolean,
+    "temporal grounding": score_temporal_grounding,
+    "spatial grounding": score_spatial_grounding,
+    "spatial-temporal grounding": score_spatial_temporal_grounding,
+    "tracking": score_tracking,
+    "ocr": score_ocr,
+    "math": score_math,
+    "open-ended": score_open_ended,
+    "code": score_code,
+    "preference": score_preference,
 }
+assert list(_TASKS) == known_task_types(), "every task type has exactly one scorer"
 
 
 # Task types whose careful reading is the benchmark's per-item metric, a detail of the Score, while `value` keeps
 # its older meaning (STVG: value is EasyVideoR1's 0.5 tIoU + 0.5 box IoU; the careful reading is ST-Align's vIoU).
 _ROBUST_METRIC = {"spatial-temporal grounding": "viou"}
-
-
-def _key(name: str) -> str:
-    return re.sub(r"[\s_\-]+", " ", name.strip().lower())
-
-
-_ROUTES: dict[str, str] = {}
-for _canonical, (_scorer, _aliases) in _TASKS.items():
-    for _name in (_canonical, *_aliases):
-        assert _ROUTES.setdefault(_key(_name), _canonical) == _canonical, f"alias {_name!r} routes twice"
-
-
-def known_task_types() -> list[str]:
-    """The canonical task types, in the order of the routing table."""
-    return list(_TASKS)
-
-
-def canonical_task_type(problem_type: str) -> str:
-    """Map a `problem_type` spelling to its canonical type; raise UnknownTaskType (a ValueError) if none."""
-    canonical = _ROUTES.get(_key(problem_type)) if isinstance(problem_type, str) else None
-    if canonical is None:
-        raise UnknownTaskType(str(problem_type), known_task_types())
-    return canonical
 
 
 def _as_sample(sample: Sample | Mapping[str, Any]) -> Sample:
@@ -111,7 +85,7 @@ def score(sample: Sample | Mapping[str, Any], output: str, protocol: str | None 
     sample = _as_sample(sample)
     proto = get_protocol(protocol) if protocol is not None else None
     canonical = canonical_task_type(sample.task_type)
-    scorer = _TASKS[canonical][0]
+    scorer = _TASKS[canonical]
     if proto is not None and proto.numeric_decimals is not None and canonical == "numerical":
         scorer = partial(score_numerical, decimals=proto.numeric_decimals)
     if not isinstance(output, str):

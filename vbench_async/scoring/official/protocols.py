@@ -13,6 +13,7 @@ from ...samples import Sample
 from .. import extract
 from ..base import Reading
 from ..grounding import parse_span
+from ..task_types import canonical_task_type
 from ..tasks import ground_truth, valid_letters
 from . import answers, choice
 from .common import option_texts, seeded_guess, strip_reasoning_tags, truth_letter, truth_text
@@ -132,7 +133,6 @@ def charades_sta(sample: Sample, output: str) -> Reading:
 def ovobench(sample: Sample, output: str) -> Reading:
     """OVO-Bench: backward/real-time letters by substring; REC by concatenated digits; SSR/CRR by Y/N or the
     substring Yes/No. lmms-eval strips backward/real-time responses only (after its CLI cut reasoning tags)."""
-    from ..router import canonical_task_type
 
     text = strip_reasoning_tags(output)
     kind = canonical_task_type(sample.task_type)  # REC is counting, SSR/CRR are boolean

@@ -1,0 +1,35 @@
+"""Which result lines count: those of the samples the annotation file holds now, and when a benchmark is complete.
+
+A result file outlives edits to its annotation file: a record deleted, an id repaired. Lines of ids no longer
+present are left out of every count (and listed, `stale_ids`, so the leaderboard leaves them out too); `complete`
+means every current sample has a final line (a result, or a failure the input itself caused), and an interrupted
+run is never complete. The summary, the table, the site, its exports and `judge` all decide it here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Collection, Iterable, Mapping
+
+from ..failure_kinds import is_final
+
+
+def split_current(results: Iterable[Mapping[str, Any]], current_ids: Collection[str] | None
+                  ) -> tuple[list[Mapping[str, Any]], list[str]]:
+    """(lines of current samples, ids of the others). `current_ids` None: every line is current."""
+    if current_ids is None:
+        return list(results), []
+    kept, stale = [], []
+    for r in results:
+        (kept if r["sample_id"] in current_ids else stale).append(r)
+    return kept, [str(r["sample_id"]) for r in stale]
+
+
+def drop_stale(results: Iterable[Mapping[str, Any]], block: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The lines a summary block counts: without the stale ids it lists."""
+    stale = set(block.get("stale_ids") or ())
+    return [r for r in results if r["sample_id"] not in stale] if stale else list(results)
+
+
+def is_complete(results: Iterable[Mapping[str, Any]], n_expected: int, stored: bool = True) -> bool:
+    """Every expected sample has a final line; `stored` False (an interrupted run) keeps it incomplete."""
+    return bool(stored) and sum(1 for r in results if is_final(r)) >= n_expected

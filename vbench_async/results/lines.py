@@ -1,0 +1,150 @@
+"""What a result line must be, checked when it is written and when it is read: the one reader of result files.
+
+A line a reader cannot trust (not JSON, not an object, a field of the wrong type, a score that is not a finite
+number in [0, 1], a config hash other than its file's) is reported with its file and line number and left out, so
+no count includes it and no command fails on it with a traceback. `leaderboard`, `compare`, `merge`, `judge`, the
+summary and a resuming `run` all read through `read_lines` (via `store.read_results`). Judge verdict files
+(`judge/`) hold a smaller record and are checked as such.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+# <benchmark>.<config hash>[.shard-K-of-N].jsonl: the hash every line of the file must carry.
+_RESULT_FILE = re.compile(r"\.([0-9a-f]{12})(?:\.shard-\d+-of-\d+)?\.jsonl$")
+JUDGE_DIRNAME = "judge"
+_TEXT = (str, type(None))
+# field -> accepted types, for the fields a result line may carry (absent is fine for all but sample_id).
+_RESULT_TYPES: dict[str, tuple[type, ...]] = {
+    "benchmark": _TEXT, "task_type": _TEXT, "question": _TEXT, "answer": _TEXT, "video": _TEXT, "prompt": _TEXT,
+    "output": _TEXT, "options": (list,), "fields": (dict,), "details": (dict,), "well_formed": (bool,),
+    "finish_reason": _TEXT, "config_hash": (str,),
+}
+_JUDGE_TYPES: dict[str, tuple[type, ...]] = {"answer_hash": (str,), "verdict": _TEXT, "output": _TEXT,
+                                            "judge_id": _TEXT}
+_COUNTS = ("prompt_tokens", "output_tokens")
+
+
+@dataclass(frozen=True)
+class BadLine:
+    path: Path
+    lineno: int
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.lineno}: {self.problem}"
+
+
+class InvalidResult(ValueError):
+    """A writer tried to store a line that readers would reject (a bug in the producer of the result)."""
+
+
+def expected_hash(path: Path) -> str | None:
+    """The config hash a result file's name promises (None for judge files and foreign names)."""
+    if path.parent.name == JUDGE_DIRNAME:
+        return None
+    m = _RESULT_FILE.search(path.name)
+    return m.group(1) if m else None
+
+
+def line_problem(rec: Any, path: Path) -> str | None:
+    """Why `rec` is not a valid line of the file at `path`, or None when it is."""
+    if not isinstance(rec, dict):
+        return f"a {type(rec).__name__}, not an object"
+    sid = rec.get("sample_id")
+    if not isinstance(sid, str) or not sid:
+        return "no sample_id string"
+    judge = path.parent.name == JUDGE_DIRNAME
+    for name, types in (_JUDGE_TYPES if judge else _RESULT_TYPES).items():
+        if name in rec and not isinstance(rec[name], types):
+            return f"{name} is a {type(rec[name]).__name__}"
+    score = rec.get("score")
+    if score is not None:
+        if isinstance(score, bool) or not isinstance(score, (int, float)):
+            return f"score is a {type(score).__name__}"
+        if not math.isfinite(score) or not 0.0 <= score <= 1.0:
+            return f"score {score!r} is not a finite number in [0, 1]"
+    error = rec.get("error")
+    if error is not None:
+        if not isinstance(error, dict) or not isinstance(error.get("kind"), str) \
+                or not isinstance(error.get("message", ""), str):
+            return "error is not an object with a kind and a message"
+    for name in _COUNTS:
+        if name in rec and (isinstance(rec[name], bool) or not isinstance(rec[name], int)):
+            return f"{name} is not an integer"
+    if not judge:
+        want = expected_hash(path)
+        if want is not None and rec.get("config_hash") != want:
+            return f"config_hash {rec.get('config_hash')!r} does not match the file's {want}"
+    return None
+
+
+def check_line(line: str, path: Path) -> None:
+    """InvalidResult unless `line` (one serialised line) would be read back as a valid line of `path`."""
+    problem = line_problem(json.loads(line), path)
+    if problem is not None:
+        raise InvalidResult(f"refusing to write an invalid line to {path}: {problem}")
+
+
+def read_lines(path: Path, view: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+               problems: list[BadLine] | None = None) -> dict[str, dict[str, Any]]:
+    """Valid lines keyed by sample id (a retried sample's latest line wins, in first-seen order). A torn last line
+    (a crash mid-write) is skipped silently: that sample was never done. Every other line left out is appended to
+    `problems` and logged once per file."""
+    out: dict[str, dict[str, Any]] = {}
+    bad: list[BadLine] = []
+    if not path.exists():
+        return out
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.endswith("\n"):
+                break  # torn tail: the writer died mid-line
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except (json.JSONDecodeError, RecursionError) as exc:
+                bad.append(BadLine(path, lineno, f"not JSON ({exc})"))
+                continue
+            problem = line_problem(rec, path)
+            if problem is not None:
+                bad.append(BadLine(path, lineno, problem))
+                continue
+            sid = rec["sample_id"]
+            out.pop(sid, None)  # keep insertion order of the latest line
+            out[sid] = view(rec) if view is not None else rec
+    if bad:
+        _report(path, bad)
+        if problems is not None:
+            problems.extend(bad)
+    return out
+
+
+_REPORTED: set[tuple[str, int, str]] = set()  # one warning per bad line per process, however often it is read
+
+
+def _report(path: Path, bad: list[BadLine]) -> None:
+    new = [b for b in bad if (str(b.path), b.lineno, b.problem) not in _REPORTED]
+    if not new:
+        return
+    _REPORTED.update((str(b.path), b.lineno, b.problem) for b in new)
+    shown = "; ".join(f"line {b.lineno}: {b.problem}" for b in new[:5])
+    more = f" (and {len(new) - 5} more)" if len(new) > 5 else ""
+    log.warning("%s: %d invalid line(s) left out of every count: %s%s", path, len(new), shown, more)
+
+
+def mark_bad_lines(block: dict[str, Any], bad: list[BadLine], limit: int = 20) -> None:
+    """Note in a summary block how many lines were left out, and the first `limit` as "file:line: problem"."""
+    block.pop("n_bad_lines", None)
+    block.pop("bad_lines", None)
+    if bad:
+        block["n_bad_lines"], block["bad_lines"] = len(bad), [str(b) for b in bad[:limit]]
