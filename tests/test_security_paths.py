@@ -17,7 +17,7 @@ from PIL import Image
 
 from conftest import run_cli
 from support.hostile import CARD, _good, _video, write_data_map
-from test_reliability_faults import FaultServer
+from support.fault_server import FaultServer
 from vbench_async.results.store import read_results
 
 ESCAPING = ("dotdot", "absolute", "symlink_out", "image_dotdot")  # record ids whose media leave the root

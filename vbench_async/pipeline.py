@@ -264,6 +264,8 @@ class Pipeline:
                 sc = self.score(s, completion.text)
                 result.score, result.extracted, result.well_formed = sc.value, sc.extracted, sc.well_formed
                 result.details = dict(sc.details)
+                result.official = sc.official.to_dict() if sc.official is not None else None
+                result.robust = sc.robust.to_dict() if sc.robust is not None else None
             except SampleError as exc:  # unparsable ground truth (scoring.score's contract): the record is at fault
                 error = exc
             except ValueError as exc:  # unknown task type

@@ -34,6 +34,9 @@ class Result:
     score: float | None = None  # in [0, 1]; None for a failure
     well_formed: bool = False
     details: dict[str, Any] = field(default_factory=dict)  # the metric's parts (JSON-serialisable)
+    # The two readings of the output (scoring.Reading as a dict): the benchmark's own protocol and the careful grader.
+    official: dict[str, Any] | None = None
+    robust: dict[str, Any] | None = None
     error: dict[str, str] | None = None  # {"kind": stable label, "message": the cause}
     prompt_tokens: int | None = None
     output_tokens: int | None = None

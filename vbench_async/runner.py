@@ -311,9 +311,9 @@ def _backend(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan]) -> Bac
 
 
 def _scorer() -> Callable[[Sample, str], Score]:
-    from .scoring import score
+    from .benchmarks import score_sample  # each sample read by its benchmark's official protocol and the careful grader
 
-    return score
+    return score_sample
 
 
 def _image_loader(family: str) -> Callable[[Path], np.ndarray]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from pathlib import Path
 from typing import Iterable
 
 from .layout import CacheLayout, write_text_atomic

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # What aggregation reads of a result line (answer and extracted: the spatio-temporal metrics re-parse them).
-_AGGREGATED = ("sample_id", "task_type", "score", "error", "fields", "details", "answer", "extracted")
+_AGGREGATED = ("sample_id", "task_type", "score", "error", "fields", "details", "answer", "extracted", "official",
+               "robust")
 # What a recomputed summary keeps of the block it replaces (set when the run was planned, not by aggregation).
 _PLANNED = ("n_expected", "results_file", "config_hash")
 
