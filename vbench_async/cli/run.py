@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UserError
-from .output import print_table, write_run_site
+from .output import has_site, print_table, write_run_site
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -134,7 +134,17 @@ def main(args: argparse.Namespace) -> int:
     )
     # SIGTERM (a scheduler ending the job) stops the run as Ctrl-C does: finished lines kept, a partial summary.
     signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
-    summary = run(cfg)
+    try:
+        summary = run(cfg)
+    except KeyboardInterrupt:
+        # The partial summary is written; a site the run already had must not go on showing the old state. A run
+        # without one gets none (building it would delay the exit).
+        from ..models import resolve
+
+        out_dir = cfg.output_dir or Path("runs") / resolve(cfg.model).display_name
+        if not args.no_site and has_site(out_dir):
+            write_run_site(out_dir)
+        raise
     run_dir = Path(summary["run_dir"])
     if args.judge_model:
         from ..judge import judge_after_run
