@@ -81,7 +81,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
              else FrameCache.default(retry_failed=cfg.retry_failed))
     loaded = [(b, _samples(b, cfg)) for b in benchmarks]
     selection = _shard_selection(cfg, model, loaded, run_dir) if cfg.shard else None
-    plans = [_plan(b, model, cfg, run_dir, samples, selection) for b, samples in loaded]
+    plans = [_plan(b, model, cfg, run_dir, samples, selection, cache.decoder) for b, samples in loaded]
     del loaded  # the plans hold what is still to run; finished samples need not stay in memory
 
     stats: dict[str, Any] = {}
@@ -135,10 +135,14 @@ def _shard_selection(cfg: RunConfig, model: Any, loaded: list[tuple[Any, list[An
 
 
 def _plan(benchmark: Any, model: Any, cfg: RunConfig, run_dir: Path, samples: list[Any],
-          selection: Any = None) -> BenchmarkPlan:
+          selection: Any = None, decoder: str | None = None) -> BenchmarkPlan:
     spec = benchmark.frame_spec(model.family, cfg.frame_overrides)
     config = {
+        # What can change an answer: the weights (a content hash, or the hub revision), the serving path (in-process
+        # vLLM, a server, transformers), the decoder that produced the frames, frames, prompt and sampling.
         "model": model.fingerprint,
+        "backend": cfg.backend,
+        "decoder": decoder,
         "benchmark": benchmark.id,
         "frames": spec.to_dict(),
         "prompt": benchmark.prompt_template_hash(),

@@ -44,6 +44,14 @@ class SamplingParams:
         return asdict(self)
 
 
+def explicit_sampling(s: SamplingParams) -> dict[str, Any]:
+    """Every sampling field a server or checkpoint could otherwise fill in from its generation_config, with the run's
+    value or the neutral one (top_k 0 = off, min_p 0, frequency_penalty 0): nothing is left to a default."""
+    return {"temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k, "min_p": 0.0,
+            "max_tokens": s.max_tokens, "seed": s.seed, "repetition_penalty": s.repetition_penalty,
+            "presence_penalty": s.presence_penalty, "frequency_penalty": 0.0}
+
+
 @dataclass(frozen=True)
 class Request:
     request_id: str

@@ -224,6 +224,8 @@ class VLLMBackend:
                 seed=s.seed,
                 repetition_penalty=s.repetition_penalty,
                 presence_penalty=s.presence_penalty,
+                frequency_penalty=0.0,
+                min_p=0.0,  # every field explicit: nothing comes from the checkpoint's generation_config
                 output_kind=RequestOutputKind.FINAL_ONLY,  # one message per request, not one per token
             )
             self._sampling_cache[key] = sp
