@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .backends.base import SamplingParams
-from .errors import SampleError, UserError
+from .errors import DataMissing, SampleError, UserError
 from .pipeline import Pipeline, WorkItem, group_by_video
 from .results.store import ResultStore, config_hash
 
@@ -62,34 +62,36 @@ class BenchmarkPlan:
     entries: list[tuple[WorkItem, Path | None, Any, Any, list[Path]]]  # pending work
 
 
-def run(cfg: RunConfig) -> dict[str, Any]:
-    """Run an evaluation; return the summary dict (also written to OUTPUT_DIR/summary.json)."""
+def run(cfg: RunConfig, on_plan: Callable[[Any, dict[str, str]], None] | None = None) -> dict[str, Any]:
+    """Run an evaluation; return the summary dict (also written to OUTPUT_DIR/summary.json). `on_plan` gets the
+    workload plan of what is left to run (None when it could not be made) and the benchmarks not run, before any
+    engine starts."""
     from . import models
-    from .benchmarks import resolve_benchmarks
-    from .frames import FrameCache
     from .results import report
 
     if cfg.mode not in MODES:
         raise UserError(f"unknown --mode {cfg.mode!r}; choose from {', '.join(MODES)}")
     t_start = time.time()
     model = models.resolve(cfg.model)
-    benchmarks = resolve_benchmarks(cfg.suite, cfg.benchmarks)
+    loaded, not_run = _load(cfg)
     run_dir = Path(cfg.output_dir or Path("runs") / model.display_name)
     run_dir.mkdir(parents=True, exist_ok=True)
-    # --retry-failed reaches the cache too: a video whose decode failed last time is tried again.
-    cache = (FrameCache(cfg.cache_dir, retry_failed=cfg.retry_failed) if cfg.cache_dir
-             else FrameCache.default(retry_failed=cfg.retry_failed))
-    loaded = [(b, _samples(b, cfg)) for b in benchmarks]
+    cache = _cache(cfg)
     selection = _shard_selection(cfg, model, loaded, run_dir) if cfg.shard else None
     plans = [_plan(b, model, cfg, run_dir, samples, selection, cache.decoder) for b, samples in loaded]
     del loaded  # the plans hold what is still to run; finished samples need not stay in memory
+    workload = workload_plan(cfg, model, plans, cache, not_run) if cfg.mode != "preprocess" else None
+    if on_plan is not None:
+        on_plan(workload, not_run)
+    if workload is not None and cfg.backend == "vllm":
+        _mark_overflow(plans, workload)
 
     stats: dict[str, Any] = {}
     pending = sum(len(p.entries) for p in plans)
     interrupted = False
     try:
         if cfg.mode == "preprocess" or pending:
-            stats = _execute(cfg, model, plans, cache)
+            stats = _execute(cfg, model, plans, cache, workload)
         else:
             log.info("every sample already has a result in %s (nothing to run)", run_dir)
     except KeyboardInterrupt:
@@ -107,6 +109,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         loop_stats=stats,
         started_at=t_start,
         write_site=cfg.write_site and cfg.mode != "preprocess",
+        not_run=not_run,
     )
     summary["run_dir"] = str(run_dir)
     if selection is not None and not interrupted:
@@ -125,6 +128,79 @@ def _samples(benchmark: Any, cfg: RunConfig) -> list[Any]:
     return samples[: cfg.max_samples] if cfg.max_samples is not None else samples
 
 
+def _load(cfg: RunConfig) -> tuple[list[tuple[Any, list[Any]]], dict[str, str]]:
+    """(benchmark, samples) of every benchmark whose data is there, and why each of the others is not run. Raises
+    UserError when none has data: a run of nothing is a mistake, not a result."""
+    from .benchmarks import resolve_benchmarks
+
+    loaded, not_run = [], {}
+    for bench in resolve_benchmarks(cfg.suite, cfg.benchmarks):
+        try:
+            loaded.append((bench, _samples(bench, cfg)))
+        except DataMissing as exc:  # a user with 21 of 22 datasets runs the 21
+            not_run[bench.id] = str(exc)
+            log.warning("not running %s: %s", bench.id, exc)
+    if not loaded:
+        raise UserError("no benchmark has its data: " + "; ".join(not_run.values()))
+    return loaded, not_run
+
+
+def _cache(cfg: RunConfig) -> Any:
+    from .frames import FrameCache
+
+    # --retry-failed reaches the cache too: a video whose decode failed last time is tried again.
+    return (FrameCache(cfg.cache_dir, retry_failed=cfg.retry_failed) if cfg.cache_dir
+            else FrameCache.default(retry_failed=cfg.retry_failed))
+
+
+def plan(cfg: RunConfig) -> Any:
+    """The workload plan of the whole selection (finished samples included), without a run directory or an engine:
+    `vbench-async plan`."""
+    from . import models
+
+    model = models.resolve(cfg.model)
+    loaded, not_run = _load(cfg)
+    cache = _cache(cfg)
+    run_dir = Path(cfg.output_dir or Path("runs") / model.display_name)
+    plans = [_plan(b, model, cfg, run_dir, samples, decoder=cache.decoder, skip_done=False) for b, samples in loaded]
+    return workload_plan(cfg, model, plans, cache, not_run, strict=True)
+
+
+def workload_plan(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any, not_run: dict[str, str],
+                  strict: bool = False) -> Any:
+    """The plan of `plans`' pending entries (workload/plan.py). None when the model's processor cannot be read, unless
+    `strict`: a run then goes on unplanned, as before there were plans."""
+    from .workload import build_plan
+
+    opts = cfg.backend_options
+    try:
+        return build_plan(
+            model, [(p.benchmark, p.spec, [(it, v, w, imgs) for (it, v, _, w, imgs) in p.entries]) for p in plans],
+            cache, thinking=cfg.thinking, max_tokens=cfg.sampling.max_tokens, concurrency=cfg.concurrency,
+            max_model_len=opts.get("max_model_len") if cfg.backend == "vllm" else None,
+            max_num_batched_tokens=opts.get("max_num_batched_tokens") if cfg.backend == "vllm" else None,
+            not_run=not_run)
+    except (OSError, ValueError, KeyError, AttributeError) as exc:
+        if strict:
+            raise UserError(f"cannot plan {model.name}: {type(exc).__name__}: {exc}") from exc
+        log.warning("no workload plan (%s: %s); the engine keeps its default settings", type(exc).__name__, exc)
+        return None
+
+
+def _mark_overflow(plans: list[BenchmarkPlan], workload: Any) -> None:
+    """Record the samples the engine would refuse as context_overflow, before any request: with their token count."""
+    from .workload.plan import CONTEXT_OVERFLOW
+
+    over = workload.overflowing()
+    limit = workload.engine.max_model_len
+    for p in plans:
+        for item, *_ in p.entries:
+            n = over.get(item.sample.key)
+            if n is not None and item.error is None:
+                item.error = SampleError(CONTEXT_OVERFLOW, f"the prompt needs {n} tokens (+ {workload.max_tokens} "
+                                         f"to answer); the engine's context is {limit} tokens")
+
+
 def _shard_selection(cfg: RunConfig, model: Any, loaded: list[tuple[Any, list[Any]]], run_dir: Path) -> Any:
     from .sharding import Shard, items_for, select
 
@@ -135,7 +211,7 @@ def _shard_selection(cfg: RunConfig, model: Any, loaded: list[tuple[Any, list[An
 
 
 def _plan(benchmark: Any, model: Any, cfg: RunConfig, run_dir: Path, samples: list[Any],
-          selection: Any = None, decoder: str | None = None) -> BenchmarkPlan:
+          selection: Any = None, decoder: str | None = None, skip_done: bool = True) -> BenchmarkPlan:
     spec = benchmark.frame_spec(model.family, cfg.frame_overrides)
     config = {
         # What can change an answer: the weights (a content hash, or the hub revision), the serving path (in-process
@@ -153,7 +229,7 @@ def _plan(benchmark: Any, model: Any, cfg: RunConfig, run_dir: Path, samples: li
     if selection is not None:
         selection.write_index(run_dir, benchmark.id, store.config_hash, config, [s.sample_id for s in samples])
         samples = selection.keep(benchmark.id, samples)
-    done = store.completed_ids(retry_failed=cfg.retry_failed)
+    done = store.completed_ids(retry_failed=cfg.retry_failed) if skip_done else set()
     render = functools.partial(benchmark.render_prompt, thinking=cfg.thinking)
     entries = []
     for s in samples:
@@ -178,7 +254,7 @@ def _plan(benchmark: Any, model: Any, cfg: RunConfig, run_dir: Path, samples: li
     return BenchmarkPlan(benchmark, store, spec, config, n_total=len(samples), entries=entries)
 
 
-def _execute(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any) -> dict[str, Any]:
+def _execute(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any, workload: Any = None) -> dict[str, Any]:
     from .frames import VideoJob, preprocess
 
     def jobs() -> Iterator[VideoJob]:  # one per question (preprocess counts them), made on the fly, not listed
@@ -202,14 +278,14 @@ def _execute(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any)
         # Lock the result files first: a second run into the same output directory is refused before an engine starts.
         for p in plans:
             open_stores.enter_context(p.store)
-        return _evaluate(cfg, model, plans, cache, mode, jobs, stats)
+        return _evaluate(cfg, model, plans, cache, mode, jobs, stats, workload)
 
 
 def _evaluate(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any, mode: str,
-              jobs: Callable[[], Iterator[Any]], stats: dict[str, Any]) -> dict[str, Any]:
+              jobs: Callable[[], Iterator[Any]], stats: dict[str, Any], workload: Any = None) -> dict[str, Any]:
     from .frames import preprocess
 
-    backend = make_backend(cfg, model, plans)
+    backend = make_backend(cfg, model, plans, workload)
     t0 = time.perf_counter()
 
     async def main() -> dict[str, Any]:
@@ -256,17 +332,20 @@ def _evaluate(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any
     return asyncio.run(main())
 
 
-def make_backend(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan]) -> Any:
+def make_backend(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], workload: Any = None) -> Any:
     opts = dict(cfg.backend_options)
     if cfg.backend == "vllm":
         from .backends.vllm import VLLMBackend, VLLMSettings
 
-        settings = VLLMSettings(**{k: v for k, v in opts.items() if k in VLLMSettings.__dataclass_fields__})
+        settings = VLLMSettings(**{k: v for k, v in opts.items()
+                                   if k in VLLMSettings.__dataclass_fields__ and v is not None})
         settings.seed = cfg.sampling.seed
         # Profile memory with the run's real frame budget, not the model's maximum (faster start-up).
         specs = [p.spec for p in plans]
         settings.profile_frames = max((s.nframes or s.max_frames for s in specs), default=None)
         settings.profile_pixels = max((s.max_pixels for s in specs), default=None)
+        if workload is not None:
+            workload.engine.apply(settings)  # context, batch budget and profiling from the plan
         return VLLMBackend(model.path, settings)
     if cfg.backend == "openai":
         from .backends.openai import OpenAIBackend

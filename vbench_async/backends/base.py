@@ -97,9 +97,14 @@ class Backend(Protocol):
 
 def messages_for(request: Request) -> list[dict[str, Any]]:
     """The chat messages every backend renders: media first (video, then images), then the text. No system prompt."""
-    content: list[dict[str, Any]] = [{"type": "video"} for _ in request.videos]
-    content += [{"type": "image"} for _ in request.images]
-    content.append({"type": "text", "text": request.prompt})
+    return chat_messages(request.prompt, len(request.videos), len(request.images))
+
+
+def chat_messages(prompt: str, n_videos: int = 0, n_images: int = 0) -> list[dict[str, Any]]:
+    """`messages_for` from counts (the plan renders prompts before any frame is loaded)."""
+    content: list[dict[str, Any]] = [{"type": "video"} for _ in range(n_videos)]
+    content += [{"type": "image"} for _ in range(n_images)]
+    content.append({"type": "text", "text": prompt})
     return [{"role": "user", "content": content}]
 
 

@@ -48,6 +48,9 @@ class VLLMSettings:
     # Profile vLLM's memory with a dummy video of the run's real size, not the model's maximum (start-up time).
     profile_frames: int | None = None
     profile_pixels: int | None = None
+    profile_height: int | None = None  # the largest video's exact frame size, from the plan (wins over pixels)
+    profile_width: int | None = None
+    min_kv_cache_bytes: int = 0  # on CPU the KV cache is a fixed size: at least this (one sequence of the context)
 
 
 def replica_for(key: str, replicas: int) -> int:
@@ -80,9 +83,15 @@ class VLLMBackend:
 
         s = self.settings
         cpu = on_cpu()
-        kv = s.kv_cache_bytes if s.kv_cache_bytes is not None else (64 << 20 if cpu else None)
+        kv = s.kv_cache_bytes if s.kv_cache_bytes is not None else (max(64 << 20, s.min_kv_cache_bytes) if cpu
+                                                                      else None)
         limit: dict[str, Any] = {"video": s.max_videos, "image": s.max_images}
-        if s.profile_frames and s.profile_pixels:
+        if s.profile_frames and s.profile_height and s.profile_width:
+            # The largest video the run sends (from the plan): the engine is profiled, and its encoder cache sized,
+            # for exactly that.
+            limit["video"] = {"count": s.max_videos, "num_frames": s.profile_frames, "width": s.profile_width,
+                              "height": s.profile_height}
+        elif s.profile_frames and s.profile_pixels:
             # vLLM >= 0.11 accepts per-modality dummy sizes: profile with the run's real budget.
             side = int(s.profile_pixels**0.5)
             limit["video"] = {"count": s.max_videos, "num_frames": s.profile_frames, "width": side, "height": side}

@@ -18,6 +18,7 @@ from ..process_exit import INTERRUPTED, exit_now
 # Order here is the order in `vbench-async --help`.
 _COMMAND_MODULES = [
     "run",
+    "plan",
     "merge",
     "preprocess",
     "cache",

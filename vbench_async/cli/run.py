@@ -20,6 +20,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
+    add_arguments(p)
+    p.set_defaults(func=main)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Every option of `run` (also `plan`'s: a plan is made with exactly the options of the run it plans)."""
     what = p.add_argument_group("what to evaluate")
     what.add_argument("--model", required=True,
                       help="model directory, hub id, or a built-in tiny model: tiny-qwen2-vl, tiny-qwen2.5-vl, "
@@ -71,9 +77,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     samp.add_argument("--presence-penalty", type=float, default=0.0, help="0.0 disables it")
 
     eng = p.add_argument_group("vLLM engine")
-    eng.add_argument("--max-model-len", type=int, default=8192, help="context length the engine reserves per sequence")
+    eng.add_argument("--max-model-len", type=int,
+                     help="context length the engine reserves per sequence (default: the longest planned prompt + "
+                          "--max-tokens + a margin, capped by the model's max_position_embeddings)")
     eng.add_argument("--max-num-seqs", type=int, default=16, help="sequences the engine runs at once")
-    eng.add_argument("--max-num-batched-tokens", type=int, help="per-step token budget (chunked prefill size)")
+    eng.add_argument("--max-num-batched-tokens", type=int,
+                     help="per-step token budget (chunked prefill size; default: vLLM's, raised to the largest "
+                          "planned video's embeddings)")
     eng.add_argument("--gpu-memory-utilization", type=float, default=0.85, help="share of GPU memory vLLM may use")
     eng.add_argument("--kv-cache-bytes", type=int,
                      help="explicit KV cache size in bytes (default on CPU: 64 MiB; else from memory utilisation)")
@@ -104,21 +114,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     srv.add_argument("--api-key", default=None, help="bearer token (default: $OPENAI_API_KEY or none)")
     srv.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
     srv.add_argument("--max-retries", type=int, default=4, help="retries on 429/5xx/connection errors")
-    p.set_defaults(func=main)
 
 
-def main(args: argparse.Namespace) -> int:
-    from ..launcher import apply_devices, resolve_shard, select_devices
+def config_from_args(args: argparse.Namespace, shard: object = None):
+    """The runner.RunConfig of parsed `run` options."""
+    from ..backends.base import SamplingParams
+    from ..runner import RunConfig
 
     if not args.suite and not args.benchmarks:
         raise UserError("say what to evaluate: --suite NAME or --benchmarks a,b (see `vbench-async list`)")
-    shard = resolve_shard(args.shard)
-    if args.backend == "vllm":  # before anything touches CUDA: the engine processes inherit the restriction
-        apply_devices(select_devices(args.gpus, args.tensor_parallel_size * args.data_parallel_size))
-
-    from ..backends.base import SamplingParams
-    from ..results.report import print_table
-    from ..runner import RunConfig, run
 
     frame_overrides = {
         k: v
@@ -142,7 +146,7 @@ def main(args: argparse.Namespace) -> int:
                                concurrency=args.concurrency)
     else:
         backend_options = {}
-    cfg = RunConfig(
+    return RunConfig(
         model=args.model,
         suite=args.suite,
         benchmarks=[b.strip() for b in args.benchmarks.split(",") if b.strip()] if args.benchmarks else None,
@@ -169,8 +173,22 @@ def main(args: argparse.Namespace) -> int:
         write_site=not args.no_site,
         shard=shard,
     )
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..launcher import apply_devices, resolve_shard, select_devices
+
+    shard = resolve_shard(args.shard)
+    if args.backend == "vllm":  # before anything touches CUDA: the engine processes inherit the restriction
+        apply_devices(select_devices(args.gpus, args.tensor_parallel_size * args.data_parallel_size))
+
+    from ..results.report import print_table
+    from ..runner import run
+    from .plan import print_plan_lines
+
+    cfg = config_from_args(args, shard)
     try:
-        summary = run(cfg)
+        summary = run(cfg, on_plan=print_plan_lines)
     except Exception as exc:
         from ..backends.base import EngineDead
 
@@ -197,6 +215,8 @@ def main(args: argparse.Namespace) -> int:
     failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
     if failed:
         print(f"{failed} sample(s) failed; their reasons are in the result files (field 'error').", file=sys.stderr)
+    if summary.get("not_run"):
+        print(f"not run (no data): {', '.join(summary['not_run'])}; see `vbench-async data check`.", file=sys.stderr)
     # Exit code says whether anything failed: 0 all good, 1 some samples failed or the run is partial.
     code = 0 if not failed and summary["complete"] else 1
     if code and shard is not None and summary["complete"]:

@@ -17,7 +17,9 @@ MANIFEST_FILE = "manifest.json"
 
 
 def write_run_outputs(run_dir: Path, model: Any, cfg: Any, plans: list, loop_stats: dict, started_at: float,
-                      write_site: bool = True) -> dict[str, Any]:
+                      write_site: bool = True, not_run: dict[str, str] | None = None) -> dict[str, Any]:
+    """`not_run`: benchmarks of the selection that were not run (their data is absent) and why: the run is then not
+    complete, and the summary and table list them."""
     from ..judge import active_judge
 
     benchmarks = {p.benchmark.id: summarize_benchmark(run_dir, p.benchmark, p.store.path, p.store.config_hash,
@@ -26,11 +28,13 @@ def write_run_outputs(run_dir: Path, model: Any, cfg: Any, plans: list, loop_sta
     summary = {
         "model": model.display_name,
         "family": model.family,
-        "complete": all(b["complete"] for b in benchmarks.values()),
+        "complete": all(b["complete"] for b in benchmarks.values()) and not not_run,
         "benchmarks": benchmarks,
         "run": loop_stats,
         "wall_s": round(finished_at - started_at, 3),
     }
+    if not_run:
+        summary["not_run"] = dict(not_run)
     shard = getattr(cfg, "shard", None)
     if shard:
         # A shard summarises its own slice only, in its own files: shards never write summary.json (merge does).
@@ -64,6 +68,9 @@ def summarize_benchmark(run_dir: Path, benchmark: Any, results_path: Path, confi
     agg["n_expected"] = n_expected
     # A run that was interrupted (or is still missing samples) is marked, never mixed silently with complete runs.
     agg["complete"] = len(results) >= n_expected
+    agg["status"] = benchmark_status(agg)
+    if agg["status"] == "failed":
+        agg["score"] = None  # no sample was answered: there is no score, not a score of 0
     agg["results_file"] = str(results_path.relative_to(run_dir))
     agg["config_hash"] = config_hash
     return agg
@@ -86,6 +93,15 @@ def aggregate_view(result: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
+def benchmark_status(agg: dict[str, Any]) -> str:
+    """complete: every sample has a result and some were answered; failed: every sample has a result and all of them
+    are failures; partial: samples are missing (interrupted, or still to run)."""
+    if not agg.get("complete"):
+        return "partial"
+    n = agg.get("n_total", 0)
+    return "failed" if n and agg.get("n_failed", 0) >= n else "complete"
+
+
 def output_name(name: str, shard: tuple[int, int] | None) -> str:
     """summary.json -> summary.shard-0-of-4.json for a shard."""
     if not shard:
@@ -98,13 +114,16 @@ def print_table(summary: dict[str, Any], file=sys.stdout) -> None:
     rows = [("benchmark", "score", "n_total", "failed", "status")]
     for bid, b in summary["benchmarks"].items():
         score = b.get("score")
+        status = b.get("status") or benchmark_status(b)
         rows.append((
             bid,
-            f"{100 * score:.2f}" if isinstance(score, (int, float)) else "-",
+            f"{100 * score:.2f}" if isinstance(score, (int, float)) and status != "failed" else "-",
             str(b.get("n_total", 0)),
             str(b.get("n_failed", 0)),
-            "complete" if b.get("complete") else "PARTIAL",
+            {"complete": "complete", "failed": "ALL FAILED"}.get(status, "PARTIAL"),
         ))
+    for bid in summary.get("not_run") or {}:
+        rows.append((bid, "-", "0", "0", "NOT RUN (no data)"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for i, r in enumerate(rows):
         print("  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths))), file=file)
