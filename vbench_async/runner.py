@@ -285,7 +285,9 @@ def _evaluate(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any
               jobs: Callable[[], Iterator[Any]], stats: dict[str, Any], workload: Any = None) -> dict[str, Any]:
     from .frames import preprocess
 
-    backend = make_backend(cfg, model, plans, workload)
+    sendable = any(item.error is None for p in plans for (item, *_) in p.entries)
+    # Every pending sample already failed (missing videos, prompts that cannot fit): record them, start no engine.
+    backend = make_backend(cfg, model, plans, workload) if sendable else NoRequests()
     t0 = time.perf_counter()
 
     async def main() -> dict[str, Any]:
@@ -356,6 +358,24 @@ def make_backend(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], workloa
 
         return HFBackend(model.path, **opts)
     raise UserError(f"unknown --backend {cfg.backend!r}; choose from vllm, openai, hf")
+
+
+class NoRequests:
+    """The backend of a run with nothing to send: every pending sample failed before reaching an engine."""
+
+    name = "none"
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    async def generate(self, request: Any) -> Any:
+        raise RuntimeError("no request was expected: every sample failed before reaching the engine")
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "reason": "every pending sample failed before reaching an engine"}
 
 
 def _scorer():

@@ -190,7 +190,7 @@ def plan_workload(
         max_tokens=max_tokens, limits=limits, explicit_max_model_len=max_model_len,
         explicit_batched_tokens=max_num_batched_tokens, concurrency=concurrency)
     benchmarks = [_summarise(b, t, engine, counter, max_tokens) for b, t in zip(inputs, tallies)]
-    to_write = sum(sum(t.entries.values()) for t in tallies)
+    to_write = sum({k: v for t in tallies for k, v in t.entries.items()}.values())  # an entry shared: written once
     return WorkloadPlan(
         model=model, family=counter.family, max_tokens=max_tokens, benchmarks=benchmarks, engine=engine,
         cache_dir=str(cache_root), cache_bytes_to_write=to_write, free_disk_bytes=_free_disk(cache_root),
@@ -279,8 +279,8 @@ def suggest_fix(bench: BenchmarkInput, worst: PlanEntry | None, header: VideoHea
         pixels = next((p for p in _halvings(bench.spec.total_pixels) if fits(bench.spec.replace(total_pixels=p))), None)
         if pixels:
             advice.append(f"--total-pixels {pixels}")
-    advice.append("or a larger --max-model-len (up to the model's limit)")
-    return ", ".join(advice)
+    larger = "a larger --max-model-len (up to the model's limit)"
+    return f"{', '.join(advice)}, or {larger}" if advice else larger
 
 
 def _halvings(value: int) -> list[int]:

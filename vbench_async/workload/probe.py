@@ -90,32 +90,50 @@ class HeaderStore:
         self.probed = 0  # headers read from videos by this object (the rest came from the store)
 
     def headers(self, paths: Iterable[Path]) -> dict[Path, VideoHeader | SampleError]:
-        """Header (or the error that stops it) of every distinct path, in parallel."""
+        """Header (or the error that stops it) of every distinct path: known stats first, then fingerprints, then one
+        probe per content not seen before, each step in parallel."""
         unique = list(dict.fromkeys(Path(p) for p in paths))
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="probe") as pool:
-            return dict(zip(unique, pool.map(self._header, unique)))
+            known = dict(zip(unique, pool.map(self._known, unique)))
+            todo = [p for p, k in known.items() if isinstance(k, str)]  # fingerprints of paths not seen before
+            owners = {known[p]: p for p in reversed(todo)}  # one path per content
+            probed = dict(zip(owners, pool.map(self._probe, owners.keys(), owners.values())))
+        out: dict[Path, VideoHeader | SampleError] = {}
+        for path, k in known.items():
+            out[path] = probed[k] if isinstance(k, str) else k
+            if isinstance(k, str) and isinstance(out[path], VideoHeader):
+                self._write(self._stat_file(path), out[path])
+        return out
 
-    def _header(self, path: Path) -> VideoHeader | SampleError:
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            return FrameError(VIDEO_MISSING, f"video not found: {path} ({exc.strerror})")
+    def _stat_file(self, path: Path) -> Path:
+        st = os.stat(path)
         stamp = hashlib.blake2b(f"{path.absolute()}\0{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}"
                                 .encode(), digest_size=16).hexdigest()
-        known = self._read(self.dir / f"stat-{stamp}.json")
-        if known is not None:
-            return known
+        return self.dir / f"stat-{stamp}.json"
+
+    def _known(self, path: Path) -> VideoHeader | SampleError | str:
+        """The stored header of this exact file, its error, or its fingerprint (to look up or probe by content)."""
         try:
-            fingerprint = self._fingerprint(path)
-            content = self.dir / f"content-{fingerprint}.json"
-            header = self._read(content)
-            if header is None:
-                header = replace(probe_video(path, self.decoder), fingerprint=fingerprint)
-                self.probed += 1
-                self._write(content, header)
+            header = self._read(self._stat_file(path))
+        except OSError as exc:
+            return FrameError(VIDEO_MISSING, f"video not found: {path} ({exc.strerror})")
+        if header is not None:
+            return header
+        try:
+            return self._fingerprint(path)
         except SampleError as exc:
             return exc
-        self._write(self.dir / f"stat-{stamp}.json", header)
+
+    def _probe(self, fingerprint: str, path: Path) -> VideoHeader | SampleError:
+        content = self.dir / f"content-{fingerprint}.json"
+        header = self._read(content)
+        if header is None:
+            try:
+                header = replace(probe_video(path, self.decoder), fingerprint=fingerprint)
+            except SampleError as exc:
+                return exc
+            self.probed += 1
+            self._write(content, header)
         return header
 
     @staticmethod
