@@ -21,8 +21,9 @@ import numpy as np
 from videos import truncate, write_audio_only, write_video
 
 OK = frozenset({"ok"})  # the sample must be answered (no error)
-# A prompt longer than the model's context, refused by the engine: in process, or over HTTP (a 400 from vLLM's server).
-REJECTED = frozenset({"engine_error", "server_error"})
+# A prompt longer than the model's context: planned and recorded before any request (in process), or refused over
+# HTTP (a 400 from vLLM's server).
+REJECTED = frozenset({"context_overflow", "engine_error", "server_error"})
 CARD = "mmvu"  # a unified-source card whose prompt routing has a default: any task type gets a prompt
 XSS = '<script>alert("vb-xss")</script><img src=x onerror="vbXss()">'
 JINJA = "{{ 7*7 }} {% for x in range(3) %}LOOP{% endfor %} {{ cycler.__init__.__globals__ }}"

@@ -4,7 +4,8 @@ frames, 262,144 px per frame) on tiny Qwen3-VL with the real in-process vLLM eng
 none may fail for context or engine reasons, the engine must be sized from the plan, the benchmarks without data
 must be named as not run, and the plan's prompt lengths must be the engine's to the token.
 
-Cheap by construction: a few records per benchmark (all 25 under -m slow), two clip contents hard-linked everywhere
+Cheap by construction: one record per benchmark (all 25, two clip contents, under -m slow), one clip content
+hard-linked everywhere
 (one decode and one vision-encoder pass per content; vLLM's prefix cache serves the rest of each ~18k-token prompt).
 """
 
@@ -28,10 +29,10 @@ RUN_ARGS = ("--max-tokens", "16", "--no-progress", "--workers", "1", "--concurre
 NOT_CONTEXT_OR_ENGINE = ("engine_error", "context_overflow", "server_error")
 
 
-def _layout_run(tmp_path_factory, per_benchmark):
+def _layout_run(tmp_path_factory, per_benchmark, clips):
     annotations = shared_dir("reference-annotations")
     root = tmp_path_factory.mktemp("real-layout")
-    written = lay_out(root / "data", annotations, resolve_benchmarks("all", None), per_benchmark)
+    written = lay_out(root / "data", annotations, resolve_benchmarks("all", None), per_benchmark, clips)
     common = ("--model", MODEL, "--suite", "all", "--data-root", str(root / "data"), "--cache-dir",
               str(root / "cache"))
     plan = run_cli("plan", *common, "--json", "--max-tokens", "16", "--concurrency", "4")
@@ -41,7 +42,7 @@ def _layout_run(tmp_path_factory, per_benchmark):
 
 @pytest.fixture(scope="module")
 def layout_run(tmp_path_factory):
-    return _layout_run(tmp_path_factory, per_benchmark=2)
+    return _layout_run(tmp_path_factory, per_benchmark=1, clips=1)
 
 
 def _results(run_dir):
@@ -100,4 +101,4 @@ def test_plan_counts_every_prompt_exactly(layout_run):
 
 @pytest.mark.slow
 def test_every_real_record_of_every_benchmark(tmp_path_factory):
-    check_layout_run(*_layout_run(tmp_path_factory, per_benchmark=None))
+    check_layout_run(*_layout_run(tmp_path_factory, per_benchmark=None, clips=2))

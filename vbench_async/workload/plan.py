@@ -22,6 +22,7 @@ from .sizing import EnginePlan, size_engine
 from .tokens import ModelLimits, PromptCounter, VideoGeometry
 
 CONTEXT_OVERFLOW = "context_overflow"
+CHUNK = 512  # prompts tokenized per call
 
 
 @dataclass
@@ -150,6 +151,7 @@ class _Tally:
     largest_video_tokens: int = 0
     worst: tuple[int, PlanEntry | None, VideoHeader | None] = (0, None, None)
     entries: dict[str, int] = field(default_factory=dict)  # cache key -> bytes, of entries not yet cached
+    headers: dict[str, VideoHeader] = field(default_factory=dict)  # the chunk in flight: sample key -> its header
 
     def fail(self, kind: str) -> None:
         self.unplanned[kind] = self.unplanned.get(kind, 0) + 1
@@ -177,10 +179,13 @@ def plan_workload(
     tallies: list[_Tally] = []
     for bench in inputs:
         tally = _Tally()
-        for entry in bench.entries:
-            n = _plan_entry(entry, bench.spec, counter, found, image_spec, tally, entry_path)
-            if n is not None:
-                prompt_tokens[entry.key] = n
+        for start in range(0, len(bench.entries), CHUNK):  # one batched tokenizer call per chunk
+            chunk = bench.entries[start:start + CHUNK]
+            media = [_media(e, bench.spec, counter, found, image_spec, tally, entry_path) for e in chunk]
+            ready = [(e, m) for e, m in zip(chunk, media) if m is not None]
+            for (entry, (videos, images, _)), ids in zip(ready, counter.tokenize([m[2] for _, m in ready])):
+                prompt_tokens[entry.key] = _tally(entry, counter.count_ids(ids, videos, images), videos, counter,
+                                                  tally)
         tallies.append(tally)
     largest = max((max(t.prompts, default=0) for t in tallies), default=0)
     engine = size_engine(
@@ -197,8 +202,9 @@ def plan_workload(
         not_run=dict(not_run or {}), prompt_tokens=prompt_tokens)
 
 
-def _plan_entry(entry: PlanEntry, spec: FrameSpec, counter: PromptCounter, found: Mapping[Path, Any],
-                image_spec: FrameSpec, tally: _Tally, entry_path: Callable[[str], Path]) -> int | None:
+def _media(entry: PlanEntry, spec: FrameSpec, counter: PromptCounter, found: Mapping[Path, Any],
+           image_spec: FrameSpec, tally: _Tally, entry_path: Callable[[str], Path]) -> tuple | None:
+    """(video geometries, image sizes, rendered prompt) of one entry, or None when it fails before the engine."""
     if entry.error is not None:
         tally.fail(entry.error.kind)
         return None
@@ -216,13 +222,18 @@ def _plan_entry(entry: PlanEntry, spec: FrameSpec, counter: PromptCounter, found
                 tally.entries[key] = geometry.frames * geometry.height * geometry.width * 3
         images = [image_spec.image_size(*image_size(p)) for p in entry.images]
         prompt = entry.prompt(entry.sample) if callable(entry.prompt) else entry.prompt
-        count = counter.count(prompt, videos, images)
+        text = counter.render(prompt, len(videos), len(images))
+        if videos:
+            tally.headers[entry.key] = header
+        return videos, images, text
     except SampleError as exc:
         tally.fail(exc.kind)
-        return None
     except Exception:  # noqa: BLE001 - the run records it (prompt_error and the like); the plan only counts it
         tally.fail("unplanned")
-        return None
+    return None
+
+
+def _tally(entry: PlanEntry, count: Any, videos: list[VideoGeometry], counter: PromptCounter, tally: _Tally) -> int:
     if videos:
         v = videos[0]
         tally.frames.append(v.frames)
@@ -233,7 +244,8 @@ def _plan_entry(entry: PlanEntry, spec: FrameSpec, counter: PromptCounter, found
     tally.prompts.append(count.prompt_tokens)
     tally.largest_item = max(tally.largest_item, count.largest_item_tokens)
     if count.prompt_tokens > tally.worst[0]:
-        tally.worst = (count.prompt_tokens, entry, header)
+        tally.worst = (count.prompt_tokens, entry, tally.headers.get(entry.key))
+    tally.headers.pop(entry.key, None)
     return count.prompt_tokens
 
 

@@ -104,10 +104,14 @@ class PromptCounter:
             (self.video_id,) if family != "qwen3-vl" or bare else (start, self.video_id, end))
 
     # -- pieces ----------------------------------------------------------------------------------------------------
-    def text_ids(self, prompt: str, n_videos: int, n_images: int) -> list[int]:
-        text = self.processor.apply_chat_template(chat_messages(prompt, n_videos, n_images), tokenize=False,
+    def render(self, prompt: str, n_videos: int, n_images: int) -> str:
+        """The prompt string the backends send: the model's chat template around the media and the text."""
+        return self.processor.apply_chat_template(chat_messages(prompt, n_videos, n_images), tokenize=False,
                                                   add_generation_prompt=True)
-        return self.tokenizer(text)["input_ids"]
+
+    def tokenize(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of rendered prompts, as the engine's processor tokenizes them (one batched call)."""
+        return self.tokenizer(texts)["input_ids"] if texts else []
 
     def frame_tokens(self, height: int, width: int) -> int:
         """Tokens of one temporal patch of a video frame of this size."""
@@ -141,7 +145,13 @@ class PromptCounter:
     # -- a whole prompt --------------------------------------------------------------------------------------------
     def count(self, prompt: str, videos: Sequence[VideoGeometry] = (),
               images: Sequence[tuple[int, int]] = ()) -> PromptCount:
-        ids = self.text_ids(prompt, len(videos), len(images))
+        (ids,) = self.tokenize([self.render(prompt, len(videos), len(images))])
+        return self.count_ids(ids, videos, images)
+
+    def count_ids(self, ids: Sequence[int], videos: Sequence[VideoGeometry] = (),
+                  images: Sequence[tuple[int, int]] = ()) -> PromptCount:
+        """The prompt's length once the engine expands the placeholders in `ids` (the tokenized rendered prompt)."""
+        ids = list(ids)
         total = len(ids) - count_runs(ids, self.video_target) * len(self.video_target) - ids.count(self.image_id)
         items = [self.video_tokens(v) for v in videos]
         total += sum(self.video_replacement(v) for v in videos)
