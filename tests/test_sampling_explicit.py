@@ -10,6 +10,7 @@ import shutil
 
 import pytest
 
+from conftest import ENGINE_GROUP, SERVED, outputs, run_cli, serve
 from vbench_async.backends.base import Request, SamplingParams, explicit_sampling
 
 PENALTY = 3.0  # strong enough that greedy answers of the random tiny model change when it is applied
@@ -95,3 +96,20 @@ def test_a_hub_model_is_identified_by_its_revision(monkeypatch):
     from vbench_async import models
 
     assert models.hub_revision("nobody/not-a-model-xyz") == "unknown"  # offline and not cached: still a string
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+@ENGINE_GROUP
+def test_a_served_generation_config_does_not_change_answers(penalised_model, vllm_server, tmp_path):
+    """vLLM's server fills every field a request leaves out from the checkpoint's generation_config: the openai
+    backend's answers from a server of the penalised copy equal those from a server of the plain model."""
+    plain, penalised = penalised_model
+    args = ("run", "--backend", "openai", "--model", "tiny-qwen2.5-vl", "--served-model", SERVED, "--benchmarks",
+            "demo-mc,demo-ocr", "--max-samples", "3", "--max-tokens", "24", "--no-progress", "--no-site",
+            "--cache-dir", str(tmp_path / "cache"))
+    first = run_cli(*args, "--base-url", vllm_server, "--output-dir", str(tmp_path / "plain"))
+    with serve(penalised) as url:
+        second = run_cli(*args, "--base-url", url, "--output-dir", str(tmp_path / "penalised"))
+    assert first.returncode == second.returncode == 0, first.stderr[-2000:] + second.stderr[-2000:]
+    assert outputs(tmp_path / "plain") == outputs(tmp_path / "penalised")
