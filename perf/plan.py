@@ -51,7 +51,8 @@ import json, resource, sys, time
 from pathlib import Path
 from vbench_async.runner import RunConfig, plan
 t, c = time.perf_counter(), time.process_time()
-w = plan(RunConfig(model="tiny-qwen3-vl", benchmarks=["mmvu"], data_root=Path(sys.argv[1]), cache_dir=Path(sys.argv[2])))
+w = plan(RunConfig(model="tiny-qwen3-vl", benchmarks=["mmvu"], data_root=Path(sys.argv[1]),
+                   cache_dir=Path(sys.argv[2])))
 b = w.benchmarks[0]
 print(json.dumps({"seconds": round(time.perf_counter() - t, 2), "cpu_s": round(time.process_time() - c, 2),
                   "planned": b.n_planned,
@@ -87,7 +88,8 @@ def main() -> None:
               f"peak RSS {r['rss_mib']} MiB")
     assert cold["planned"] == warm["planned"] == args.records
     print(f"SUMMARY plan of {args.records} questions on {args.videos} videos ({args.contents} contents), tiny "
-          f"Qwen3-VL: cold {cold['seconds']} s ({cold['cpu_s']} s CPU), warm {warm['seconds']} s ({warm['cpu_s']} s CPU), "
+          f"Qwen3-VL: cold {cold['seconds']} s ({cold['cpu_s']} s CPU), warm {warm['seconds']} s "
+          f"({warm['cpu_s']} s CPU), "
           f"peak RSS {warm['rss_mib']} MiB (plan(), its imports of transformers and torch included)")
 
 

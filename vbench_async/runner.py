@@ -176,7 +176,8 @@ def workload_plan(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache:
     try:
         return build_plan(
             model, [(p.benchmark, p.spec, [(it, v, w, imgs) for (it, v, _, w, imgs) in p.entries]) for p in plans],
-            cache, thinking=cfg.thinking, max_tokens=cfg.sampling.max_tokens, concurrency=cfg.concurrency,
+            cache, thinking=cfg.thinking, max_tokens=cfg.sampling.max_tokens,
+            concurrency=min(cfg.concurrency, opts.get("max_num_seqs") or cfg.concurrency),  # sequences held at once
             max_model_len=opts.get("max_model_len") if cfg.backend == "vllm" else None,
             max_num_batched_tokens=opts.get("max_num_batched_tokens") if cfg.backend == "vllm" else None,
             not_run=not_run)
@@ -254,7 +255,8 @@ def _plan(benchmark: Any, model: Any, cfg: RunConfig, run_dir: Path, samples: li
     return BenchmarkPlan(benchmark, store, spec, config, n_total=len(samples), entries=entries)
 
 
-def _execute(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any, workload: Any = None) -> dict[str, Any]:
+def _execute(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache: Any,
+             workload: Any = None) -> dict[str, Any]:
     from .frames import VideoJob, preprocess
 
     def jobs() -> Iterator[VideoJob]:  # one per question (preprocess counts them), made on the fly, not listed

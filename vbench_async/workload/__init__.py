@@ -28,7 +28,8 @@ def build_plan(model: Any, benchmarks: Sequence[tuple[Any, Any, Sequence[tuple[A
         inputs.append(BenchmarkInput(
             id=bench.id, spec=spec, presets=dict(bench.card.presets),
             entries=[PlanEntry(key=item.sample.key, sample=item.sample, prompt=render, video=video, window=window,
-                               images=tuple(images or ()), error=item.error) for item, video, window, images in entries]))
+                               images=tuple(images or ()), error=item.error)
+                     for item, video, window, images in entries]))
     headers = HeaderStore(cache.root, cache.decoder, workers=min(16, (os.cpu_count() or 1) * 4),
                           fingerprint=cache.fingerprint)
     return plan_workload(

@@ -259,14 +259,15 @@ def _summarise(bench: BenchmarkInput, t: _Tally, engine: EnginePlan, counter: Pr
         largest_item_tokens=t.largest_item, largest_video=t.largest_video,
         cache_entries_to_write=len(t.entries), cache_bytes_to_write=sum(t.entries.values()), overflow=overflow)
     if overflow:
-        workload.fix = suggest_fix(bench, t.worst[1], t.worst[2], counter, engine.max_model_len - max_tokens)
+        workload.fix = suggest_fix(bench, t.worst[1], t.worst[2], counter, engine.max_model_len - max_tokens,
+                                   can_grow=engine.max_model_len < engine.model_limit)
     return workload
 
 
 def suggest_fix(bench: BenchmarkInput, worst: PlanEntry | None, header: VideoHeader | None, counter: PromptCounter,
-                budget: int) -> str:
-    """What makes the benchmark's longest prompt fit in `budget` tokens: the card's largest preset that does, and the
-    largest --max-frames and --total-pixels that do."""
+                budget: int, can_grow: bool = True) -> str:
+    """What makes the benchmark's longest prompt fit in `budget` tokens: the card's largest preset that does, the
+    largest --max-frames and --total-pixels that do, and (`can_grow`: below the model's limit) a longer context."""
     advice = []
     if worst is not None and worst.video is not None and header is not None:
         prompt = worst.prompt(worst.sample) if callable(worst.prompt) else worst.prompt
@@ -277,9 +278,10 @@ def suggest_fix(bench: BenchmarkInput, worst: PlanEntry | None, header: VideoHea
             except (SampleError, ValueError):
                 return False
 
-        presets = sorted(((name, bench.spec.replace(**{k: v for k, v in p.items() if k in FrameSpec.__dataclass_fields__}))
+        frame_keys = FrameSpec.__dataclass_fields__
+        presets = sorted(((name, bench.spec.replace(**{k: v for k, v in p.items() if k in frame_keys}))
                           for name, p in bench.presets.items() if isinstance(p, Mapping)),
-                         key=lambda np: -(np[1].nframes or np[1].max_frames))
+                         key=lambda item: -(item[1].nframes or item[1].max_frames))
         good = next((f"the preset {bench.id.split('@')[0]}@{name}" for name, s in presets if fits(s)), None)
         if good:
             advice.append(good)
@@ -291,8 +293,11 @@ def suggest_fix(bench: BenchmarkInput, worst: PlanEntry | None, header: VideoHea
         pixels = next((p for p in _halvings(bench.spec.total_pixels) if fits(bench.spec.replace(total_pixels=p))), None)
         if pixels:
             advice.append(f"--total-pixels {pixels}")
-    larger = "a larger --max-model-len (up to the model's limit)"
-    return f"{', '.join(advice)}, or {larger}" if advice else larger
+    if can_grow:
+        advice.append("a larger --max-model-len (up to the model's limit)")
+    if not advice:
+        return "none found: even the fewest frames leave the prompt longer than the context"
+    return ", ".join(advice[:-1]) + (", or " if len(advice) > 1 else "") + advice[-1]
 
 
 def _halvings(value: int) -> list[int]:
