@@ -181,7 +181,9 @@ def workload_plan(cfg: RunConfig, model: Any, plans: list[BenchmarkPlan], cache:
             max_model_len=opts.get("max_model_len") if cfg.backend == "vllm" else None,
             max_num_batched_tokens=opts.get("max_num_batched_tokens") if cfg.backend == "vllm" else None,
             not_run=not_run)
-    except (OSError, ValueError, KeyError, AttributeError) as exc:
+    except UserError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a run without a plan still runs, with the engine's defaults
         if strict:
             raise UserError(f"cannot plan {model.name}: {type(exc).__name__}: {exc}") from exc
         log.warning("no workload plan (%s: %s); the engine keeps its default settings", type(exc).__name__, exc)
