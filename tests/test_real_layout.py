@@ -81,7 +81,7 @@ def check_layout_run(root, written, plan, proc):
     for bid in written:
         top = max(r["prompt_tokens"] for k, r in results.items() if k.startswith(f"{bid}/"))
         assert planned["benchmarks"][bid]["prompt_tokens"]["max"] == top, bid
-        assert planned["benchmarks"][bid]["frames"] == {"min": 256, "median": 256, "max": 256}
+        assert planned["benchmarks"][bid]["frames"]["max"] == 256  # the cards' cap (windowed records take fewer)
     return summary, results
 
 
