@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -111,14 +112,20 @@ def vllm_server():
     real annotation formats): one engine start-up instead of one per test."""
     from vbench_async.demo.tiny_models import ensure_tiny_model
 
-    model = ensure_tiny_model("tiny-qwen2.5-vl")
+    with serve(ensure_tiny_model("tiny-qwen2.5-vl")) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serve(model: Path, name: str = SERVED):
+    """A vLLM OpenAI-compatible server for `model` under `name`, until the block ends; gives its /v1 URL."""
     port = _free_port()
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", "127.0.0.1",
          "--port", str(port), "--dtype", "bfloat16", "--max-model-len", "8192", "--enforce-eager",
          "--limit-mm-per-prompt", '{"video": 1, "image": 1}', "--kv-cache-memory-bytes", str(64 << 20),
-         "--served-model-name", SERVED, "--trust-request-mm-kwargs"],
+         "--served-model-name", name, "--trust-request-mm-kwargs"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"

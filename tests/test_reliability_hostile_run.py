@@ -112,10 +112,11 @@ def test_the_leaderboard_escapes_hostile_text(hostile_run):
     assert "&lt;script&gt;alert" in shown or "\\u003cscript\\u003ealert" in shown
 
 
-def test_a_second_run_has_nothing_to_do(hostile_run):
-    """Failures are results too: resuming the hostile run re-runs nothing and starts no engine."""
+def test_a_second_run_has_nothing_to_do(hostile_run, vllm_server):
+    """Failures are results too: resuming the hostile run (the same command: the backend kind is part of the config)
+    re-runs nothing and sends no request."""
     corpus, _, lines, _, out, cache_dir = hostile_run
     before = {f.name: f.read_bytes() for f in (out / "results").glob("*.jsonl")}
-    proc = run_cli(*run_args(corpus.data_map, out, cache_dir))
+    proc = run_cli(*run_args(corpus.data_map, out, cache_dir, *served_args(vllm_server)))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert {f.name: f.read_bytes() for f in (out / "results").glob("*.jsonl")} == before

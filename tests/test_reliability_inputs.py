@@ -17,10 +17,12 @@ import pytest
 from support.hostile import (
     CACHE_CASES,
     CARD,
+    IMAGE_CASES,
     RECORD_CASES,
     VIDEO_CASES,
     _good,
     _video,
+    build_images,
     build_videos,
     stale_temp_file,
     write_data_map,
@@ -29,7 +31,7 @@ from support.hostile import (
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.benchmarks.registry import safe_join
 from vbench_async.errors import SampleError
-from vbench_async.frames import FrameCache, FrameSpec
+from vbench_async.frames import FrameCache, FrameSpec, load_image
 from vbench_async.frames.maintenance import gc_cache, verify_cache
 from vbench_async.results.store import ResultStore, read_results
 from vbench_async.samples import Sample
@@ -86,6 +88,35 @@ def test_paths_outside_the_root_are_accepted_only_when_allowed(videos, cache):
         assert refused.value.kind == "path_unsafe"
         allowed = safe_join(root, paths[name], True, "video")
         assert cache.get_or_decode(allowed, SPEC).frames.shape[0] >= 1, name
+
+
+# ----------------------------------------------------------------------------------------------- images
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    root = tmp_path_factory.mktemp("hostile-images")
+    return root, build_images(root)
+
+
+@pytest.mark.parametrize("case", IMAGE_CASES, ids=lambda c: c.name)
+def test_image_is_loaded_or_fails_with_a_stable_kind(case, images):
+    root, files = images
+    try:
+        pixels = load_image(root / files[case.name], SPEC)
+    except SampleError as exc:
+        assert exc.kind in case.expect, f"{case.name}: {exc.kind}: {exc}"
+        assert len(str(exc)) > 10
+        return
+    assert "ok" in case.expect, f"{case.name} loaded, expected {sorted(case.expect)}"
+    assert pixels.dtype.name == "uint8" and pixels.ndim == 3 and pixels.shape[2] == 3
+    assert pixels.shape[0] % SPEC.factor == 0 and pixels.shape[1] % SPEC.factor == 0
+
+
+def test_a_16_bit_image_keeps_its_contrast(images):
+    root, files = images
+    pixels = load_image(root / files["grey_16_bit_png"], SPEC)
+    assert pixels.std() > 40  # scaled to 8 bits, not clipped to white
 
 
 # ----------------------------------------------------------------------------------------------- records

@@ -49,16 +49,19 @@ def test_merged_shards_equal_the_unsharded_run(runs):
     plain, sharded, proc = runs
     # The last shard to finish merges; when both finish together both may merge (the same files, under a lock).
     assert "all shards done, merged into summary.json" in proc.stdout
+    configs = [json.loads((d / "manifest.json").read_text())["benchmarks"] for d in (plain, sharded)]
     for bench, ids in demo_ids().items():
         a, b = result_file(plain, bench), result_file(sharded, bench)
-        assert a.name == b.name  # same config hash: sharding is not part of the config
+        # Sharding is not part of the config; the serving path is (the shards sent their requests to a server).
+        ca, cb = (dict(c[bench]["config"]) for c in configs)
+        assert (ca.pop("backend"), cb.pop("backend")) == ("vllm", "openai") and ca == cb
         ra, rb = read_results(a), read_results(b)
         assert list(rb) == ids  # merged in annotation order, each sample once
         for sid in ids:
             assert {k: ra[sid].get(k) for k in COMPARED} == {k: rb[sid].get(k) for k in COMPARED}, (bench, sid)
     sa, sb = (json.loads((d / "summary.json").read_text()) for d in (plain, sharded))
     assert sb["complete"] is True and sb["merged"]["shards"] == ["0/2", "1/2"]
-    drop = ("results_file", "judge")
+    drop = ("results_file", "judge", "config_hash")
     assert {k: {f: v for f, v in blk.items() if f not in drop} for k, blk in sa["benchmarks"].items()} == \
         {k: {f: v for f, v in blk.items() if f not in drop} for k, blk in sb["benchmarks"].items()}
     manifest = json.loads((sharded / "manifest.json").read_text())
@@ -82,11 +85,11 @@ def test_each_shard_evaluated_its_own_videos(runs):
     assert {k for s in shard_of_video.values() for k in s} == {0, 1}
 
 
-def test_rerunning_a_finished_shard_changes_nothing(runs):
+def test_rerunning_a_finished_shard_changes_nothing(runs, vllm_server):
     plain, sharded, _ = runs
     before = {p.name: p.read_bytes() for p in (sharded / "results").glob("*.jsonl")}
-    proc = run_cli("run", "--model", "tiny-qwen2.5-vl", *DEMO_ARGS, "--output-dir", str(sharded), "--shard", "1/2",
-                   "--no-site")
+    proc = run_cli("run", "--model", "tiny-qwen2.5-vl", *DEMO_ARGS, *served_args(vllm_server), "--output-dir",
+                   str(sharded), "--shard", "1/2", "--no-site")
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "all shards done, merged into summary.json" in proc.stdout  # nothing to evaluate: merged again at once
     assert {p.name: p.read_bytes() for p in (sharded / "results").glob("*.jsonl")} == before

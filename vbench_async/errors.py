@@ -5,6 +5,10 @@ class UserError(Exception):
     """A mistake in the user's input (unknown name, missing path, bad option). Message must say what to do."""
 
 
+class DataMissing(UserError):
+    """A benchmark's annotations are not under the data root: a suite runs the others and says which were not run."""
+
+
 class SampleError(Exception):
     """A per-sample failure (bad video, malformed record, engine error). Recorded as a result, never dropped.
 

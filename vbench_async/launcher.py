@@ -63,6 +63,20 @@ def resolve_shard(value: str | None, env: Mapping[str, str] | None = None) -> Sh
     return shard if shard.count > 1 else None
 
 
+def gang_launcher(env: Mapping[str, str] | None = None) -> str | None:
+    """The launcher that stops every process of the job when one exits non-zero, if this process runs under one:
+    torchrun (elastic agent: TORCHELASTIC_RUN_ID, or RANK/WORLD_SIZE with LOCAL_RANK), or a multi-task srun (its
+    --kill-on-bad-exit, often the cluster default). A Slurm array task or a hand-started shard stops nobody."""
+    env = os.environ if env is None else env
+    if env.get(SHARD_ENV):
+        return None  # the shard was given by hand: a plain exit code harms no sibling
+    if env.get("TORCHELASTIC_RUN_ID") or ("RANK" in env and "WORLD_SIZE" in env and "LOCAL_RANK" in env):
+        return "torchrun"
+    if "SLURM_PROCID" in env and "SLURM_ARRAY_TASK_ID" not in env and _int(env, "SLURM_NTASKS", 1) > 1:
+        return "srun"
+    return None
+
+
 def select_devices(value: str | None, per_process: int, env: Mapping[str, str] | None = None) -> list[str] | None:
     """Devices this process's engine should see: the --gpus option ("0,1", or "auto"), as CUDA_VISIBLE_DEVICES
     entries; None leaves the environment alone."""

@@ -54,7 +54,7 @@ def resolve(model: str) -> ModelRef:
             model_type = AutoConfig.from_pretrained(str(path)).model_type
         except OSError as exc:
             raise UserError(f"cannot load the config of {path!r}: {exc}") from exc
-        fingerprint = f"hub:{path}"
+        fingerprint = f"hub:{path}@{hub_revision(str(path))}"
     family = FAMILIES.get(model_type)
     if family is None:
         raise UserError(
@@ -78,3 +78,19 @@ def fingerprint_dir(directory: Path) -> str:
                 fh.seek(-(1 << 20), 2)
                 h.update(fh.read(1 << 20))
     return h.hexdigest()
+
+
+def hub_revision(repo_id: str) -> str:
+    """The commit of the hub model the engines will load: the cached snapshot's, else the hub's current one (so a
+    re-uploaded checkpoint gets a new config hash); "unknown" when neither can be read (offline, not cached)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(repo_id, "config.json")
+        if isinstance(cached, str):
+            return Path(cached).parent.name  # .../snapshots/<commit>/config.json
+        from huggingface_hub import HfApi
+
+        return HfApi().model_info(repo_id).sha or "unknown"
+    except Exception:  # noqa: BLE001 - offline, gated, or an old huggingface_hub: the id alone still identifies it
+        return "unknown"

@@ -194,6 +194,8 @@ class Pipeline:
                         images = tuple(ImageInput(pixels=a, uuid=array_uuid(a)) for a in arrays)
                     except SampleError as exc:
                         item.error = exc
+                    except Exception as exc:  # noqa: BLE001 - an image the loader did not foresee: this sample's
+                        item.error = SampleError("image_error", f"{type(exc).__name__}: {exc}")
                 await queue.put((item, video_input, images))
 
     async def _worker(self, queue: asyncio.Queue) -> None:
@@ -217,6 +219,8 @@ class Pipeline:
                 prompt = item.prompt(item.sample) if callable(item.prompt) else item.prompt
             except SampleError as exc:  # the record cannot fill the template (unknown task type, bad options)
                 error = exc
+            except Exception as exc:  # noqa: BLE001 - a template error on one record is that record's failure
+                error = SampleError("prompt_error", f"{type(exc).__name__}: {exc}")
         if error is None:
             if self.engine_ready is not None:
                 await self.engine_ready.wait()
@@ -270,6 +274,9 @@ class Pipeline:
                 error = exc
             except ValueError as exc:  # unknown task type
                 error = SampleError("record_invalid", str(exc))
+            except Exception as exc:  # noqa: BLE001 - a scorer bug on one answer must not stop the run
+                log.exception("scoring %s failed", s.key)
+                error = SampleError("score_error", f"{type(exc).__name__}: {exc}")
         if error is not None:
             result.error = {"kind": error.kind, "message": str(error)}
             result.score = None

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from .backends.base import Backend, SamplingParams
+from .backends.base import Backend, Completion, Request, SamplingParams
 from .backends.factory import make_backend
 from .backends.openai import ServerSettings
 from .backends.vllm import VLLMSettings
 from .benchmarks.selection import Selection
-from .errors import SampleError, UserError
+from .errors import DataMissing, SampleError, UserError
 from .pipeline import Pipeline, PlanEntry, Progress, WorkItem, group_by_video
 from .results.manifest import PlannedBenchmark, plain
 from .failure_kinds import EnvironmentFault
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .models import ModelRef
     from .scoring.base import Score
     from .sharding import ShardSelection
+    from .workload import WorkloadPlan
 
 log = logging.getLogger(__name__)
 
@@ -73,41 +74,38 @@ class BenchmarkPlan(PlannedBenchmark):
     sample_ids: frozenset[str] | None = None  # the annotation file's samples now: the summary counts only these
 
 
-def run(cfg: RunConfig) -> dict[str, Any]:
+def run(cfg: RunConfig, on_plan: Callable[[WorkloadPlan | None, dict[str, str]], None] | None = None
+        ) -> dict[str, Any]:
     """Run an evaluation; return the summary dict (also written to OUTPUT_DIR/summary.json), with `run_dir` and, for a
-    shard, `merged` (whether this shard completed the run and merged it)."""
+    shard, `merged` (whether this shard completed the run and merged it). `on_plan` gets the workload plan of what is
+    left to run (None when it could not be made) and the benchmarks not run, before any engine starts."""
     from . import models
 
     if cfg.mode not in MODES:
         raise UserError(f"unknown mode {cfg.mode!r}; choose from {', '.join(MODES)}")
     t_start = time.time()
     model = models.resolve(cfg.model)
-    benchmarks = cfg.selection.resolve()
     run_dir = Path(cfg.output_dir or Path("runs") / model.display_name)
     run_dir.mkdir(parents=True, exist_ok=True)
     # One writer per run directory, whatever its config (the shards of one run share it).
     with RunDirLock(run_dir, shared=bool(cfg.shard)):
-        return _run_locked(cfg, model, benchmarks, run_dir, t_start)
+        return _run_locked(cfg, model, run_dir, t_start, on_plan)
 
 
-def _run_locked(cfg: RunConfig, model: ModelRef, benchmarks: list[Benchmark], run_dir: Path,
-                t_start: float) -> dict[str, Any]:
-    from .frames import FrameCache
-    from .frames.budget import gb_to_bytes
+def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
+                on_plan: Callable[[WorkloadPlan | None, dict[str, str]], None] | None) -> dict[str, Any]:
     from .results import summaries
 
-    # Retrying failures reaches the cache too: a video whose decode failed last time is tried again.
-    cache_opts: dict[str, Any] = {"retry_failed": cfg.retry_failed}
-    if cfg.cache_max_gb is not None:
-        cache_opts["max_bytes"] = gb_to_bytes(cfg.cache_max_gb)
-    try:
-        cache = FrameCache(cfg.cache_dir, **cache_opts) if cfg.cache_dir else FrameCache.default(**cache_opts)
-    except ValueError as exc:  # a bad budget or codec in the environment
-        raise UserError(str(exc)) from exc
-    loaded = [(b, cfg.selection.samples(b)) for b in benchmarks]
+    loaded, not_run = _load(cfg)
+    cache = _cache(cfg)
     selection = _shard_selection(cfg, model, loaded, run_dir) if cfg.shard else None
-    plans = [_plan(b, model, cfg, run_dir, samples, selection) for b, samples in loaded]
+    plans = [_plan(b, model, cfg, run_dir, samples, selection, cache.decoder) for b, samples in loaded]
     del loaded  # the plans hold what is still to run; finished samples need not stay in memory
+    workload = workload_plan(cfg, model, plans, cache, not_run) if cfg.mode != "preprocess" else None
+    if on_plan is not None:
+        on_plan(workload, not_run)
+    if workload is not None and cfg.backend == "vllm":
+        _mark_overflow(plans, workload)
 
     stats: dict[str, Any] = {}
     pending = sum(len(p.entries) for p in plans)
@@ -115,7 +113,7 @@ def _run_locked(cfg: RunConfig, model: ModelRef, benchmarks: list[Benchmark], ru
     stopped: EnvironmentFault | None = None
     try:
         if cfg.mode == "preprocess" or pending:
-            stats = _execute(cfg, model, plans, cache)
+            stats = _execute(cfg, model, plans, cache, workload)
         else:
             log.info("every sample already has a result in %s (nothing to run)", run_dir)
     except KeyboardInterrupt:
@@ -134,11 +132,12 @@ def _run_locked(cfg: RunConfig, model: ModelRef, benchmarks: list[Benchmark], ru
             run_dir=run_dir,
             model=model,
             run_config=plain(cfg),
-            backend_options=backend_options(cfg, plans),
+            backend_options=backend_options(cfg, plans, workload),
             plans=plans,
             loop_stats=stats,
             started_at=t_start,
             shard=cfg.shard,
+            not_run=not_run,
         )
     except OSError as exc:
         if stopped is None:
@@ -158,6 +157,86 @@ def _run_locked(cfg: RunConfig, model: ModelRef, benchmarks: list[Benchmark], ru
     return summary
 
 
+def _load(cfg: RunConfig) -> tuple[list[tuple[Benchmark, list[Sample | SampleError]]], dict[str, str]]:
+    """(benchmark, samples) of every benchmark whose data is there, and why each of the others is not run. Raises
+    UserError when none has data: a run of nothing is a mistake, not a result."""
+    loaded, not_run = [], {}
+    for bench in cfg.selection.resolve():
+        try:
+            loaded.append((bench, cfg.selection.samples(bench)))
+        except DataMissing as exc:  # a user with 21 of 22 datasets runs the 21
+            not_run[bench.id] = str(exc)
+            log.warning("not running %s: %s", bench.id, exc)
+    if not loaded:
+        raise UserError("no benchmark has its data: " + "; ".join(not_run.values()))
+    return loaded, not_run
+
+
+def _cache(cfg: RunConfig) -> FrameCache:
+    from .frames import FrameCache
+    from .frames.budget import gb_to_bytes
+
+    # Retrying failures reaches the cache too: a video whose decode failed last time is tried again.
+    cache_opts: dict[str, Any] = {"retry_failed": cfg.retry_failed}
+    if cfg.cache_max_gb is not None:
+        cache_opts["max_bytes"] = gb_to_bytes(cfg.cache_max_gb)
+    try:
+        return FrameCache(cfg.cache_dir, **cache_opts) if cfg.cache_dir else FrameCache.default(**cache_opts)
+    except ValueError as exc:  # a bad budget or codec in the environment
+        raise UserError(str(exc)) from exc
+
+
+def plan(cfg: RunConfig) -> WorkloadPlan:
+    """The workload plan of the whole selection (finished samples included), without a run directory or an engine:
+    `vbench-async plan`."""
+    from . import models
+
+    model = models.resolve(cfg.model)
+    loaded, not_run = _load(cfg)
+    cache = _cache(cfg)
+    run_dir = Path(cfg.output_dir or Path("runs") / model.display_name)
+    plans = [_plan(b, model, cfg, run_dir, samples, decoder=cache.decoder, skip_done=False) for b, samples in loaded]
+    return workload_plan(cfg, model, plans, cache, not_run, strict=True)
+
+
+def workload_plan(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache,
+                  not_run: dict[str, str], strict: bool = False) -> WorkloadPlan | None:
+    """The plan of `plans`' pending entries (workload/plan.py). None when the model's processor cannot be read, unless
+    `strict`: a run then goes on unplanned, with the engine's default settings."""
+    from .workload import build_plan
+
+    engine = cfg.engine
+    try:
+        return build_plan(
+            model, [(p.benchmark, p.spec, [(e.item, e.video, e.window, e.images) for e in p.entries]) for p in plans],
+            cache, thinking=cfg.thinking, max_tokens=cfg.sampling.max_tokens,
+            concurrency=min(cfg.concurrency, engine.max_num_seqs or cfg.concurrency),  # sequences held at once
+            max_model_len=engine.max_model_len if cfg.backend == "vllm" else None,
+            max_num_batched_tokens=engine.max_num_batched_tokens if cfg.backend == "vllm" else None,
+            not_run=not_run)
+    except UserError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a run without a plan still runs, with the engine's defaults
+        if strict:
+            raise UserError(f"cannot plan {model.name}: {type(exc).__name__}: {exc}") from exc
+        log.warning("no workload plan (%s: %s); the engine keeps its default settings", type(exc).__name__, exc)
+        return None
+
+
+def _mark_overflow(plans: list[BenchmarkPlan], workload: WorkloadPlan) -> None:
+    """Record the samples the engine would refuse as context_overflow, before any request: with their token count."""
+    from .workload.plan import CONTEXT_OVERFLOW
+
+    over = workload.overflowing()
+    limit = workload.engine.max_model_len
+    for p in plans:
+        for e in p.entries:
+            n = over.get(e.item.sample.key)
+            if n is not None and e.item.error is None:
+                e.item.error = SampleError(CONTEXT_OVERFLOW, f"the prompt needs {n} tokens (+ {workload.max_tokens} "
+                                           f"to answer); the engine's context is {limit} tokens")
+
+
 def _shard_selection(cfg: RunConfig, model: ModelRef, loaded: list[tuple[Benchmark, list[Sample | SampleError]]],
                      run_dir: Path) -> ShardSelection:
     from .sharding import Shard, items_for, select
@@ -169,10 +248,15 @@ def _shard_selection(cfg: RunConfig, model: ModelRef, loaded: list[tuple[Benchma
 
 
 def _plan(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_dir: Path, samples: list[Sample | SampleError],
-          selection: ShardSelection | None = None) -> BenchmarkPlan:
+          selection: ShardSelection | None = None, decoder: str | None = None,
+          skip_done: bool = True) -> BenchmarkPlan:
     spec = benchmark.frame_spec(model.family, cfg.frame_overrides)
     config = {
+        # What can change an answer: the weights (a content hash, or the hub revision), the serving path (in-process
+        # vLLM, a server, transformers), the decoder that produced the frames, frames, prompt and sampling.
         "model": model.fingerprint,
+        "backend": cfg.backend,
+        "decoder": decoder,
         "benchmark": benchmark.id,
         "frames": spec.to_dict(),
         "prompt": benchmark.prompt_template_hash(),
@@ -183,7 +267,7 @@ def _plan(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_dir: Path, 
     if selection is not None:
         selection.write_index(run_dir, benchmark.id, store.config_hash, config, [s.sample_id for s in samples])
         samples = selection.keep(benchmark.id, samples)
-    done = store.completed_ids(retry_failed=cfg.retry_failed)
+    done = store.completed_ids(retry_failed=cfg.retry_failed) if skip_done else set()
     render = functools.partial(benchmark.render_prompt, thinking=cfg.thinking)
     data_root, outside = cfg.selection.data_root, cfg.selection.allow_outside_root
     entries = []
@@ -208,7 +292,8 @@ def _plan(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_dir: Path, 
                          sample_ids=frozenset(s.sample_id for s in samples))
 
 
-def _execute(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache) -> dict[str, Any]:
+def _execute(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache,
+             workload: WorkloadPlan | None = None) -> dict[str, Any]:
     from .frames import VideoJob, preprocess
 
     def jobs() -> Iterator[VideoJob]:  # one per question (preprocess counts them), made on the fly, not listed
@@ -232,14 +317,17 @@ def _execute(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache:
         # Lock the result files first: a second run into the same output directory is refused before an engine starts.
         for p in plans:
             open_stores.enter_context(p.store)
-        return _evaluate(cfg, model, plans, cache, mode, jobs, stats)
+        return _evaluate(cfg, model, plans, cache, mode, jobs, stats, workload)
 
 
 def _evaluate(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache, mode: str,
-              jobs: Callable[[], Iterator[VideoJob]], stats: dict[str, Any]) -> dict[str, Any]:
+              jobs: Callable[[], Iterator[VideoJob]], stats: dict[str, Any],
+              workload: WorkloadPlan | None = None) -> dict[str, Any]:
     from .frames import preprocess
 
-    backend = _backend(cfg, model, plans)
+    sendable = any(e.item.error is None for p in plans for e in p.entries)
+    # Every pending sample already failed (missing videos, prompts that cannot fit): record them, start no engine.
+    backend = _backend(cfg, model, plans, workload) if sendable else NoRequests()
     t0 = time.perf_counter()
     cache.reserve(jobs())  # a cache budget never evicts what a queued request will load; labels for `cache stats`
 
@@ -287,27 +375,49 @@ def _evaluate(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache
     return asyncio.run(main())
 
 
-def engine_settings(cfg: RunConfig, plans: list[BenchmarkPlan]) -> VLLMSettings:
-    """The run's engine settings, with the sampling seed and the frame budget to profile memory with."""
+def engine_settings(cfg: RunConfig, plans: list[BenchmarkPlan], workload: WorkloadPlan | None = None) -> VLLMSettings:
+    """The run's engine settings: the sampling seed, the frame budget to profile memory with, and the context, batch
+    budget and profiling video from the workload plan (an explicit max_model_len is already the plan's)."""
     specs = [p.spec for p in plans]
     # Profile memory with the run's real frame budget, not the model's maximum (faster start-up).
-    return dataclasses.replace(cfg.engine, seed=cfg.sampling.seed,
-                               profile_frames=max((s.nframes or s.max_frames for s in specs), default=None),
-                               profile_pixels=max((s.max_pixels for s in specs), default=None))
+    settings = dataclasses.replace(cfg.engine, seed=cfg.sampling.seed,
+                                   profile_frames=max((s.nframes or s.max_frames for s in specs), default=None),
+                                   profile_pixels=max((s.max_pixels for s in specs), default=None))
+    if workload is not None:
+        workload.engine.apply(settings)
+    return settings
 
 
-def backend_options(cfg: RunConfig, plans: list[BenchmarkPlan]) -> dict[str, Any]:
+def backend_options(cfg: RunConfig, plans: list[BenchmarkPlan], workload: WorkloadPlan | None = None) -> dict[str, Any]:
     """The settings of the run's backend, as the manifest records them."""
     if cfg.backend == "vllm":
-        return dataclasses.asdict(engine_settings(cfg, plans))
+        return dataclasses.asdict(engine_settings(cfg, plans, workload))
     if cfg.backend == "openai":
         return {**dataclasses.asdict(cfg.server), "concurrency": cfg.concurrency}
     return {}
 
 
-def _backend(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan]) -> Backend:
-    return make_backend(cfg.backend, model.path, engine=engine_settings(cfg, plans), server=cfg.server,
+def _backend(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], workload: WorkloadPlan | None) -> Backend:
+    return make_backend(cfg.backend, model.path, engine=engine_settings(cfg, plans, workload), server=cfg.server,
                         concurrency=cfg.concurrency)
+
+
+class NoRequests:
+    """The backend of a run with nothing to send: every pending sample failed before reaching an engine."""
+
+    name = "none"
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    async def generate(self, request: Request) -> Completion:
+        raise RuntimeError("no request was expected: every sample failed before reaching the engine")
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "reason": "every pending sample failed before reaching an engine"}
 
 
 def _scorer() -> Callable[[Sample, str], Score]:

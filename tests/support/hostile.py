@@ -21,8 +21,9 @@ import numpy as np
 from support.videos import truncate, write_audio_only, write_video
 
 OK = frozenset({"ok"})  # the sample must be answered (no error)
-# A prompt longer than the model's context, refused by the engine: in process, or over HTTP (a 400 from vLLM's server).
-REJECTED = frozenset({"engine_error", "server_error"})
+# A prompt longer than the model's context: planned and recorded before any request (in process), or refused over
+# HTTP (a 400 from vLLM's server).
+REJECTED = frozenset({"context_overflow", "engine_error", "server_error"})
 CARD = "mmvu"  # a unified-source card whose prompt routing has a default: any task type gets a prompt
 XSS = '<script>alert("vb-xss")</script><img src=x onerror="vbXss()">'
 JINJA = "{{ 7*7 }} {% for x in range(3) %}LOOP{% endfor %} {{ cycler.__init__.__globals__ }}"
@@ -197,6 +198,80 @@ def build_videos(videos: Path, scratch: Path, cases: list[VideoCase] = VIDEO_CAS
     videos.mkdir(parents=True, exist_ok=True)
     scratch.mkdir(parents=True, exist_ok=True)
     return {case.name: case.build(videos, scratch) for case in cases}
+
+
+# ----------------------------------------------------------------------------------------------- images
+
+
+@dataclass(frozen=True)
+class ImageCase:
+    name: str
+    file: str  # file name inside the image folder (the extension may lie)
+    make: Callable[[Path], Any]
+    expect: frozenset[str]
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    import zlib
+
+    return len(data).to_bytes(4, "big") + kind + data + zlib.crc32(kind + data).to_bytes(4, "big")
+
+
+def _bomb_png(path: Path) -> None:
+    """A 69-byte PNG whose header claims 20000 x 20000 pixels: PIL raises DecompressionBombError (not an OSError)."""
+    import zlib
+
+    ihdr = (20000).to_bytes(4, "big") * 2 + bytes([1, 0, 0, 0, 0])  # 1-bit greyscale
+    data = b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", ihdr) + _png_chunk(b"IDAT", zlib.compress(b"")) + \
+        _png_chunk(b"IEND", b"")
+    path.write_bytes(data)
+
+
+def _pil(mode: str, fmt: str, size: tuple[int, int] = (40, 30), **save: Any) -> Callable[[Path], None]:
+    def make(path: Path) -> None:
+        from PIL import Image
+
+        rng = np.random.default_rng(len(mode))
+        if mode in ("I;16", "I"):
+            img = Image.fromarray(rng.integers(0, 65535, size[::-1], dtype=np.uint16))  # mode I;16
+            if mode == "I":
+                img = img.convert("I")
+        else:
+            img = Image.new(mode, size)
+            img.putdata([tuple(int(v) for v in rng.integers(0, 256, len(mode)))
+                         if len(mode) > 1 else int(rng.integers(0, 256)) for _ in range(size[0] * size[1])])
+        img.save(path, format=fmt, **save)
+    return make
+
+
+def _truncated_png(path: Path) -> None:
+    _pil("RGB", "PNG", (64, 48))(path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+IMAGE_CASES: list[ImageCase] = [
+    ImageCase("decompression_bomb", "bomb.png", _bomb_png, frozenset({"image_too_large"})),
+    ImageCase("truncated_png", "half.png", _truncated_png, frozenset({"decode_error"})),
+    ImageCase("png_named_jpg", "png.jpg", _pil("RGB", "PNG"), OK),
+    ImageCase("text_named_png", "text.png", lambda p: p.write_text("not an image\n"), frozenset({"decode_error"})),
+    ImageCase("cmyk_jpeg", "cmyk.jpg", _pil("CMYK", "JPEG"), OK),
+    ImageCase("grey_16_bit_png", "grey16.png", _pil("I;16", "PNG"), OK),
+    ImageCase("grey_32_bit_tiff", "grey32.tiff", _pil("I", "TIFF"), OK),
+    ImageCase("rgba_png", "alpha.png", _pil("RGBA", "PNG"), OK),
+    ImageCase("grey_alpha_png", "la.png", _pil("LA", "PNG"), OK),
+    ImageCase("palette_with_transparency", "palette.png", _pil("P", "PNG", transparency=0), OK),
+    ImageCase("one_pixel", "dot.png", _pil("RGB", "PNG", (1, 1)), OK),
+    ImageCase("missing", "not_there.png", lambda p: None, frozenset({"video_missing"})),
+]
+
+
+def build_images(images: Path, cases: list[ImageCase] = IMAGE_CASES) -> dict[str, str]:
+    """Write every image case into `images`; case name -> file name."""
+    images.mkdir(parents=True, exist_ok=True)
+    for case in cases:
+        case.make(images / case.file)
+    return {case.name: case.file for case in cases}
 
 
 # ----------------------------------------------------------------------------------------------- records
@@ -400,6 +475,11 @@ def build_corpus(root: Path) -> Corpus:
             rec["start"], rec["end"] = case.window
         extra.append(rec)
         corpus.ids[pid], corpus.names[pid] = case.expect, case.name
+    images = build_images(videos / "images")
+    for case in IMAGE_CASES:  # a good video plus a hostile image (VideoMMMU's layout): the image decides the outcome
+        pid = f"img-{case.name}"
+        extra.append(_good(pid, image_path=f"images/{images[case.name]}", subject="image"))
+        corpus.ids[pid], corpus.names[pid] = case.expect, f"image:{case.name}"
     for i, case in enumerate(CACHE_CASES):
         name = f"cache_{i:02d}.mp4"
         _video(videos / name, frames=25 + i)  # distinct content: distinct cache keys

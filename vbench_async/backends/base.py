@@ -44,6 +44,14 @@ class SamplingParams:
         return asdict(self)
 
 
+def explicit_sampling(s: SamplingParams) -> dict[str, Any]:
+    """Every sampling field a server or checkpoint could otherwise fill in from its generation_config, with the run's
+    value or the neutral one (top_k 0 = off, min_p 0, frequency_penalty 0): nothing is left to a default."""
+    return {"temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k, "min_p": 0.0,
+            "max_tokens": s.max_tokens, "seed": s.seed, "repetition_penalty": s.repetition_penalty,
+            "presence_penalty": s.presence_penalty, "frequency_penalty": 0.0}
+
+
 @dataclass(frozen=True)
 class Request:
     request_id: str
@@ -85,9 +93,14 @@ class Backend(Protocol):
 
 def messages_for(request: Request) -> list[dict[str, Any]]:
     """The chat messages every backend renders: media first (video, then images), then the text. No system prompt."""
-    content: list[dict[str, Any]] = [{"type": "video"} for _ in request.videos]
-    content += [{"type": "image"} for _ in request.images]
-    content.append({"type": "text", "text": request.prompt})
+    return chat_messages(request.prompt, len(request.videos), len(request.images))
+
+
+def chat_messages(prompt: str, n_videos: int = 0, n_images: int = 0) -> list[dict[str, Any]]:
+    """`messages_for` from counts (the plan renders prompts before any frame is loaded)."""
+    content: list[dict[str, Any]] = [{"type": "video"} for _ in range(n_videos)]
+    content += [{"type": "image"} for _ in range(n_images)]
+    content.append({"type": "text", "text": prompt})
     return [{"role": "user", "content": content}]
 
 

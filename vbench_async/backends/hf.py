@@ -68,17 +68,10 @@ class HFBackend:
         start = time.perf_counter()
         with self._lock:
             batch = self.inputs(request).to(self.device)
-            gen_kwargs: dict[str, Any] = {"max_new_tokens": s.max_tokens, "num_return_sequences": request.n}
             if s.temperature > 0:
                 torch.manual_seed(s.seed)
-                gen_kwargs.update(do_sample=True, temperature=s.temperature, top_p=s.top_p,
-                                  top_k=s.top_k if s.top_k > 0 else None)
-            else:
-                gen_kwargs["do_sample"] = False
-            if s.repetition_penalty != 1.0:
-                gen_kwargs["repetition_penalty"] = s.repetition_penalty
             with torch.inference_mode():
-                out = self.model.generate(**batch, **gen_kwargs)
+                out = self.model.generate(**batch, generation_config=self.generation_config(request))
         prompt_len = batch["input_ids"].shape[1]
         new = out[:, prompt_len:]
         texts = self.processor.batch_decode(new, skip_special_tokens=True)
@@ -93,6 +86,23 @@ class HFBackend:
             texts=texts if request.n > 1 else None,
             token_ids=[row.tolist() for row in new],
         )
+
+    def generation_config(self, request: Request):
+        """The checkpoint's generation_config (its stop and pad tokens) with every sampling field set from the
+        request: a repetition_penalty or top_k in generation_config.json must not change the answers silently."""
+        import copy
+
+        s = request.sampling
+        config = copy.deepcopy(self.model.generation_config)
+        sample = s.temperature > 0
+        config.update(
+            max_new_tokens=s.max_tokens, num_return_sequences=request.n, do_sample=sample, num_beams=1,
+            temperature=s.temperature if sample else 1.0, top_p=s.top_p if sample else 1.0,
+            top_k=s.top_k if sample and s.top_k > 0 else None, min_p=None, typical_p=1.0,
+            repetition_penalty=s.repetition_penalty, no_repeat_ngram_size=0, encoder_repetition_penalty=1.0,
+            length_penalty=1.0, max_length=None, min_length=0, min_new_tokens=None, bad_words_ids=None,
+        )
+        return config
 
     async def generate(self, request: Request) -> Completion:
         if self.model is None:

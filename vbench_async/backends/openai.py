@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EngineDead, SampleError, UserError
-from .base import Completion, Request
+from .base import Completion, Request, explicit_sampling
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
@@ -104,18 +104,11 @@ class OpenAIBackend:
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": "user", "content": content}],
-            "max_tokens": s.max_tokens,
-            "temperature": s.temperature,
-            "top_p": s.top_p,
-            "seed": s.seed,
             "n": request.n,
+            # Every sampling field, neutral ones included: a field left out is filled in by the server from the
+            # checkpoint's generation_config (vLLM does so for repetition_penalty, top_k, min_p, ...).
+            **explicit_sampling(s),
         }
-        if s.top_k > 0:
-            body["top_k"] = s.top_k
-        if s.presence_penalty:
-            body["presence_penalty"] = s.presence_penalty
-        if s.repetition_penalty != 1.0:
-            body["repetition_penalty"] = s.repetition_penalty
         if io_kwargs:
             body["media_io_kwargs"] = {"video": io_kwargs}
             body["mm_processor_kwargs"] = {"do_resize": False, "do_sample_frames": False}

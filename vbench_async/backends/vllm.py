@@ -24,6 +24,7 @@ from .guard import OrphanGuard
 log = logging.getLogger(__name__)
 
 CPU_SHUTDOWN_S = 0.5
+UNPLANNED_MAX_MODEL_LEN = 8192  # the context when no plan sized it (a judge engine, a run whose plan failed)
 
 
 @dataclass
@@ -31,10 +32,13 @@ class VLLMSettings:
     """Engine knobs; those with a `help` are command-line flags (`cli/options.py`). `kv_cache_bytes` matters on CPU:
     without it vLLM takes 90% of RAM."""
 
-    max_model_len: int = field(default=8192, metadata={"help": "context length the engine reserves per sequence"})
+    max_model_len: int | None = field(default=None, metadata={
+        "help": "context length the engine reserves per sequence (default: the longest planned prompt + the answer's "
+                "max tokens + a margin, capped by the model's max_position_embeddings; 8192 when nothing was planned)"})
     max_num_seqs: int = field(default=16, metadata={"help": "sequences the engine runs at once"})
     max_num_batched_tokens: int | None = field(
-        default=None, metadata={"help": "per-step token budget (chunked prefill size)"})
+        default=None, metadata={"help": "per-step token budget (chunked prefill size; default: vLLM's, raised to the "
+                                        "largest planned video's embeddings)"})
     gpu_memory_utilization: float = field(default=0.85, metadata={"help": "share of GPU memory vLLM may use"})
     kv_cache_bytes: int | None = field(default=None, metadata={
         "help": "explicit KV cache size in bytes (default on CPU: 64 MiB; else from memory utilisation)"})
@@ -56,6 +60,9 @@ class VLLMSettings:
     # Profile vLLM's memory with a dummy video of the run's real size, not the model's maximum (start-up time).
     profile_frames: int | None = None
     profile_pixels: int | None = None
+    profile_height: int | None = None  # the largest video's exact frame size, from the plan (wins over pixels)
+    profile_width: int | None = None
+    min_kv_cache_bytes: int = 0  # on CPU the KV cache is a fixed size: at least this (one sequence of the context)
 
 
 def replica_for(key: str, replicas: int) -> int:
@@ -88,16 +95,22 @@ class VLLMBackend:
 
         s = self.settings
         cpu = on_cpu()
-        kv = s.kv_cache_bytes if s.kv_cache_bytes is not None else (64 << 20 if cpu else None)
+        kv = s.kv_cache_bytes if s.kv_cache_bytes is not None else (max(64 << 20, s.min_kv_cache_bytes) if cpu
+                                                                      else None)
         limit: dict[str, Any] = {"video": s.max_videos, "image": s.max_images}
-        if s.profile_frames and s.profile_pixels:
+        if s.profile_frames and s.profile_height and s.profile_width:
+            # The largest video the run sends (from the plan): the engine is profiled, and its encoder cache sized,
+            # for exactly that.
+            limit["video"] = {"count": s.max_videos, "num_frames": s.profile_frames, "width": s.profile_width,
+                              "height": s.profile_height}
+        elif s.profile_frames and s.profile_pixels:
             # vLLM >= 0.11 accepts per-modality dummy sizes: profile with the run's real budget.
             side = int(s.profile_pixels**0.5)
             limit["video"] = {"count": s.max_videos, "num_frames": s.profile_frames, "width": side, "height": side}
         kwargs: dict[str, Any] = dict(
             model=self.model,
             dtype=("bfloat16" if cpu and s.dtype == "auto" else s.dtype),
-            max_model_len=s.max_model_len,
+            max_model_len=s.max_model_len or UNPLANNED_MAX_MODEL_LEN,
             max_num_seqs=s.max_num_seqs,
             tensor_parallel_size=s.tensor_parallel_size,
             data_parallel_size=s.data_parallel_size,
@@ -232,6 +245,8 @@ class VLLMBackend:
                 seed=s.seed,
                 repetition_penalty=s.repetition_penalty,
                 presence_penalty=s.presence_penalty,
+                frequency_penalty=0.0,
+                min_p=0.0,  # every field explicit: nothing comes from the checkpoint's generation_config
                 output_kind=RequestOutputKind.FINAL_ONLY,  # one message per request, not one per token
             )
             self._sampling_cache[key] = sp

@@ -32,13 +32,19 @@ def environment() -> jinja2.Environment:
     )
 
 
+@cache
+def _template_names() -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in TEMPLATE_DIR.glob("*.jinja") if not p.name.startswith("_")))
+
+
 def template_names() -> list[str]:
-    """Templates a card may name (files starting with "_" hold shared macros)."""
-    return sorted(p.stem for p in TEMPLATE_DIR.glob("*.jinja") if not p.name.startswith("_"))
+    """Templates a card may name (files starting with "_" hold shared macros). Read once: rendering checks the name
+    for every sample, and a directory listing per prompt cost a plan of 10,000 questions seconds."""
+    return list(_template_names())
 
 
 def check_template(name: str) -> None:
-    if name not in template_names():
+    if name not in _template_names():
         raise UserError(f"unknown prompt template {name!r}; available: {', '.join(template_names())}")
 
 

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import yaml
 
-from ..errors import SampleError, UserError
+from ..errors import DataMissing, SampleError, UserError
 from ..samples import Sample, iter_records, sample_from
 from .cards import Card
 from .quirks import SAMPLE_HOOKS, ClipResolver, add_path_fields, dedupe_ids
@@ -170,11 +170,11 @@ def load_records(card: Card, resolved: Resolved, root: Path | str | None) -> Ite
         from .hub import load_hub_records
 
         if not (resolved.snapshot and resolved.snapshot.is_dir()):
-            raise UserError(_missing_message(card, resolved, root))
+            raise DataMissing(_missing_message(card, resolved, root))
         return load_hub_records(resolved.snapshot, card.sources.hub, resolved.video_root)
     path = resolved.annotation
     if path is None or not path.is_file():
-        raise UserError(_missing_message(card, resolved, root))
+        raise DataMissing(_missing_message(card, resolved, root))
     hub = card.sources.hub
     # A file in the official release's format is mapped whole; deciding needs at most one pass that usually stops at
     # the first record (a unified file's first record has a problem_type).

@@ -22,6 +22,7 @@ ENGINE_DEAD = 3  # the engine or server went away; finished work is kept
 # Order here is the order in `vbench-async --help`.
 _COMMAND_MODULES = [
     "run",
+    "plan",
     "merge",
     "preprocess",
     "cache",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ..errors import UserError
@@ -41,4 +42,7 @@ def main(args: argparse.Namespace) -> int:
     print(f"\nsummary: {args.output_dir}/summary.json")
     if not args.no_site:
         print(f"leaderboard: {write_run_site(args.output_dir)}")
-    return 0
+    failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
+    if failed:  # shards under torchrun exit 0 with failed samples (so no sibling is killed): this exit code says it
+        print(f"{failed} sample(s) failed; their reasons are in the result files (field 'error').", file=sys.stderr)
+    return 1 if failed else 0

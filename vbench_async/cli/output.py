@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..results.rundir import site_dir
+from ..results.summaries import benchmark_status
 
 
 def print_rows(rows: list[tuple[str, ...]], left: tuple[int, ...] = (0,), file: TextIO | None = None) -> None:
@@ -25,13 +26,16 @@ def print_table(summary: dict[str, Any], file: TextIO | None = None) -> None:
     rows = [("benchmark", "score", "n_total", "failed", "status")]
     for bid, b in summary["benchmarks"].items():
         score = b.get("score")
+        status = b.get("status") or benchmark_status(b)
         rows.append((
             bid,
-            f"{100 * score:.2f}" if isinstance(score, (int, float)) else "-",
+            f"{100 * score:.2f}" if isinstance(score, (int, float)) and status != "failed" else "-",
             str(b.get("n_total", 0)),
             str(b.get("n_failed", 0)),
-            "complete" if b.get("complete") else "PARTIAL",
+            {"complete": "complete", "failed": "ALL FAILED"}.get(status, "PARTIAL"),
         ))
+    for bid in summary.get("not_run") or {}:
+        rows.append((bid, "-", "0", "0", "NOT RUN (no data)"))
     print_rows(rows, file=file)
 
 

@@ -86,6 +86,10 @@ class FrameCache:
         return cls(default_cache_dir(), **kwargs)
 
     # -- lookups ------------------------------------------------------------------------------------------
+    def fingerprint(self, video: Path) -> str:
+        """The content fingerprint the keys of `video` are made from (FrameError if it is missing or empty)."""
+        return self._fingerprint(Path(video))
+
     def key(self, video: Path, spec: FrameSpec, window: Window | None = None) -> str:
         """Cache key of (video content, spec, window). FrameError if the video is missing or empty."""
         return cache_key(self._fingerprint(Path(video)), spec, window)

@@ -24,6 +24,8 @@ BATCH = 16  # decord: frames per get_batch call (bounds memory at source resolut
 class StreamInfo:
     fps: float  # average frame rate of the video stream
     total_frames: int
+    width: int = 0  # coded frame size, when the decoder knows it without decoding (0: unknown)
+    height: int = 0
 
 
 class OpenVideo(Protocol):
@@ -58,7 +60,8 @@ class PyAVVideo:
             raise FrameError(DECODE_ERROR, f"{path.name}: the video stream has no frame rate")
         self._pts, self._keys = self._index()
         total = len(self._pts) if self._pts is not None else stream.frames
-        self.info = StreamInfo(fps=float(rate), total_frames=int(total))
+        self.info = StreamInfo(fps=float(rate), total_frames=int(total), width=int(stream.codec_context.width or 0),
+                               height=int(stream.codec_context.height or 0))
         self._container.close()
         self._container = self._open()  # demuxing consumed the file; start again at the beginning
 
@@ -162,7 +165,8 @@ class OpenCVVideo:
         total = int(self._cap.get(cv2.CAP_PROP_FRAME_COUNT))
         if fps <= 0:
             raise FrameError(DECODE_ERROR, f"{path.name}: OpenCV reports no frame rate")
-        self.info = StreamInfo(fps=fps, total_frames=total)
+        self.info = StreamInfo(fps=fps, total_frames=total, width=int(self._cap.get(cv2.CAP_PROP_FRAME_WIDTH)),
+                               height=int(self._cap.get(cv2.CAP_PROP_FRAME_HEIGHT)))
 
     def read(self, indices: list[int]) -> Iterator[tuple[int, np.ndarray]]:
         cv2, position = self._cv2, -1

@@ -12,6 +12,7 @@ DECODE_ERROR = "decode_error"  # the decoder could not open or read the file (tr
 DECODE_TIMEOUT = "decode_timeout"  # the worker process ran past the timeout and was killed
 DECODER_CRASH = "decoder_crash"  # the worker process died (segfault, out of memory)
 WINDOW_INVALID = "window_invalid"  # the (start, end) window selects no frame of this video
+IMAGE_TOO_LARGE = "image_too_large"  # an image claiming more pixels than PIL's decompression-bomb limit
 ASPECT_RATIO = "aspect_ratio"  # frames too thin for the Qwen resize rules (ratio above 200)
 WORKER_ERROR = "worker_error"  # the decode worker could not start: an environment problem, never recorded
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import DECODE_ERROR, VIDEO_MISSING, FrameError
+from .errors import DECODE_ERROR, IMAGE_TOO_LARGE, VIDEO_MISSING, FrameError
 from .spec import FrameSpec
 
 
@@ -28,8 +28,11 @@ def resize_frames(frames: np.ndarray, height: int, width: int) -> np.ndarray:
 
 
 def load_image(path: Path, spec: FrameSpec | str) -> np.ndarray:
-    """An image file as RGB uint8 (H, W, 3), resized within the image budget of `spec` (or of a family's defaults)."""
-    from PIL import Image, UnidentifiedImageError
+    """An image file as RGB uint8 (H, W, 3), resized within the image budget of `spec` (or of a family's defaults).
+
+    Every way a file can fail to be an image raises FrameError: PIL raises more than OSError (DecompressionBombError
+    for a small file claiming a huge size, ValueError for modes it cannot convert, SyntaxError for some headers)."""
+    from PIL import Image
 
     if isinstance(spec, str):
         spec = FrameSpec(family=spec)
@@ -38,14 +41,30 @@ def load_image(path: Path, spec: FrameSpec | str) -> np.ndarray:
         raise FrameError(VIDEO_MISSING, f"image not found: {path}")
     try:
         with Image.open(path) as img:
-            if img.mode == "RGBA":  # transparent pixels become white, as in the reference
-                rgb = Image.new("RGB", img.size, (255, 255, 255))
-                rgb.paste(img, mask=img.split()[3])
-            else:
-                rgb = img.convert("RGB")
-    except (UnidentifiedImageError, OSError) as exc:
-        raise FrameError(DECODE_ERROR, f"cannot read image {path}: {exc}") from exc
+            rgb = _to_rgb(img)
+    except Image.DecompressionBombError as exc:
+        raise FrameError(IMAGE_TOO_LARGE, f"image {path} is too large to load safely: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - any decoder failure is this image's, never the run's
+        raise FrameError(DECODE_ERROR, f"cannot read image {path}: {type(exc).__name__}: {exc}") from exc
     height, width = spec.image_size(rgb.height, rgb.width)
     if (height, width) != (rgb.height, rgb.width):
         rgb = rgb.resize((width, height), Image.Resampling.BICUBIC)
     return np.asarray(rgb, dtype=np.uint8)
+
+
+def _to_rgb(img):
+    """RGB copy of a loaded image: transparent pixels become white (as in the reference); 16-bit and float greyscale
+    are scaled to 8 bits, which PIL's convert("RGB") would clip instead."""
+    from PIL import Image
+
+    img.load()  # decode now, inside the caller's error handling (a truncated file fails here)
+    if img.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
+        grey = np.asarray(img, dtype=np.float64)
+        top = 65535.0 if img.mode.startswith("I;16") else max(float(grey.max()), 1.0)
+        img = Image.fromarray(np.clip(grey / top * 255.0, 0, 255).astype(np.uint8), "L")
+    if img.mode in ("RGBA", "LA", "PA") or (img.mode == "P" and "transparency" in img.info):
+        rgba = img.convert("RGBA")
+        rgb = Image.new("RGB", rgba.size, (255, 255, 255))
+        rgb.paste(rgba, mask=rgba.split()[3])
+        return rgb
+    return img.convert("RGB")

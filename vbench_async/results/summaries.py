@@ -98,15 +98,29 @@ def summarize_benchmark(run_dir: Path, benchmark: Benchmark, results_path: Path,
     agg["n_expected"] = n_expected
     # A run that was interrupted (or is still missing samples) is marked, never mixed silently with complete runs.
     agg["complete"] = is_complete(judged.results, n_expected, stored=not interrupted)
+    agg["status"] = benchmark_status(agg)
+    if agg["status"] == "failed":
+        agg["score"] = None  # no sample was answered: there is no score, not a score of 0
     agg["results_file"] = str(results_path.relative_to(run_dir))
     agg["config_hash"] = config_hash
     return agg
 
 
+def benchmark_status(agg: Mapping[str, Any]) -> str:
+    """complete: every sample has a result and some were answered; failed: every sample has a result and all of them
+    are failures; partial: samples are missing (interrupted, or still to run)."""
+    if not agg.get("complete"):
+        return "partial"
+    n = agg.get("n_total", 0)
+    return "failed" if n and agg.get("n_failed", 0) >= n else "complete"
+
+
 def write_run_outputs(run_dir: Path, model: ModelRef, run_config: Mapping[str, Any],
                       backend_options: Mapping[str, Any], plans: Sequence[PlannedBenchmark],
-                      loop_stats: dict[str, Any], started_at: float, shard: ShardId | None = None) -> dict[str, Any]:
-    """Write the run's summary and manifest (a shard's own files for a shard) and return the summary."""
+                      loop_stats: dict[str, Any], started_at: float, shard: ShardId | None = None,
+                      not_run: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Write the run's summary and manifest (a shard's own files for a shard) and return the summary. `not_run`:
+    benchmarks of the selection that were not run (their data is absent) and why: the run is then not complete."""
     interrupted = bool(loop_stats.get("interrupted"))
     benchmarks = {p.benchmark.id: summarize_benchmark(run_dir, p.benchmark, p.store.path, p.store.config_hash,
                                                       p.n_total, getattr(p, "sample_ids", None), interrupted)
@@ -115,11 +129,13 @@ def write_run_outputs(run_dir: Path, model: ModelRef, run_config: Mapping[str, A
     summary = {
         "model": model.display_name,
         "family": model.family,
-        "complete": all(b["complete"] for b in benchmarks.values()),
+        "complete": all(b["complete"] for b in benchmarks.values()) and not not_run,
         "benchmarks": benchmarks,
         "run": loop_stats,
         "wall_s": round(finished_at - started_at, 3),
     }
+    if not_run:
+        summary["not_run"] = dict(not_run)
     if shard:
         # A shard summarises its own slice only, in its own files: shards never write summary.json (merge does).
         summary["shard"] = {"index": shard[0], "count": shard[1]}
@@ -143,6 +159,9 @@ def recompute_summary(run_dir: Path) -> dict[str, Any]:
         agg.update({k: old[k] for k in _PLANNED if k in old})
         # Counted again, as the leaderboard counts: a line damaged since the run no longer passes for a result.
         agg["complete"] = is_complete(judged.results, int(old.get("n_expected") or 0), old.get("complete") is not False)
+        agg["status"] = benchmark_status(agg)
+        if agg["status"] == "failed":
+            agg["score"] = None
         summary["benchmarks"][bid] = agg
     write_json(summary_path(run_dir), summary)
     recorded = read_manifest(run_dir)

@@ -1,0 +1,112 @@
+"""`vbench-async plan` and the engine sized from it: exact prompt lengths (against the in-process vLLM engine's own
+counts), headers probed once per content, a sample that cannot fit recorded as context_overflow before any engine
+starts, a benchmark whose samples all failed never shown as a complete 0.00, and a suite that runs what has data."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+
+import pytest
+
+from conftest import DEMO_ARGS, ENGINE_GROUP, outputs, run_cli
+from support.videos import write_video
+from vbench_async.cli.output import print_table
+from vbench_async.results.summaries import benchmark_status
+from vbench_async.workload.probe import HeaderStore
+from vbench_async.workload.sizing import size_engine
+from vbench_async.workload.tokens import ModelLimits
+
+LIMITS = ModelLimits(max_position_embeddings=32768, num_layers=2, num_kv_heads=1, head_dim=64, kv_dtype_bytes=2)
+
+
+def test_the_plan_command_needs_no_engine(tmp_path):
+    proc = run_cli("plan", "--model", "tiny-qwen2.5-vl", "--suite", "demo", "--cache-dir", str(tmp_path / "cache"),
+                   "--json", "--max-tokens", "12")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    plan = json.loads(proc.stdout)
+    assert plan["fits"] and plan["engine"]["source"] == "sized" and plan["engine"]["kv_bytes_per_token"] == 512
+    bench = plan["benchmarks"]["demo-mc"]
+    assert bench["n_samples"] == bench["n_planned"] == 11 and bench["frames"]["max"] == 32
+    assert bench["largest_context"] == bench["prompt_tokens"]["max"] + 12
+    assert plan["engine"]["max_model_len"] >= max(b["largest_context"] for b in plan["benchmarks"].values())
+    assert plan["cache_bytes_to_write"] > 0 and plan["free_disk_bytes"] > 0
+    table = run_cli("plan", "--model", "tiny-qwen2.5-vl", "--benchmarks", "demo-ocr", "--cache-dir",
+                    str(tmp_path / "cache"))
+    assert "demo-ocr" in table.stdout and "largest context" in table.stdout and "engine: max_model_len" in table.stdout
+
+
+@ENGINE_GROUP
+@pytest.mark.vllm
+def test_planned_prompt_lengths_are_the_engines(qwen25_runs):
+    """Every demo sample: the plan's prompt length equals what the in-process vLLM engine reported (Qwen2.5-VL)."""
+    from vbench_async.runner import RunConfig, plan
+
+    tmp, first, _ = qwen25_runs
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "plan demo-mc: 11 sample(s)" in first.stdout and "(sized; model limit 32,768)" in first.stdout
+    workload = plan(RunConfig(model="tiny-qwen2.5-vl", suite="demo", cache_dir=tmp / "cache"))
+    engine = outputs(tmp / "a", "prompt_tokens")
+    assert len(engine) == 66
+    assert {k: workload.prompt_tokens[k] for k in engine} == engine
+
+
+def test_a_benchmark_that_cannot_fit_is_reported_before_any_engine(tmp_path):
+    """An explicit --max-model-len too small for the cards' frames: every sample is recorded as context_overflow with
+    its token count, the plan names the fix, no engine starts, and the table says ALL FAILED, not complete 0.00.
+    mmvu has no data under the (empty) data root: the rest runs, and the run says mmvu was not run."""
+    out = tmp_path / "out"
+    proc = run_cli("run", "--model", "tiny-qwen2.5-vl", "--benchmarks", "demo-mc,mmvu", "--max-samples", "3",
+                   "--max-model-len", "300", *DEMO_ARGS[2:], "--output-dir", str(out), "--data-root",
+                   str(tmp_path / "no-data"), "--cache-dir", str(tmp_path / "cache"), "--no-site", timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "3 do NOT fit (context_overflow); fix: " in proc.stdout and "--max-frames" in proc.stdout
+    assert "plan mmvu: NOT RUN: no annotations for 'mmvu'" in proc.stdout
+    results = [json.loads(line) for f in (out / "results").glob("*.jsonl") for line in f.read_text().splitlines()]
+    assert len(results) == 3
+    for r in results:
+        assert r["error"]["kind"] == "context_overflow" and "tokens" in r["error"]["message"], r["error"]
+    summary = json.loads((out / "summary.json").read_text())
+    block = summary["benchmarks"]["demo-mc"]
+    assert block["status"] == "failed" and block["score"] is None and block["n_failed"] == 3
+    assert summary["not_run"].keys() == {"mmvu"} and summary["complete"] is False
+    assert summary["run"]["backend"]["backend"] == "none"  # nothing to send: no engine was started
+    assert "ALL FAILED" in proc.stdout and "NOT RUN (no data)" in proc.stdout and "0.00" not in proc.stdout
+
+
+def test_the_engine_is_sized_from_the_plan():
+    sized = size_engine(largest_prompt=18_000, largest_item=17_280, largest_video=(256, 288, 480), max_tokens=256,
+                        limits=LIMITS, explicit_max_model_len=None, explicit_batched_tokens=None, concurrency=4)
+    assert sized.source == "sized" and 18_256 + 64 <= sized.max_model_len <= 18_256 + 64 + 256
+    assert sized.max_num_batched_tokens == 17_280 and sized.fits_model
+    assert sized.kv_bytes_per_sequence == 18_256 * 512 and sized.kv_bytes_at_concurrency == 4 * 18_256 * 512
+    explicit = size_engine(largest_prompt=18_000, largest_item=300, largest_video=None, max_tokens=256, limits=LIMITS,
+                           explicit_max_model_len=8192, explicit_batched_tokens=None, concurrency=4)
+    assert explicit.max_model_len == 8192 and explicit.source == "explicit" and explicit.max_num_batched_tokens is None
+    capped = size_engine(largest_prompt=40_000, largest_item=0, largest_video=None, max_tokens=256, limits=LIMITS,
+                         explicit_max_model_len=None, explicit_batched_tokens=None, concurrency=1)
+    assert capped.max_model_len == 32768 and not capped.fits_model
+
+
+def test_headers_are_probed_once_per_content(tmp_path):
+    clip = write_video(tmp_path / "a.mp4", frames=30, fps=10, width=64, height=48)
+    copy = tmp_path / "b.mp4"
+    shutil.copy(clip, copy)
+    first = HeaderStore(tmp_path / "cache")
+    got = first.headers([clip, copy, tmp_path / "missing.mp4"])
+    assert first.probed == 1  # the copy has the same content: one probe
+    assert (got[clip].total_frames, got[clip].fps, got[clip].width, got[clip].height) == (30, 10.0, 64, 48)
+    assert got[copy] == got[clip] and got[tmp_path / "missing.mp4"].kind == "video_missing"
+    again = HeaderStore(tmp_path / "cache")
+    assert again.headers([clip, copy])[clip] == got[clip] and again.probed == 0
+
+
+def test_a_benchmark_whose_samples_all_failed_is_not_complete():
+    assert benchmark_status({"complete": True, "n_total": 3, "n_failed": 3}) == "failed"
+    assert benchmark_status({"complete": True, "n_total": 3, "n_failed": 1}) == "complete"
+    assert benchmark_status({"complete": False, "n_total": 2, "n_failed": 0}) == "partial"
+    buf = io.StringIO()
+    print_table({"benchmarks": {"x": {"score": 0.0, "n_total": 3, "n_failed": 3, "complete": True}},
+                 "not_run": {"y": "no annotations"}}, file=buf)
+    assert "ALL FAILED" in buf.getvalue() and "0.00" not in buf.getvalue() and "NOT RUN" in buf.getvalue()

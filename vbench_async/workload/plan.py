@@ -1,0 +1,318 @@
+"""The plan of a run, before any engine starts: per benchmark, the frames each video yields, the visual and whole-prompt
+tokens of each sample, the largest context, the KV cache and frame cache it needs, and whether it all fits.
+
+Pure functions over the samples, their `FrameSpec`, the video headers (probe.py) and the model's processor rules
+(tokens.py): nothing is decoded and no engine is started. The same numbers size the engine (sizing.py) and mark the
+samples that cannot fit, so they are recorded as `context_overflow` before generation instead of failing in vLLM.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ..errors import SampleError
+from ..frames.keys import cache_key
+from ..frames.spec import FrameSpec, frame_range, linspace_indices
+from .probe import HeaderStore, VideoHeader, image_size
+from .sizing import EnginePlan, size_engine
+from .tokens import ModelLimits, PromptCounter, VideoGeometry
+
+CONTEXT_OVERFLOW = "context_overflow"
+CHUNK = 512  # prompts tokenized per call
+
+
+@dataclass
+class PlanEntry:
+    """One sample as the run will send it: its prompt (text or renderer), media paths, and any error already known."""
+
+    key: str
+    sample: Any  # samples.Sample
+    prompt: str | Callable[[Any], str]
+    video: Path | None = None
+    window: tuple[float | None, float | None] | None = None
+    images: Sequence[Path] = ()
+    error: SampleError | None = None
+
+
+@dataclass
+class BenchmarkInput:
+    id: str
+    spec: FrameSpec
+    entries: list[PlanEntry]
+    presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # the card's, for the suggested fix
+
+
+@dataclass(frozen=True)
+class Spread:
+    min: int
+    median: float
+    max: int
+
+    @classmethod
+    def of(cls, values: Sequence[int]) -> "Spread | None":
+        return cls(min(values), statistics.median(values), max(values)) if values else None
+
+
+@dataclass
+class BenchmarkWorkload:
+    id: str
+    n_samples: int
+    n_planned: int  # samples whose prompt length is known exactly
+    unplanned: dict[str, int]  # error kind -> samples that will fail before reaching the engine
+    frames: Spread | None
+    visual_tokens: Spread | None
+    prompt_tokens: Spread | None
+    largest_context: int  # largest prompt + max_tokens
+    largest_item_tokens: int  # largest single video or image, in embeddings
+    largest_video: tuple[int, int, int] | None  # (frames, height, width) of the video with most tokens
+    cache_entries_to_write: int
+    cache_bytes_to_write: int
+    overflow: int = 0  # samples whose prompt does not fit the engine's context
+    fix: str | None = None
+
+    @property
+    def fits(self) -> bool:
+        return self.overflow == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["fits"] = self.fits
+        return d
+
+
+@dataclass
+class WorkloadPlan:
+    model: str
+    family: str
+    max_tokens: int
+    benchmarks: list[BenchmarkWorkload]
+    engine: EnginePlan
+    cache_dir: str
+    cache_bytes_to_write: int
+    free_disk_bytes: int | None
+    not_run: dict[str, str] = field(default_factory=dict)  # benchmark -> why it is not run (data absent)
+    prompt_tokens: dict[str, int] = field(default_factory=dict, repr=False)  # sample key -> prompt length
+
+    @property
+    def fits(self) -> bool:
+        disk = self.free_disk_bytes is None or self.cache_bytes_to_write <= self.free_disk_bytes
+        return disk and self.engine.fits_model and all(b.fits for b in self.benchmarks)
+
+    def overflowing(self) -> dict[str, int]:
+        """Sample key -> prompt length, for every sample the engine would refuse (prompt >= its context)."""
+        limit = self.engine.max_model_len
+        return {k: n for k, n in self.prompt_tokens.items() if n >= limit}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model, "family": self.family, "max_tokens": self.max_tokens, "fits": self.fits,
+            "engine": self.engine.to_dict(), "cache_dir": self.cache_dir,
+            "cache_bytes_to_write": self.cache_bytes_to_write, "free_disk_bytes": self.free_disk_bytes,
+            "benchmarks": {b.id: b.to_dict() for b in self.benchmarks}, "not_run": dict(self.not_run),
+        }
+
+
+# ----------------------------------------------------------------------------------------------- geometry
+
+
+def video_geometry(header: VideoHeader, spec: FrameSpec, window: Any) -> VideoGeometry:
+    """Frames and frame size the cache will produce for this video (decode.py's rules; FrameError as it would)."""
+    first, last, count = frame_range(header.total_frames, header.fps, window)
+    n = spec.frame_count(count, header.fps).n
+    height, width = spec.frame_size(header.height, header.width, n)
+    return VideoGeometry(frames=n, height=height, width=width, indices=tuple(_indices(first, last, n)), fps=header.fps)
+
+
+_INDICES: dict[tuple[int, int, int], list[int]] = {}
+
+
+def _indices(first: int, last: int, n: int) -> list[int]:
+    key = (first, last, n)
+    if key not in _INDICES:
+        _INDICES[key] = linspace_indices(first, last, n)
+    return _INDICES[key]
+
+
+# ----------------------------------------------------------------------------------------------- the plan
+
+
+@dataclass
+class _Tally:
+    frames: list[int] = field(default_factory=list)
+    visual: list[int] = field(default_factory=list)
+    prompts: list[int] = field(default_factory=list)
+    unplanned: dict[str, int] = field(default_factory=dict)
+    largest_item: int = 0
+    largest_video: tuple[int, int, int] | None = None
+    largest_video_tokens: int = 0
+    worst: tuple[int, PlanEntry | None, VideoHeader | None] = (0, None, None)
+    entries: dict[str, int] = field(default_factory=dict)  # cache key -> bytes, of entries not yet cached
+    headers: dict[str, VideoHeader] = field(default_factory=dict)  # the chunk in flight: sample key -> its header
+
+    def fail(self, kind: str) -> None:
+        self.unplanned[kind] = self.unplanned.get(kind, 0) + 1
+
+
+def plan_workload(
+    inputs: Sequence[BenchmarkInput],
+    counter: PromptCounter,
+    limits: ModelLimits,
+    headers: HeaderStore,
+    *,
+    model: str,
+    max_tokens: int,
+    concurrency: int,
+    cache_root: Path,
+    entry_path: Callable[[str], Path],
+    max_model_len: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    not_run: Mapping[str, str] | None = None,
+) -> WorkloadPlan:
+    """Plan every benchmark of `inputs`; `max_model_len` given: the user's (it wins over the sized one)."""
+    found = headers.headers(e.video for b in inputs for e in b.entries if e.video is not None and e.error is None)
+    image_spec = FrameSpec(family=counter.family)  # the run's image loader uses the family's default budget
+    prompt_tokens: dict[str, int] = {}
+    tallies: list[_Tally] = []
+    for bench in inputs:
+        tally = _Tally()
+        for start in range(0, len(bench.entries), CHUNK):  # one batched tokenizer call per chunk
+            chunk = bench.entries[start:start + CHUNK]
+            media = [_media(e, bench.spec, counter, found, image_spec, tally, entry_path) for e in chunk]
+            ready = [(e, m) for e, m in zip(chunk, media) if m is not None]
+            for (entry, (videos, images, _)), ids in zip(ready, counter.tokenize([m[2] for _, m in ready])):
+                prompt_tokens[entry.key] = _tally(entry, counter.count_ids(ids, videos, images), videos, counter,
+                                                  tally)
+        tallies.append(tally)
+    largest = max((max(t.prompts, default=0) for t in tallies), default=0)
+    engine = size_engine(
+        largest_prompt=largest, largest_item=max((t.largest_item for t in tallies), default=0),
+        largest_video=max((t.largest_video for t in tallies if t.largest_video),
+                          key=lambda v: v[0] * v[1] * v[2], default=None),
+        max_tokens=max_tokens, limits=limits, explicit_max_model_len=max_model_len,
+        explicit_batched_tokens=max_num_batched_tokens, concurrency=concurrency)
+    benchmarks = [_summarise(b, t, engine, counter, max_tokens) for b, t in zip(inputs, tallies)]
+    to_write = sum({k: v for t in tallies for k, v in t.entries.items()}.values())  # an entry shared: written once
+    return WorkloadPlan(
+        model=model, family=counter.family, max_tokens=max_tokens, benchmarks=benchmarks, engine=engine,
+        cache_dir=str(cache_root), cache_bytes_to_write=to_write, free_disk_bytes=_free_disk(cache_root),
+        not_run=dict(not_run or {}), prompt_tokens=prompt_tokens)
+
+
+def _media(entry: PlanEntry, spec: FrameSpec, counter: PromptCounter, found: Mapping[Path, Any],
+           image_spec: FrameSpec, tally: _Tally, entry_path: Callable[[str], Path]) -> tuple | None:
+    """(video geometries, image sizes, rendered prompt) of one entry, or None when it fails before the engine."""
+    if entry.error is not None:
+        tally.fail(entry.error.kind)
+        return None
+    videos: list[VideoGeometry] = []
+    header = None
+    try:
+        if entry.video is not None:
+            header = found[entry.video]
+            if isinstance(header, SampleError):
+                raise header
+            geometry = video_geometry(header, spec, entry.window)
+            videos.append(geometry)
+            key = cache_key(header.fingerprint, spec, entry.window)
+            if key not in tally.entries and not entry_path(key).exists():
+                tally.entries[key] = geometry.frames * geometry.height * geometry.width * 3
+        images = [image_spec.image_size(*image_size(p)) for p in entry.images]
+        prompt = entry.prompt(entry.sample) if callable(entry.prompt) else entry.prompt
+        text = counter.render(prompt, len(videos), len(images))
+        if videos:
+            tally.headers[entry.key] = header
+        return videos, images, text
+    except SampleError as exc:
+        tally.fail(exc.kind)
+    except Exception:  # noqa: BLE001 - the run records it (prompt_error and the like); the plan only counts it
+        tally.fail("unplanned")
+    return None
+
+
+def _tally(entry: PlanEntry, count: Any, videos: list[VideoGeometry], counter: PromptCounter, tally: _Tally) -> int:
+    if videos:
+        v = videos[0]
+        tally.frames.append(v.frames)
+        size = counter.video_tokens(v)
+        if size > tally.largest_video_tokens:
+            tally.largest_video, tally.largest_video_tokens = (v.frames, v.height, v.width), size
+    tally.visual.append(count.visual_tokens)
+    tally.prompts.append(count.prompt_tokens)
+    tally.largest_item = max(tally.largest_item, count.largest_item_tokens)
+    if count.prompt_tokens > tally.worst[0]:
+        tally.worst = (count.prompt_tokens, entry, tally.headers.get(entry.key))
+    tally.headers.pop(entry.key, None)
+    return count.prompt_tokens
+
+
+def _summarise(bench: BenchmarkInput, t: _Tally, engine: EnginePlan, counter: PromptCounter,
+               max_tokens: int) -> BenchmarkWorkload:
+    overflow = sum(1 for n in t.prompts if n >= engine.max_model_len)
+    workload = BenchmarkWorkload(
+        id=bench.id, n_samples=len(bench.entries), n_planned=len(t.prompts), unplanned=dict(t.unplanned),
+        frames=Spread.of(t.frames), visual_tokens=Spread.of(t.visual), prompt_tokens=Spread.of(t.prompts),
+        largest_context=max(t.prompts, default=0) + max_tokens if t.prompts else 0,
+        largest_item_tokens=t.largest_item, largest_video=t.largest_video,
+        cache_entries_to_write=len(t.entries), cache_bytes_to_write=sum(t.entries.values()), overflow=overflow)
+    if overflow:
+        workload.fix = suggest_fix(bench, t.worst[1], t.worst[2], counter, engine.max_model_len - max_tokens,
+                                   can_grow=engine.max_model_len < engine.model_limit)
+    return workload
+
+
+def suggest_fix(bench: BenchmarkInput, worst: PlanEntry | None, header: VideoHeader | None, counter: PromptCounter,
+                budget: int, can_grow: bool = True) -> str:
+    """What makes the benchmark's longest prompt fit in `budget` tokens: the card's largest preset that does, the
+    largest --max-frames and --total-pixels that do, and (`can_grow`: below the model's limit) a longer context."""
+    advice = []
+    if worst is not None and worst.video is not None and header is not None:
+        prompt = worst.prompt(worst.sample) if callable(worst.prompt) else worst.prompt
+
+        def fits(spec: FrameSpec) -> bool:
+            try:
+                return counter.count(prompt, [video_geometry(header, spec, worst.window)]).prompt_tokens < budget
+            except (SampleError, ValueError):
+                return False
+
+        frame_keys = FrameSpec.__dataclass_fields__
+        presets = sorted(((name, bench.spec.replace(**{k: v for k, v in p.items() if k in frame_keys}))
+                          for name, p in bench.presets.items() if isinstance(p, Mapping)),
+                         key=lambda item: -(item[1].nframes or item[1].max_frames))
+        good = next((f"the preset {bench.id.split('@')[0]}@{name}" for name, s in presets if fits(s)), None)
+        if good:
+            advice.append(good)
+        frames = next((m for m in range(bench.spec.nframes or bench.spec.max_frames, 1, -2)
+                       if fits(bench.spec.replace(max_frames=m, nframes=None) if bench.spec.nframes is None
+                               else bench.spec.replace(nframes=m))), None)
+        if frames:
+            advice.append(f"--max-frames {frames}" if bench.spec.nframes is None else f"--nframes {frames}")
+        pixels = next((p for p in _halvings(bench.spec.total_pixels) if fits(bench.spec.replace(total_pixels=p))), None)
+        if pixels:
+            advice.append(f"--total-pixels {pixels}")
+    if can_grow:
+        advice.append("a larger --max-model-len (up to the model's limit)")
+    if not advice:
+        return "none found: even the fewest frames leave the prompt longer than the context"
+    return ", ".join(advice[:-1]) + (", or " if len(advice) > 1 else "") + advice[-1]
+
+
+def _halvings(value: int) -> list[int]:
+    out = []
+    while value > 1 << 16:
+        value //= 2
+        out.append(value)
+    return out
+
+
+def _free_disk(path: Path) -> int | None:
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            try:
+                return shutil.disk_usage(candidate).free
+            except OSError:
+                return None
+    return None

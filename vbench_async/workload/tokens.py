@@ -1,0 +1,183 @@
+"""Exact prompt lengths without an engine: the chat template and tokenizer of the model, and each family's rule for
+what replaces a video or image placeholder.
+
+The rules are vLLM's (vllm/model_executor/models/qwen2_vl.py, qwen3_vl.py), which the engine applies to the frames the
+cache hands it (`do_resize=False`, `do_sample_frames=False`):
+- Qwen2-VL / Qwen2.5-VL: the `<|video_pad|>` token becomes (T / temporal_patch) * (H / patch) * (W / patch) / merge^2
+  video tokens; an image's `<|image_pad|>` becomes (H / patch) * (W / patch) / merge^2 tokens.
+- Qwen3-VL: the placeholder becomes, per temporal patch, the tokens of the text "<t.t seconds>" (t: the mean source
+  time of the patch's frames), `<|vision_start|>`, the patch's tokens, `<|vision_end|>`. The placeholder replaced is
+  the bare `<|video_pad|>` when the processor overrides `replace_video_token` (transformers >= 5.10), else the
+  `<|vision_start|><|video_pad|><|vision_end|>` triple, exactly as vLLM decides.
+tests/test_workload_tokens.py compares these counts with the prompt lengths vLLM reports.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Sequence
+
+from ..backends.base import chat_messages
+
+_DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2, "fp8": 1, "float8_e4m3fn": 1}
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    """What the checkpoint's config says about context and KV-cache size."""
+
+    max_position_embeddings: int
+    num_layers: int
+    num_kv_heads: int
+    head_dim: int
+    kv_dtype_bytes: int
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * self.kv_dtype_bytes  # K and V
+
+
+def model_limits(model_path: str, on_cpu: bool = False) -> ModelLimits:
+    """ModelLimits from the model's config.json (its text config for a vision-language model)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model_path)
+    text = getattr(config, "text_config", None) or config
+    heads = int(text.num_attention_heads)
+    head_dim = int(getattr(text, "head_dim", None) or text.hidden_size // heads)
+    dtype = str(getattr(text, "dtype", None) or getattr(config, "dtype", None) or "bfloat16").replace("torch.", "")
+    return ModelLimits(
+        max_position_embeddings=int(text.max_position_embeddings),
+        num_layers=int(text.num_hidden_layers),
+        num_kv_heads=int(getattr(text, "num_key_value_heads", None) or heads),
+        head_dim=head_dim,
+        kv_dtype_bytes=2 if on_cpu else _DTYPE_BYTES.get(dtype, 2),  # the CPU engine serves bfloat16
+    )
+
+
+@dataclass(frozen=True)
+class VideoGeometry:
+    """What the engine receives for one video: frame count and size after sampling and resizing, and the source
+    frame numbers and rate the Qwen3-VL timestamps come from."""
+
+    frames: int
+    height: int
+    width: int
+    indices: tuple[int, ...]
+    fps: float
+
+
+@dataclass(frozen=True)
+class PromptCount:
+    visual_tokens: int  # embeddings the vision encoder produces (video + images)
+    prompt_tokens: int  # the whole prompt the engine sees, placeholders expanded
+    largest_item_tokens: int  # the largest single video or image (what the encoder cache must hold)
+
+
+class PromptCounter:
+    """Counts prompt tokens exactly as the engine will, from the model directory's processor files."""
+
+    def __init__(self, model_path: str, family: str):
+        from transformers import AutoProcessor, ProcessorMixin
+
+        self.family = family
+        self.processor = AutoProcessor.from_pretrained(model_path)
+        self.tokenizer = self.processor.tokenizer
+        video = self.processor.video_processor
+        image = self.processor.image_processor
+        self.patch, self.merge, self.temporal = int(video.patch_size), int(video.merge_size), int(
+            video.temporal_patch_size)
+        self.image_patch, self.image_merge = int(image.patch_size), int(image.merge_size)
+        size = image.size
+        self.image_min_pixels = int(size.get("shortest_edge") or size.get("min_pixels") or 0)
+        self.image_max_pixels = int(size.get("longest_edge") or size.get("max_pixels") or 0)
+        ids = self.tokenizer.convert_tokens_to_ids
+        self.video_id, self.image_id = ids("<|video_pad|>"), ids("<|image_pad|>")
+        start, end = ids("<|vision_start|>"), ids("<|vision_end|>")
+        # vLLM's own test (Qwen3VLMultiModalProcessor._expands_only_video_token).
+        mixin_impl = getattr(ProcessorMixin, "replace_video_token", None)
+        proc_impl = getattr(type(self.processor), "replace_video_token", None)
+        bare = proc_impl is not None and proc_impl is not mixin_impl
+        self.video_target: tuple[int, ...] = (
+            (self.video_id,) if family != "qwen3-vl" or bare else (start, self.video_id, end))
+
+    # -- pieces ----------------------------------------------------------------------------------------------------
+    def render(self, prompt: str, n_videos: int, n_images: int) -> str:
+        """The prompt string the backends send: the model's chat template around the media and the text."""
+        return self.processor.apply_chat_template(chat_messages(prompt, n_videos, n_images), tokenize=False,
+                                                  add_generation_prompt=True)
+
+    def tokenize(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of rendered prompts, as the engine's processor tokenizes them (one batched call)."""
+        return self.tokenizer(texts)["input_ids"] if texts else []
+
+    def frame_tokens(self, height: int, width: int) -> int:
+        """Tokens of one temporal patch of a video frame of this size."""
+        return (height // self.patch) * (width // self.patch) // self.merge**2
+
+    def video_tokens(self, video: VideoGeometry) -> int:
+        """Embeddings of one video (what its encoder output, and the encoder cache, hold)."""
+        return math.ceil(video.frames / self.temporal) * self.frame_tokens(video.height, video.width)
+
+    def video_replacement(self, video: VideoGeometry) -> int:
+        """Length of the token run that replaces the video's placeholder in the prompt."""
+        if self.family != "qwen3-vl":
+            return self.video_tokens(video)
+        per_patch = self.frame_tokens(video.height, video.width)
+        return sum(self._timestamp_len(t) + 2 + per_patch for t in timestamps(video.indices, video.fps, self.temporal))
+
+    def image_tokens(self, height: int, width: int, resize: bool) -> int:
+        """Embeddings of one image of this (already loaded and resized) size; `resize`: the engine's processor resizes
+        it again (it does when the request has no video, whose do_resize=False would cover images too)."""
+        if resize:
+            from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+
+            height, width = smart_resize(height, width, factor=self.image_patch * self.image_merge,
+                                         min_pixels=self.image_min_pixels, max_pixels=self.image_max_pixels)
+        return (height // self.image_patch) * (width // self.image_patch) // self.image_merge**2
+
+    @lru_cache(maxsize=65536)
+    def _timestamp_len(self, seconds: float) -> int:
+        return len(self.tokenizer.encode(f"<{seconds:.1f} seconds>", add_special_tokens=False))
+
+    # -- a whole prompt --------------------------------------------------------------------------------------------
+    def count(self, prompt: str, videos: Sequence[VideoGeometry] = (),
+              images: Sequence[tuple[int, int]] = ()) -> PromptCount:
+        (ids,) = self.tokenize([self.render(prompt, len(videos), len(images))])
+        return self.count_ids(ids, videos, images)
+
+    def count_ids(self, ids: Sequence[int], videos: Sequence[VideoGeometry] = (),
+                  images: Sequence[tuple[int, int]] = ()) -> PromptCount:
+        """The prompt's length once the engine expands the placeholders in `ids` (the tokenized rendered prompt)."""
+        ids = list(ids)
+        total = len(ids) - count_runs(ids, self.video_target) * len(self.video_target) - ids.count(self.image_id)
+        items = [self.video_tokens(v) for v in videos]
+        total += sum(self.video_replacement(v) for v in videos)
+        resize = not videos
+        items += [self.image_tokens(h, w, resize) for h, w in images]
+        total += sum(items[len(videos):])
+        return PromptCount(visual_tokens=sum(items), prompt_tokens=total, largest_item_tokens=max(items, default=0))
+
+
+def timestamps(indices: Sequence[int], fps: float, temporal: int = 2) -> list[float]:
+    """Seconds of each temporal patch (Qwen3-VL): the mean source time of its first and last frame, the last frame
+    repeated to fill the final patch."""
+    times = [i / fps for i in indices]
+    times += [times[-1]] * (-len(times) % temporal)
+    return [(times[i] + times[i + temporal - 1]) / 2 for i in range(0, len(times), temporal)]
+
+
+def count_runs(ids: Sequence[int], target: Sequence[int]) -> int:
+    """Non-overlapping occurrences of the token run `target` in `ids`."""
+    if len(target) == 1:
+        return list(ids).count(target[0])
+    n, i, k = 0, 0, len(target)
+    while i <= len(ids) - k:
+        if list(ids[i:i + k]) == list(target):
+            n, i = n + 1, i + k
+        else:
+            i += 1
+    return n
+
