@@ -139,7 +139,7 @@ def config_from_args(args: argparse.Namespace, shard: Shard | None = None) -> Ru
 def main(args: argparse.Namespace) -> int:
     from ..launcher import apply_devices, resolve_shard, select_devices
     from ..runner import run
-    from .plan import print_plan_lines
+    from .plan_view import print_plan_lines
 
     shard = resolve_shard(args.shard)
     cfg = config_from_args(args, shard)

@@ -1,0 +1,84 @@
+"""How a workload plan reads on the console: `vbench-async plan`'s tables and the plan lines `run` starts with."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+def _k(n: float) -> str:
+    return f"{n / 1000:.1f}k" if n >= 10_000 else f"{n:,.0f}"
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def _spread(s: Any) -> str:
+    return "-" if s is None else f"{_k(s.min)}/{_k(s.median)}/{_k(s.max)}"
+
+
+def benchmark_line(b: Any, limit: int) -> str:
+    """One line per benchmark (printed at the start of `run`)."""
+    failing = ", ".join(f"{n} {kind}" for kind, n in sorted(b.unplanned.items()))
+    parts = [f"plan {b.id}: {b.n_samples} sample(s)", f"frames {_spread(b.frames)}",
+             f"prompt tokens {_spread(b.prompt_tokens)}", f"context {b.largest_context:,} of {limit:,}"]
+    if b.cache_bytes_to_write:
+        parts.append(f"{_bytes(b.cache_bytes_to_write)} to cache")
+    if failing:
+        parts.append(f"failing before the engine: {failing}")
+    parts.append("fits" if b.fits else f"{b.overflow} do NOT fit (context_overflow); fix: {b.fix}")
+    return ", ".join(parts)
+
+
+def print_plan_lines(workload: Any, not_run: dict[str, str], file=sys.stdout) -> None:
+    """`run`'s start: a line per benchmark, the engine's sizing, and the benchmarks without data."""
+    if workload is not None:
+        for b in workload.benchmarks:
+            print(benchmark_line(b, workload.engine.max_model_len), file=file)
+        print(engine_line(workload), file=file)
+    for bid, why in not_run.items():
+        print(f"plan {bid}: NOT RUN: {why}", file=file)
+    file.flush()
+
+
+def engine_line(w: Any) -> str:
+    e = w.engine
+    batched = f", max_num_batched_tokens {e.max_num_batched_tokens:,}" if e.max_num_batched_tokens else ""
+    model = "" if e.fits_model else f" (the longest prompt + answer, {e.needed:,}, exceeds it)"
+    return (f"engine: max_model_len {e.max_model_len:,} ({e.source}; model limit {e.model_limit:,}{model}){batched}; "
+            f"KV {_bytes(e.kv_bytes_per_sequence)} per sequence, {_bytes(e.kv_bytes_at_concurrency)} at "
+            f"concurrency {e.concurrency}")
+
+
+def print_plan(w: Any, file=sys.stdout) -> None:
+    """The `plan` command's table."""
+    rows = [("benchmark", "samples", "frames min/med/max", "visual tokens", "prompt tokens", "largest context",
+             "cache to write", "fits")]
+    for b in w.benchmarks:
+        fails = sum(b.unplanned.values())
+        rows.append((b.id, f"{b.n_samples}" + (f" ({fails} fail early)" if fails else ""), _spread(b.frames),
+                     _spread(b.visual_tokens), _spread(b.prompt_tokens), f"{b.largest_context:,}",
+                     _bytes(b.cache_bytes_to_write), "yes" if b.fits else f"NO ({b.overflow})"))
+    for bid in w.not_run:
+        rows.append((bid, "-", "-", "-", "-", "-", "-", "NOT RUN (no data)"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for i, r in enumerate(rows):
+        print("  ".join(c.ljust(n) if j == 0 else c.rjust(n) for j, (c, n) in enumerate(zip(r, widths))), file=file)
+        if i == 0:
+            print("  ".join("-" * n for n in widths), file=file)
+    print(file=file)
+    print(engine_line(w), file=file)
+    disk = "" if w.free_disk_bytes is None or w.cache_bytes_to_write <= w.free_disk_bytes else "  NOT ENOUGH DISK"
+    print(f"frame cache: {_bytes(w.cache_bytes_to_write)} to write in {w.cache_dir}, "
+          f"{_bytes(w.free_disk_bytes)} free{disk}", file=file)
+    for b in w.benchmarks:
+        if not b.fits:
+            print(f"{b.id}: {b.overflow} sample(s) do not fit; fix: {b.fix}", file=file)
+    for bid, why in w.not_run.items():
+        print(f"{bid}: not run: {why}", file=file)
