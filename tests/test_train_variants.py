@@ -67,9 +67,10 @@ def test_gspo_kl_dynamic_sampling_gated_offline_validation_and_export(tmp_path):
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
     for r in rows:
-        # The random model answers nothing right, so every group is offline-mixed, which gives it a signal and
-        # lets it pass the dynamic-sampling filter.
-        assert r["rollout/offline_groups"] == r["rollout/groups"] == 4 and r["rollout/dropped"] == 0
+        # The random model answers almost nothing right, so the groups below the accuracy gate are offline-mixed
+        # (which gives them a signal and lets them pass the dynamic-sampling filter); a group the random answers
+        # happen to get half right is left as it is.
+        assert r["rollout/groups"] == 4 and r["rollout/dropped"] == 0 and 1 <= r["rollout/offline_groups"] <= 4
         assert r["kl"] is not None and r["kl"] >= 0 and r["ratio_mean"] is not None
         assert r["loss"] is not None and r["grad_norm"] > 0
     assert "val/mvbench" in rows[1] and 0.0 <= rows[1]["val/mvbench"] <= 1.0
