@@ -49,9 +49,10 @@ def build(folder: Path, records: int, videos: int, contents: int) -> Path:
 CHILD = """
 import json, resource, sys, time
 from pathlib import Path
+from vbench_async.benchmarks.selection import Selection
 from vbench_async.runner import RunConfig, plan
 t, c = time.perf_counter(), time.process_time()
-w = plan(RunConfig(model="tiny-qwen3-vl", benchmarks=["mmvu"], data_root=Path(sys.argv[1]),
+w = plan(RunConfig(model="tiny-qwen3-vl", selection=Selection(benchmarks=("mmvu",), data_root=Path(sys.argv[1])),
                    cache_dir=Path(sys.argv[2])))
 b = w.benchmarks[0]
 print(json.dumps({"seconds": round(time.perf_counter() - t, 2), "cpu_s": round(time.process_time() - c, 2),

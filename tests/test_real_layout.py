@@ -91,10 +91,11 @@ def test_every_real_record_runs_at_card_frames(layout_run):
 
 
 def test_plan_counts_every_prompt_exactly(layout_run):
+    from vbench_async.benchmarks.selection import Selection
     from vbench_async.runner import RunConfig, plan
 
     root, written, _, _ = layout_run
-    workload = plan(RunConfig(model=MODEL, suite="all", data_root=root / "data", cache_dir=root / "cache"))
+    workload = plan(RunConfig(model=MODEL, selection=Selection(suite="all", data_root=root / "data"), cache_dir=root / "cache"))
     results = _results(root / "run")
     assert {k: workload.prompt_tokens.get(k) for k in results} == {k: r["prompt_tokens"] for k, r in results.items()}
 

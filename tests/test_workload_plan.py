@@ -41,12 +41,13 @@ def test_the_plan_command_needs_no_engine(tmp_path):
 @pytest.mark.vllm
 def test_planned_prompt_lengths_are_the_engines(qwen25_runs):
     """Every demo sample: the plan's prompt length equals what the in-process vLLM engine reported (Qwen2.5-VL)."""
+    from vbench_async.benchmarks.selection import Selection
     from vbench_async.runner import RunConfig, plan
 
     tmp, first, _ = qwen25_runs
     assert first.returncode == 0, first.stderr[-3000:]
     assert "plan demo-mc: 11 sample(s)" in first.stdout and "(sized; model limit 32,768)" in first.stdout
-    workload = plan(RunConfig(model="tiny-qwen2.5-vl", suite="demo", cache_dir=tmp / "cache"))
+    workload = plan(RunConfig(model="tiny-qwen2.5-vl", selection=Selection(suite="demo"), cache_dir=tmp / "cache"))
     engine = outputs(tmp / "a", "prompt_tokens")
     assert len(engine) == 66
     assert {k: workload.prompt_tokens[k] for k in engine} == engine
