@@ -99,7 +99,7 @@ def child(data_map: Path, out: Path, cache: Path, engine_imports: bool) -> dict:
     from vbench_async.benchmarks.selection import Selection
     from vbench_async.results import summaries
 
-    runner._backend = lambda cfg, model, plans: InstantBackend()  # the one substitution: no engine
+    runner._backend = lambda cfg, model, plans, *rest: InstantBackend()  # the one substitution: no engine
     # Peaks by phase: planning (samples, prompts, paths) ends where evaluation starts; the loop; the summary.
     peaks: dict[str, float] = {"imports": _status_mb("VmHWM")}
     runner._plan = _phase(peaks, "plan", runner._plan)
