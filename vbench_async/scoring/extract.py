@@ -99,15 +99,9 @@ def boxed(text: str) -> str | None:
     """Content of the last `\\boxed{...}` (braces balanced, within 2,000 characters), or None."""
     starts = [m.end() for m in _BOXED.finditer(text)][-50:]
     for start in reversed(starts):
-        depth = 1
-        for i in range(start, min(len(text), start + 2000)):
-            c = text[i]
-            if c == "{":
-                depth += 1
-            elif c == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[start:i].strip()
+        end = _balanced_end(text, start - 1, limit=2001)  # from the opening brace the pattern ends with
+        if end is not None:
+            return text[start:end - 1].strip()
     return None
 
 
@@ -400,9 +394,10 @@ def _decode_object(decoder: json.JSONDecoder, text: str, start: int) -> tuple[ob
     return value, end
 
 
-def _balanced_end(text: str, start: int) -> int | None:
+def _balanced_end(text: str, start: int, limit: int = 20000) -> int | None:
+    """The index after the brace that closes the one at `start`, looking at most `limit` characters ahead."""
     depth = 0
-    for i in range(start, min(len(text), start + 20000)):
+    for i in range(start, min(len(text), start + limit)):
         c = text[i]
         if c == "{":
             depth += 1
