@@ -85,11 +85,16 @@ def run(cfg: RunConfig, on_plan: Callable[[WorkloadPlan | None, dict[str, str]],
         raise UserError(f"unknown mode {cfg.mode!r}; choose from {', '.join(MODES)}")
     t_start = time.time()
     model = models.resolve(cfg.model)
-    run_dir = Path(cfg.output_dir or Path("runs") / model.display_name)
+    run_dir = run_dir_for(cfg, model)
     run_dir.mkdir(parents=True, exist_ok=True)
     # One writer per run directory, whatever its config (the shards of one run share it).
     with RunDirLock(run_dir, shared=bool(cfg.shard)):
         return _run_locked(cfg, model, run_dir, t_start, on_plan)
+
+
+def run_dir_for(cfg: RunConfig, model: ModelRef) -> Path:
+    """Where a run writes: OUTPUT_DIR, or runs/<model name>."""
+    return Path(cfg.output_dir or Path("runs") / model.display_name)
 
 
 def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
@@ -194,7 +199,7 @@ def plan(cfg: RunConfig) -> WorkloadPlan:
     model = models.resolve(cfg.model)
     loaded, not_run = _load(cfg)
     cache = _cache(cfg)
-    run_dir = Path(cfg.output_dir or Path("runs") / model.display_name)
+    run_dir = run_dir_for(cfg, model)
     plans = [_plan(b, model, cfg, run_dir, samples, decoder=cache.decoder, skip_done=False) for b, samples in loaded]
     return workload_plan(cfg, model, plans, cache, not_run, strict=True)
 

@@ -153,8 +153,9 @@ def main(args: argparse.Namespace) -> int:
         # The partial summary is written; a site the run already had must not go on showing the old state. A run
         # without one gets none (building it would delay the exit).
         from ..models import resolve
+        from ..runner import run_dir_for
 
-        out_dir = cfg.output_dir or Path("runs") / resolve(cfg.model).display_name
+        out_dir = run_dir_for(cfg, resolve(cfg.model))
         if not args.no_site and has_site(out_dir):
             write_run_site(out_dir)
         raise

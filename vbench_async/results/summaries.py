@@ -98,9 +98,7 @@ def summarize_benchmark(run_dir: Path, benchmark: Benchmark, results_path: Path,
     agg["n_expected"] = n_expected
     # A run that was interrupted (or is still missing samples) is marked, never mixed silently with complete runs.
     agg["complete"] = is_complete(judged.results, n_expected, stored=not interrupted)
-    agg["status"] = benchmark_status(agg)
-    if agg["status"] == "failed":
-        agg["score"] = None  # no sample was answered: there is no score, not a score of 0
+    mark_status(agg)
     agg["results_file"] = str(results_path.relative_to(run_dir))
     agg["config_hash"] = config_hash
     return agg
@@ -113,6 +111,13 @@ def benchmark_status(agg: Mapping[str, Any]) -> str:
         return "partial"
     n = agg.get("n_total", 0)
     return "failed" if n and agg.get("n_failed", 0) >= n else "complete"
+
+
+def mark_status(agg: dict[str, Any]) -> None:
+    """Set a summary block's `status`; a benchmark whose samples all failed has no score, not a score of 0."""
+    agg["status"] = benchmark_status(agg)
+    if agg["status"] == "failed":
+        agg["score"] = None
 
 
 def write_run_outputs(run_dir: Path, model: ModelRef, run_config: Mapping[str, Any],
@@ -159,9 +164,7 @@ def recompute_summary(run_dir: Path) -> dict[str, Any]:
         agg.update({k: old[k] for k in _PLANNED if k in old})
         # Counted again, as the leaderboard counts: a line damaged since the run no longer passes for a result.
         agg["complete"] = is_complete(judged.results, int(old.get("n_expected") or 0), old.get("complete") is not False)
-        agg["status"] = benchmark_status(agg)
-        if agg["status"] == "failed":
-            agg["score"] = None
+        mark_status(agg)
         summary["benchmarks"][bid] = agg
     write_json(summary_path(run_dir), summary)
     recorded = read_manifest(run_dir)
