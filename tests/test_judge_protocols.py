@@ -87,6 +87,26 @@ def test_vrb_final_answer_none_is_not_credited_without_the_simulator():
     assert [a.stage for a in asks] == ["extract_chip"] and "Extracted Operations:" in asks[0].prompt
 
 
+def test_vrb_hub_record_carries_the_simulator_fields(tmp_path):
+    """A record in the release's shape (null answer, recorded states) maps through the card's hub mapping to a sample
+    whose operation item the simulator decides."""
+    from vbench_async.benchmarks.hub import to_unified
+    from vbench_async.samples import parse_record
+
+    bench = get_benchmark("videoreasonbench")
+    official = {"video": "videos/chip/state1_op1_start.mp4", "question": CHIP_Q, "answer": None,
+                "dim": "prediction_operation", "num_state": 1, "num_operation": 1, "visible_time": "start",
+                "actions": ["add 10 to cup0"], "states": {"cup0": [[20], [20, 10]]}, "_key": "op", "_file": "chip",
+                "_index": 0, "_dir": "questions"}
+    sample = parse_record(to_unified(official, bench.card.sources.hub.record, tmp_path), "videoreasonbench", 0)
+    assert sample.answer == "<answer>None</answer>" and sample.fields["states"] == {"cup0": [[20], [20, 10]]}
+    output = "Add a 5 chip.\nFinal Answer: add 5 to cup0"
+    sc = bench.score(sample, output)
+    line = {**sample.to_dict(), "output": output, "official": sc.official.to_dict(), "details": dict(sc.details)}
+    out, (asks,) = run(VRB, JudgeItem.from_result(line), ["['add 5 to cup0']"])
+    assert asks[0].stage == "extract_chip" and out.score == 1.0 and out.info["rule"] == "state simulator"
+
+
 HRD_Q = ("The video presents a sliding puzzle on a 2x2 board. ... the desired number arrangement: "
          "`(a,1): 3, (a,2): 2, (b,1): 1, (b,2): 0`")
 CHIP_Q = "Give operations to ensure that `cup0` contains exactly the following chips: `20, 10, 5`."

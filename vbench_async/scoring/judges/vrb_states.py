@@ -190,46 +190,50 @@ def _piles(record: Mapping[str, Any], prefix: str) -> dict[str, list[Any]]:
             for i in range(int(record["num_state"]))}
 
 
+def _play_containers(moves: Sequence[Any], containers: dict[str, list[Any]], prefix: str,
+                     read: Callable[[list[str]], Any], removable: Callable[[list[Any], Any], bool]) -> bool:
+    """"add <thing> to <prefix>N" appends, "remove <thing> from <prefix>N" takes it out; any move of another form,
+    an unreadable thing, a container the item lacks or an impossible removal makes the answer wrong."""
+    for move in map(str, moves):
+        words = move.split()
+        if not move.startswith(("add", "remove")) or not move.endswith((f"{prefix}0", f"{prefix}1")):
+            return False
+        thing, name = read(words), words[-1]
+        if thing is None or name not in containers:
+            return False  # (for a missing cup the official code raises)
+        if words[0] == "add":
+            containers[name].append(thing)
+        elif words[0] == "remove":
+            if not removable(containers[name], thing):
+                return False
+            containers[name].remove(thing)
+    return True
+
+
+def _card(words: list[str]) -> str | None:
+    card = " ".join(words[1:-2])
+    return card if card in ALL_CARDS else None
+
+
+def _chip(words: list[str]) -> int | None:
+    ok = len(words) > 1 and words[1].isdigit() and int(words[1]) in (5, 10, 20, 50, 100)
+    return int(words[1]) if ok else None
+
+
 def play_card(moves: Sequence[Any], question: str, record: Mapping[str, Any]) -> bool:
     """"add <card> to pileN" puts a card on the pile's end; "remove <card> from pileN" takes only its first card."""
     pile_name, target = _pile_target(question, "cards from top to bottom")
     piles = _piles(record, "pile")
-    for move in map(str, moves):
-        words = move.split()
-        if not move.startswith(("add", "remove")) or not move.endswith(("pile0", "pile1")):
-            return False
-        card, pile = " ".join(words[1:-2]), words[-1]
-        if card not in ALL_CARDS or pile not in piles:
-            return False
-        if words[0] == "add":
-            piles[pile].append(card)
-        elif words[0] == "remove":
-            if not piles[pile] or piles[pile][0] != card:
-                return False
-            piles[pile].remove(card)
-    return piles.get(pile_name) == target
+    ok = _play_containers(moves, piles, "pile", _card, lambda pile, c: bool(pile) and pile[0] == c)
+    return ok and piles.get(pile_name) == target
 
 
 def play_chip(moves: Sequence[Any], question: str, record: Mapping[str, Any]) -> bool:
     """"add 20 to cup0" / "remove 50 from cup0"; chips are 5, 10, 20, 50 or 100; cups compared as multisets."""
     cup_name, target = _pile_target(question, "chips")
     cups = _piles(record, "cup")
-    for move in map(str, moves):
-        words = move.split()
-        if not move.startswith(("add", "remove")) or not move.endswith(("cup0", "cup1")):
-            return False
-        if len(words) < 2 or not words[1].isdigit() or int(words[1]) not in (5, 10, 20, 50, 100):
-            return False
-        chip, cup = int(words[1]), words[-1]
-        if cup not in cups:
-            return False  # a cup the item does not have (the official code raises here)
-        if words[0] == "add":
-            cups[cup].append(chip)
-        elif words[0] == "remove":
-            if chip not in cups[cup]:
-                return False
-            cups[cup].remove(chip)
-    return cup_name in cups and Counter(cups[cup_name]) == Counter(int(c) for c in target)
+    ok = _play_containers(moves, cups, "cup", _chip, lambda cup, c: c in cup)
+    return ok and cup_name in cups and Counter(cups[cup_name]) == Counter(int(c) for c in target)
 
 
 PLAYERS: dict[str, Callable[[Sequence[Any], str, Mapping[str, Any]], bool]] = {
