@@ -14,6 +14,7 @@ from vbench_async.backends.openai import ServerSettings
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.judge import JudgeConfig, judge_run_dir
 from vbench_async.results.store import read_results
+from vbench_async.results.verdicts import answer_hash, apply_judgements
 from vbench_async.samples import Sample
 from vbench_async.scoring import score
 from vbench_async.scoring.judges import JUDGES, NEEDS_FIELDS, UNPARSABLE, Ask, JudgeItem, Outcome, needs_judge
@@ -253,8 +254,15 @@ def test_needs_judge_covers_official_readings_and_keeps_the_headline_empty():
     agg = get_benchmark("vcrbench").aggregate([line])
     assert agg["score"] is None and agg["headline_status"] == "needs judge" and agg["n_needs_judge"] == 1
     assert agg["offline_fallback"]["score"] == 1.0
-    judged = {**line, "details": {**line["details"], "judge": {"verdict": "correct"}}}
-    assert get_benchmark("vcrbench").aggregate([judged])["score"] == 1.0
+    verdict = {"sample_id": "mc", "answer_hash": answer_hash(line), "prompt_hash": JUDGES["vcrbench"].prompt_hash,
+               "verdict": "incorrect", "score": 0.0, "error": None, "judge_id": "j@1", "protocol": "vcrbench"}
+    (judged,), info = apply_judgements([line], {"mc": verdict}, {"judge_id": "j@1"})
+    assert info["n_judged"] == 1 and judged["score"] == 0.0  # the judged (official) value is the item's score
+    assert judged["official"] == {**line["official"], "value": 0.0, "needs_judge": False, "judged": True}
+    assert judged["robust"] == line["robust"]  # the careful grader's reading stays beside it
+    assert get_benchmark("vcrbench").aggregate([judged])["score"] == 0.0
+    stale = {**verdict, "prompt_hash": "0" * 16}  # a verdict under other prompts no longer counts
+    assert apply_judgements([line], {"mc": stale}, {})[1]["n_unjudged"] == 1
 
 
 # ------------------------------------------------------------------------------------ end to end, real judge
