@@ -15,7 +15,7 @@ from vbench_async.errors import SampleError
 from vbench_async.backends.openai import ServerSettings
 from vbench_async.cli import main
 from vbench_async.judge import JudgeConfig, judge_run_dir, resolve_identity
-from vbench_async.scoring.judges import GENERIC, JUDGES, PROMPT_HASH, judge_prompt, parse_verdict, reference_text
+from vbench_async.scoring.judges import JUDGES, PROMPT_HASH, judge_prompt, parse_verdict, reference_text
 from vbench_async.results.store import read_results
 from vbench_async.results.verdicts import answer_hash, apply_judgements, judge_store
 from vbench_async.samples import Sample

@@ -16,7 +16,6 @@ from vbench_async.judge import JudgeConfig, judge_run_dir
 from vbench_async.results.store import read_results
 from vbench_async.results.verdicts import answer_hash, apply_judgements
 from vbench_async.samples import Sample
-from vbench_async.scoring import score
 from vbench_async.scoring.judges import JUDGES, NEEDS_FIELDS, UNPARSABLE, Ask, JudgeItem, Outcome, needs_judge
 from vbench_async.scoring.judges import tempcompass, vcrbench, videommlu, videoreasonbench as vrb
 from vbench_async.scoring.judges.mmvu import parse_binary

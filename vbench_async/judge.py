@@ -103,6 +103,11 @@ async def judge_one(backend: Backend, identity: JudgeIdentity, protocol: JudgePr
             step = protocol.advance(item, step, replies)
     except SampleError as exc:
         step = Outcome.failed("judge_engine_error", str(exc))
+    except EngineDead:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a protocol bug on one item must not stop the pass: recorded, logged
+        log.exception("judge protocol %s failed on %s", protocol.name, r["sample_id"])
+        step = Outcome.failed("judge_protocol_error", f"{type(exc).__name__}: {exc}"[:300])
     line.update(output=line["steps"][-1]["output"] if line["steps"] else None, score=step.score,
                 verdict=step.verdict, error=step.error, info=step.info, prompt_tokens=tokens[0],
                 output_tokens=tokens[1])
