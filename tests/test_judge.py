@@ -14,8 +14,8 @@ from vbench_async.benchmarks import get_benchmark
 from vbench_async.errors import SampleError
 from vbench_async.backends.openai import ServerSettings
 from vbench_async.cli import main
-from vbench_async.judge import (PROMPT_HASH, JudgeConfig, judge_prompt, judge_run_dir, parse_verdict, reference_text,
-                                resolve_identity)
+from vbench_async.judge import JudgeConfig, judge_run_dir, resolve_identity
+from vbench_async.scoring.judges import JUDGES, PROMPT_HASH, judge_prompt, parse_verdict, reference_text
 from vbench_async.results.store import read_results
 from vbench_async.results.verdicts import answer_hash, apply_judgements, judge_store
 from vbench_async.samples import Sample
@@ -48,8 +48,9 @@ def test_prompt_shows_question_reference_and_answer():
 
 
 def _line(sid: str, output: str, score: float, error=None) -> dict:
-    return {"sample_id": sid, "question": "q", "answer": "<answer>a</answer>", "output": output, "score": score,
-            "error": error, "task_type": "open-ended", "details": {"needs_judge": True, "rouge_l": score}}
+    return {"sample_id": sid, "benchmark": "vcrbench", "question": "q", "answer": "<answer>a</answer>",
+            "output": output, "score": score, "error": error, "task_type": "open-ended",
+            "details": {"needs_judge": True, "rouge_l": score}}
 
 
 def test_apply_judgements_replaces_offline_scores_only_with_clear_verdicts():
@@ -57,10 +58,11 @@ def test_apply_judgements_replaces_offline_scores_only_with_clear_verdicts():
                _line("stale", "new text", 0.2), _line("failed", "", None, {"kind": "engine_error", "message": "m"}),
                {**_line("mc", "A", 1.0), "details": {}}]
     ident = {"judge_id": "j@1", "prompt_hash": PROMPT_HASH, "key": "k"}
+    vcr = JUDGES["vcrbench"].prompt_hash
 
     def j(r, verdict, score, error=None):
         return {"sample_id": r["sample_id"], "answer_hash": answer_hash(r), "verdict": verdict, "score": score,
-                "error": error, "judge_id": "j@1", "prompt_hash": PROMPT_HASH}
+                "error": error, "judge_id": "j@1", "prompt_hash": vcr}
 
     judgements = {"ok": j(results[0], "correct", 1.0), "bad": j(results[1], "incorrect", 0.0),
                   "unparsable": j(results[2], None, None, {"kind": "judge_unparsable", "message": "?"}),
@@ -108,7 +110,7 @@ def test_recorded_verdicts_drive_the_summary_and_the_site(tmp_path):
     said = {"oe-0": "correct", "oe-1": "correct", "oe-2": "incorrect", "oe-4": None, "oe-5": "correct"}
     with judge_store(run_dir, run_dir / block["results_file"], identity.key) as store:
         for sid, verdict in said.items():
-            store.append({"sample_id": sid, "judge_id": identity.judge_id, "prompt_hash": PROMPT_HASH,
+            store.append({"sample_id": sid, "judge_id": identity.judge_id, "prompt_hash": JUDGES["vcrbench"].prompt_hash,
                           "answer_hash": answer_hash(results[sid]), "output": f"VERDICT: {verdict}",
                           "verdict": verdict, "score": None if verdict is None else float(verdict == "correct"),
                           "error": None if verdict else {"kind": "judge_unparsable", "message": "?"}})
@@ -147,7 +149,8 @@ def test_judge_pass_through_real_vllm_engine(vllm_server, tmp_path):
     lines = list(read_results(files[0]).values())
     assert sorted(x["sample_id"] for x in lines) == ["oe-0", "oe-1", "oe-2", "oe-4", "oe-5"]
     for x in lines:
-        assert x["prompt_hash"] == PROMPT_HASH and x["judge_id"] == jp["judge_id"]
+        assert x["prompt_hash"] == JUDGES["vcrbench"].prompt_hash and x["judge_id"] == jp["judge_id"]
+        assert x["protocol"] == "vcrbench" and x["steps"][0]["stage"] == "extract"
         assert x["judge_id"].startswith("tiny-qwen2.5-vl@")
         assert isinstance(x["output"], str)  # what the judge said is kept, parsable or not
         if x["error"]:

@@ -1,18 +1,18 @@
-"""LLM-as-judge for open-ended answers: a second pass over a run directory, through the project's own backends.
+"""LLM-as-judge: a second pass over a run directory, through the project's own backends (vllm, hf, openai).
 
-For every result line whose `details.needs_judge` is set (open-ended items scored offline by ROUGE-L) and that did not
-fail, the judge model sees the question, the reference answer and the model's answer and says CORRECT or INCORRECT.
-Each verdict is appended to the judge's own file (`results/verdicts.py` says where, and how verdicts replace scores).
-An unparsable verdict is recorded as a judge failure: the item keeps its offline score and stays counted in
-`n_needs_judge`, never becomes a silent zero. Then the run's summary is recomputed with the verdicts.
+Every result line that waits for a judge (free text without a careful reading, or an official reading that hands
+the item to the judge) and did not fail is judged by its benchmark's protocol (`scoring/judges/`: VideoReasonBench,
+VCR-Bench, Video-MMLU, MMVU, TempCompass; the generic prompt otherwise), one or more rounds of prompts per item.
+An item whose official reading already has a value (a rule decided it) takes that value without a prompt. Each
+outcome is appended to the judge's own file (`results/verdicts.py` says where, and how verdicts replace scores). An
+unparsable reply is a judge failure: the item keeps its offline score and stays counted in `n_needs_judge`, never
+becomes a silent zero. Then the run's summary is recomputed with the verdicts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
@@ -27,69 +27,14 @@ from .results.current import drop_stale
 from .results.rundir import read_summary
 from .results.store import read_results
 from .results.summaries import recompute_summary
-from .results.verdicts import JudgeIdentity, JudgeStore, activate_judge, answer_hash, judge_store, needs_judge
+from .results.verdicts import (JudgeIdentity, JudgeStore, activate_judge, answer_hash, is_current, judge_store,
+                               needs_judge)
+from .scoring.judges import PROMPT_HASH, Ask, JudgeItem, JudgeProtocol, Outcome, judge_for
 
 if TYPE_CHECKING:
     from .runner import RunConfig
 
 log = logging.getLogger(__name__)
-
-PROMPT_TEMPLATE = """You are grading an answer to a question about a video. You cannot see the video: judge only \
-whether the model's answer means the same as the reference answer. Ignore wording, style and length; an answer that \
-contradicts the reference, or leaves out its key fact, is incorrect.
-
-Question:
-{question}
-
-Reference answer:
-{reference}
-
-Model's answer:
-{answer}
-
-Reply with one line: "VERDICT: CORRECT" or "VERDICT: INCORRECT"."""
-PROMPT_HASH = hashlib.sha256(PROMPT_TEMPLATE.encode()).hexdigest()[:16]
-
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
-_THINK = re.compile(r"<think>.*?(</think>|$)", re.S | re.I)
-_MARKED = re.compile(r"(?:verdict|judg(?:e)?ment|grade|answer)\s*[:=\-]?\s*\**\s*\"?\s*(in)?correct\b", re.I)
-_JSON_VERDICT = re.compile(r"\"verdict\"\s*:\s*\"\s*(in)?correct\s*\"", re.I)
-_BARE = re.compile(r"^\W*(incorrect|correct|wrong|right|yes|no|true|false|1|0)\W*$", re.I)
-_WORDS = re.compile(r"\b(not\s+correct|incorrect|correct)\b", re.I)
-_BARE_VALUES = {"correct": True, "right": True, "yes": True, "true": True, "1": True,
-                "incorrect": False, "wrong": False, "no": False, "false": False, "0": False}
-
-
-def judge_prompt(question: str, reference: str, answer: str) -> str:
-    return PROMPT_TEMPLATE.format(question=question.strip(), reference=reference.strip(), answer=answer.strip())
-
-
-def parse_verdict(text: str) -> bool | None:
-    """True (correct), False (incorrect) or None (no clear verdict). Reasoning in <think> is ignored; the last
-    explicit marker ("VERDICT: ...", {"verdict": ...}) wins; otherwise a bare one-word reply, otherwise the only
-    verdict word used. Mixed or absent signals are None: a judge failure, never a guess."""
-    text = _THINK.sub(" ", text or "").strip()
-    for pattern in (_MARKED, _JSON_VERDICT):
-        found = pattern.findall(text)
-        if found:
-            return not found[-1]
-    bare = _BARE.match(text)
-    if bare:
-        return _BARE_VALUES[bare.group(1).lower()]
-    words = {w.lower().split()[0] for w in _WORDS.findall(text)}  # "not correct" counts as a negative
-    if words == {"correct"}:
-        return True
-    if words and words <= {"incorrect", "not"}:
-        return False
-    return None
-
-
-def reference_text(answer: object) -> str:
-    """The reference answer as a reader would say it: the inside of <answer>...</answer> when present."""
-    text = str(answer or "")
-    m = _ANSWER_TAG.search(text)
-    return m.group(1).strip() if m else text.strip()
-
 
 # ------------------------------------------------------------------------------------------------ the pass
 
@@ -100,7 +45,7 @@ class JudgeConfig:
     backend: str = "vllm"
     engine: VLLMSettings = field(default_factory=VLLMSettings)  # backend vllm
     server: ServerSettings = field(default_factory=ServerSettings)  # backend openai (`served_model` is not used)
-    max_tokens: int = 32  # a verdict is one line; reasoning judges need more
+    max_tokens: int | None = None  # None: each protocol step's own limit; set it for reasoning judges
     seed: int = 0
     concurrency: int = 8
     retry_failed: bool = False
@@ -110,7 +55,7 @@ def resolve_identity(cfg: JudgeConfig) -> tuple[ModelRef, JudgeIdentity]:
     """(model ref for the backend, identity). A served model (openai backend) is known by its name only."""
     from .models import resolve
 
-    sampling = SamplingParams(temperature=0.0, max_tokens=cfg.max_tokens, seed=cfg.seed).to_dict()
+    sampling = SamplingParams(temperature=0.0, max_tokens=cfg.max_tokens or 0, seed=cfg.seed).to_dict()
     if cfg.backend == "openai":
         ref = ModelRef(name=cfg.model, path=cfg.model, family="served", fingerprint=f"served:{cfg.model}")
     else:
@@ -127,33 +72,57 @@ def _judge_backend(cfg: JudgeConfig, ref: ModelRef) -> Backend:
     return make_backend(cfg.backend, ref.path, engine=engine, server=server, concurrency=cfg.concurrency)
 
 
+async def judge_one(backend: Backend, identity: JudgeIdentity, protocol: JudgeProtocol, r: Mapping[str, Any],
+                    limit: asyncio.Semaphore) -> dict[str, Any]:
+    """Run one item's protocol to its outcome and return its verdict line. Each round's prompts go out together."""
+    item = JudgeItem.from_result(r)
+    sampling = SamplingParams(**identity.sampling)
+    line: dict[str, Any] = {"sample_id": r["sample_id"], "benchmark": r.get("benchmark"), "judge_id": identity.judge_id,
+                            "protocol": protocol.name, "prompt_hash": protocol.prompt_hash,
+                            "answer_hash": answer_hash(r), "steps": [], "output": None, "verdict": None,
+                            "score": None, "error": None}
+    official = item.official or {}
+    step: list[Ask] | Outcome = (Outcome(float(official["value"]), "by rule", None, {"rule": "official reading"})
+                                 if official.get("value") is not None and protocol.name != "generic"
+                                 else protocol.start(item))
+    tokens = [0, 0]
+
+    async def ask(a: Ask, n: int) -> str:
+        params = replace(sampling, max_tokens=sampling.max_tokens or a.max_tokens)
+        async with limit:
+            c = await backend.generate(Request(f"judge-{identity.key}-{r['sample_id']}-{a.stage}-{n}", a.text(),
+                                               sampling=params))
+        tokens[0] += c.prompt_tokens
+        tokens[1] += c.output_tokens
+        return c.text
+
+    try:
+        while isinstance(step, list):
+            replies = await asyncio.gather(*(ask(a, len(line["steps"])) for a in step))
+            line["steps"] += [{"stage": a.stage, "output": t} for a, t in zip(step, replies)]
+            step = protocol.advance(item, step, replies)
+    except SampleError as exc:
+        step = Outcome.failed("judge_engine_error", str(exc))
+    except EngineDead:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a protocol bug on one item must not stop the pass: recorded, logged
+        log.exception("judge protocol %s failed on %s", protocol.name, r["sample_id"])
+        step = Outcome.failed("judge_protocol_error", f"{type(exc).__name__}: {exc}"[:300])
+    line.update(output=line["steps"][-1]["output"] if line["steps"] else None, score=step.score,
+                verdict=step.verdict, error=step.error, info=step.info, prompt_tokens=tokens[0],
+                output_tokens=tokens[1])
+    return line
+
+
 async def judge_pending(backend: Backend, identity: JudgeIdentity, work: list[tuple[JudgeStore, Mapping[str, Any]]],
                         concurrency: int = 8) -> dict[str, int]:
     """Judge each (store, result) and append one verdict line per item. A dead engine stops the pass (finished lines
     stay); any other per-item problem is recorded as a judge failure."""
-    sampling = SamplingParams(**identity.sampling)
     limit = asyncio.Semaphore(max(1, concurrency))
     counts = {"n_judged": 0, "n_judge_failed": 0}
 
     async def one(store: JudgeStore, r: Mapping[str, Any]) -> None:
-        prompt = judge_prompt(str(r.get("question") or ""), reference_text(r.get("answer")), str(r.get("output") or ""))
-        line: dict[str, Any] = {"sample_id": r["sample_id"], "benchmark": r.get("benchmark"),
-                                "judge_id": identity.judge_id, "prompt_hash": identity.prompt_hash,
-                                "answer_hash": answer_hash(r), "output": None, "verdict": None, "score": None,
-                                "error": None}
-        async with limit:
-            try:
-                c = await backend.generate(Request(f"judge-{identity.key}-{r['sample_id']}", prompt, sampling=sampling))
-            except SampleError as exc:
-                line["error"] = {"kind": "judge_engine_error", "message": str(exc)}
-            else:
-                verdict = parse_verdict(c.text)
-                line.update(output=c.text, prompt_tokens=c.prompt_tokens, output_tokens=c.output_tokens,
-                            latency_s=round(c.latency_s, 4))
-                if verdict is None:
-                    line["error"] = {"kind": "judge_unparsable", "message": "no clear CORRECT/INCORRECT verdict"}
-                else:
-                    line.update(verdict="correct" if verdict else "incorrect", score=1.0 if verdict else 0.0)
+        line = await judge_one(backend, identity, judge_for(r), r, limit)
         store.append(line)
         counts["n_judge_failed" if line["error"] else "n_judged"] += 1
 
@@ -193,7 +162,7 @@ def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
             if not needs_judge(r):
                 continue
             prev = done.get(r["sample_id"])
-            if prev and prev.get("answer_hash") == answer_hash(r) and not (cfg.retry_failed and prev.get("error")):
+            if prev and is_current(prev, r) and not (cfg.retry_failed and prev.get("error")):
                 n_skipped += 1
                 continue
             todo.append(r)

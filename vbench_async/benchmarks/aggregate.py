@@ -19,6 +19,7 @@ import math
 from collections import defaultdict
 from typing import Any, Callable, Iterable, Mapping
 
+from ..scoring.judges import awaits_judge
 from .cards import Aggregation, Category
 
 Result = Mapping[str, Any]
@@ -221,12 +222,11 @@ def aggregate(results: list[Result], spec: Aggregation, categories: Iterable[Cat
         raise ValueError(f"unknown aggregation kind {spec.kind!r}; known: {', '.join(KINDS)}")
     failed = sum(1 for r in results if r.get("error"))
     pending = sum(1 for r in results if not r.get("error") and r.get("score") is None)
-    needs_judge = sum(1 for r in results if not r.get("error") and (r.get("details") or {}).get("needs_judge")
-                      and not (r.get("details") or {}).get("judge"))
+    needs_judge = sum(1 for r in results if awaits_judge(r))  # free text, or an official reading, without verdict
     out: dict[str, Any] = {"score": None, "metric": metric, "n_total": len(results),
                            "n_scored": len(results) - failed - pending, "n_failed": failed, "n_pending": pending}
     if needs_judge:
-        out["n_needs_judge"] = needs_judge  # open-ended items still carrying their offline (ROUGE-L) value
+        out["n_needs_judge"] = needs_judge  # items still carrying their offline value (ROUGE-L or the careful one)
     out.update(_reading_counts(results))
     if results:
         out.update(KINDS[spec.kind](results, spec.params))
@@ -236,8 +236,9 @@ def aggregate(results: list[Result], spec: Aggregation, categories: Iterable[Cat
             out["unavailable_breakdowns"] = missing
     if needs_judge:  # a text-overlap fallback never stands in the accuracy column
         out["offline_fallback"] = {"score": out.get("score"), "headline": out.get("headline"),
-                                   "definition": f"{needs_judge} item(s) scored by ROUGE-L until a judge runs; "
-                                                 "not an accuracy"}
+                                   "definition": f"{needs_judge} item(s) scored offline (ROUGE-L, or the careful "
+                                                 "grader where the official protocol asks a judge) until a judge "
+                                                 "runs; not the benchmark's accuracy"}
         out.update(score=None, headline="needs judge", headline_status="needs judge")
     return out
 

@@ -220,7 +220,7 @@ def _record_mapping(data: Any, where: str) -> dict[str, Any]:
         spec = r.get(key, (str, Mapping))
         if isinstance(spec, Mapping):
             kinds = _OPTION_KINDS if key == "options" else _ANSWER_KINDS
-            sr = _Reader(spec, f"{where}.{key}", {"field", "kind", "columns", "sep"})
+            sr = _Reader(spec, f"{where}.{key}", {"field", "kind", "columns", "sep", "if_null"})
             if sr.get("kind", str, "list" if key == "options" else "letter") not in kinds:
                 raise UserError(f"{where}.{key}: kind must be one of {', '.join(sorted(kinds))}")
             if spec.get("kind") == "columns" and not isinstance(spec.get("columns"), list):

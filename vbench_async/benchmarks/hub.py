@@ -7,7 +7,8 @@ official record. Every mapped record becomes a unified record (`problem`, `optio
     id: "{Question ID}"            template over record fields (dotted paths allowed: "{meta.id}"); default "{_index}"
     question: Question              a field name, or a template when it contains "{"
     options: Options               or {field, kind: list|dict|columns|embedded, columns: [...], sep: ". "}
-    answer: Answer                 or {field, kind: letter|index|raw|time_span}; letter also accepts option text
+    answer: Answer                 or {field, kind: letter|index|raw|time_span, if_null: text}; letter also accepts
+                                   option text; `if_null` stands for a null answer (VideoReasonBench)
     video: "{video ID}.mp4"        template; `video_ext` is appended when the result has no extension, and with
                                    `video_search: true` a file not at that path is looked up by name below video_dir
     task_type: multiple choice     a constant, {field, map, default}, or {with_options, without_options}
@@ -176,6 +177,8 @@ def _solution(record: Mapping[str, Any], spec: Any, options: list[str]) -> str:
     spec = {"field": spec} if isinstance(spec, str) else dict(spec)
     kind = spec.get("kind", "letter")
     value = lookup(record, spec["field"])
+    if value is None and "if_null" in spec:  # a null answer the card declares meaningful
+        value = spec["if_null"]
     if value is _MISSING or value is None:
         raise SampleError("record_invalid", f"answer field {spec['field']!r} is missing")
     if kind == "index":

@@ -1,4 +1,4 @@
-"""`vbench-async judge`: LLM-as-judge pass over the open-ended answers of a run directory."""
+"""`vbench-async judge`: LLM-as-judge pass over the answers of a run directory that wait for a judge."""
 
 from __future__ import annotations
 
@@ -16,13 +16,17 @@ JUDGE_SETS = ("max_num_seqs", "served_model")
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "judge",
-        help="LLM-as-judge pass for open-ended answers of a run",
+        help="LLM-as-judge pass over the answers of a run that wait for a judge",
         description=(
-            "Judge the open-ended answers of RUN_DIR (result lines marked needs_judge, scored offline by ROUGE-L) "
-            "with a judge model: it sees the question, the reference answer and the model's answer and says CORRECT "
-            "or INCORRECT. Verdicts are appended to RUN_DIR/judge/*.jsonl, pinned by judge model fingerprint and "
-            "prompt hash; re-running skips items already judged by the same judge. An unparsable verdict is recorded "
-            "as a judge failure (the item keeps its offline score). summary.json is then recomputed."
+            "Judge the answers of RUN_DIR that wait for a judge (free text scored offline by ROUGE-L, and items whose "
+            "official protocol hands them to a judge) with a judge model, by each benchmark's own protocol: "
+            "VideoReasonBench (its judge prompt on the text after 'Final Answer'; its state simulator for items "
+            "without a fixed answer), VCR-Bench (extraction, then matching), Video-MMLU (the judge answers the "
+            "video's questions from the caption), MMVU open-ended (rules, then the judge), TempCompass (rules, then "
+            "the judge; captioning answered from the caption); the generic CORRECT/INCORRECT prompt otherwise. "
+            "Verdicts are appended to RUN_DIR/judge/*.jsonl, pinned by judge model fingerprint and prompt hash; "
+            "re-running skips items already judged by the same judge. An unparsable reply is recorded as a judge "
+            "failure (the item keeps its offline score). summary.json is then recomputed."
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
@@ -42,7 +46,9 @@ def add_options(p: argparse.ArgumentParser) -> None:
                         "(openai)")
     p.add_argument("--backend", default="vllm", choices=BACKENDS,
                    help="where the judge runs: in-process vLLM, an OpenAI-compatible server, or transformers")
-    p.add_argument("--max-tokens", type=int, default=32, help="tokens per verdict (raise it for reasoning judges)")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="tokens per judge reply (default: each protocol step's own limit; raise it for reasoning "
+                        "judges)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (decoding is greedy)")
     p.add_argument("--concurrency", type=int, default=8,
                    help="judge requests in flight (also the vLLM engine's sequences at once)")

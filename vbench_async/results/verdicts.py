@@ -4,9 +4,10 @@ judging; the pass that produces them is `vbench_async/judge.py`).
     RUN_DIR/judge/judge.json                          which judges ran, and which one is active
     RUN_DIR/judge/<results file stem>.<key>.jsonl     one line per judged sample (append-only, resumable)
 
-`key` pins the judge: its model fingerprint, the prompt hash and the sampling settings; a different judge writes a new
-file. A line also carries the hash of what was judged, so an answer that changed since (a retried sample) counts as
-unjudged until it is judged again.
+`key` pins the judge: its model fingerprint, the hash of every protocol's prompts and the sampling settings; a
+different judge writes a new file. A line also carries the hash of what was judged and its protocol's prompt hash,
+so an answer that changed since (a retried sample) counts as unjudged until it is judged again. A verdict replaces
+the item's score, and fills the official reading when that reading waited for the judge.
 """
 
 from __future__ import annotations
@@ -21,19 +22,22 @@ from typing import Any, Mapping
 from ..errors import UserError
 from .manifest import iso
 from .rundir import JUDGE_DIRNAME, read_json, write_json
+from ..scoring.judges import judge_for, needs_judge
 from .store import ResultStore, config_hash, read_results
 
 STATE_FILE = "judge.json"
-
-
-def needs_judge(result: Mapping[str, Any]) -> bool:
-    return not result.get("error") and bool((result.get("details") or {}).get("needs_judge"))
 
 
 def answer_hash(result: Mapping[str, Any]) -> str:
     """What the verdict is about: question, reference and model output."""
     blob = json.dumps([result.get("question"), result.get("answer"), result.get("output")], ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def is_current(verdict: Mapping[str, Any], result: Mapping[str, Any]) -> bool:
+    """A verdict counts for `result` while the output it judged and its protocol's prompts are unchanged."""
+    return (verdict.get("answer_hash") == answer_hash(result)
+            and verdict.get("prompt_hash") == judge_for(result).prompt_hash)
 
 
 @dataclass(frozen=True)
@@ -107,17 +111,19 @@ def apply_judgements(results: list[Mapping[str, Any]], judgements: Mapping[str, 
         r = dict(r)
         if needs_judge(r):
             j = judgements.get(str(r.get("sample_id")))
-            if j is None or j.get("answer_hash") != answer_hash(r):
+            if j is None or not is_current(j, r):
                 unjudged += 1
             elif j.get("score") is None:
                 failed += 1
-                r["details"] = {**r["details"], "judge_error": j.get("error")}
+                r["details"] = {**(r.get("details") or {}), "judge_error": j.get("error")}
             else:
                 judged += 1
-                r["details"] = {**r["details"], "judge": {
+                r["details"] = {**(r.get("details") or {}), "judge": {
                     "verdict": j["verdict"], "judge_id": j["judge_id"], "prompt_hash": j["prompt_hash"],
-                    "offline_score": r.get("score")}}
-                r["score"] = j["score"]
+                    "protocol": j.get("protocol"), "offline_score": r.get("score")}}
+                r["score"] = j["score"]  # the judged (official) value is the item's score
+                if isinstance(r.get("official"), Mapping) and r["official"].get("needs_judge"):
+                    r["official"] = {**r["official"], "value": j["score"], "needs_judge": False, "judged": True}
         out.append(r)
     info = {"judge_id": identity.get("judge_id"), "prompt_hash": identity.get("prompt_hash"),
             "key": identity.get("key"), "n_judged": judged, "n_judge_failed": failed, "n_unjudged": unjudged}
