@@ -4,7 +4,7 @@ fingerprint's cost, decoder choice, and preprocess throughput with 1 and 2 worke
 
     PYTHONPATH=. .venv/bin/python perf/frames.py [--repeats 3] [--workdir DIR] [--long] [--all-candidates]
 
-Videos are generated with PyAV (tests/videos.py, `natural=True`): camera-like frames (gradients, texture at three
+Videos are generated with PyAV (tests/support/videos.py, `natural=True`): camera-like frames (gradients, texture at three
 scales, a pan, moving objects, sensor noise) encoded as H.264 at CRF 23 with a keyframe every 250 frames; flat
 colours or white noise would compress unrealistically well or badly. 10 s and 60 s are 1280x720 at 30 fps; 600 s
 is 320x180 at 24 fps so that generating and decoding it stays quick (--long: 1280x720, several minutes more).
@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 
-from videos import write_video  # noqa: E402  (tests/videos.py: the PyAV writer the tests use)
+from videos import write_video  # noqa: E402  (tests/support/videos.py: the PyAV writer the tests use)
 
 from vbench_async.frames import FrameCache, FrameSpec, VideoJob, preprocess  # noqa: E402
 from vbench_async.frames.extract import decode_video  # noqa: E402
