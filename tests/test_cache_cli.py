@@ -16,15 +16,15 @@ from vbench_async.frames.layout import CacheLayout
 SUMMARY = re.compile(r"(\d+) jobs, (\d+) unique videos: (\d+) cached, (\d+) reused, (\d+) failed")
 
 
-def _preprocess(cache_dir: Path, capsys) -> tuple[int, tuple[int, ...]]:
+def _preprocess(cache_dir: Path, capsys, *extra: str) -> tuple[int, tuple[int, ...], str]:
     rc = main([
         "preprocess", "--benchmarks", "demo-mc", "--family", "qwen3-vl", "--cache-dir", str(cache_dir),
-        "--workers", "2", "--max-frames", "4", "--max-pixels", "16384", "--no-progress",
+        "--workers", "2", "--max-frames", "4", "--max-pixels", "16384", "--no-progress", *extra,
     ])
     out = capsys.readouterr().out
     found = SUMMARY.search(out)
     assert found, out
-    return rc, tuple(int(x) for x in found.groups())
+    return rc, tuple(int(x) for x in found.groups()), out
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +33,25 @@ def filled(tmp_path_factory) -> Path:
 
 
 def test_preprocess_twice_decodes_nothing_the_second_time(filled: Path, capsys) -> None:
-    rc, (jobs, unique, cached, reused, failed) = _preprocess(filled, capsys)
+    rc, (jobs, unique, cached, reused, failed), _ = _preprocess(filled, capsys)
     assert rc == 0 and jobs >= unique > 0 and (cached, reused, failed) == (unique, 0, 0)
-    rc, second = _preprocess(filled, capsys)
+    rc, second, _ = _preprocess(filled, capsys)
     assert rc == 0 and second == (jobs, unique, 0, unique, 0)
     assert main(["cache", "stats", "--cache-dir", str(filled)]) == 0
     assert re.search(rf"entries\s+{unique} \(", capsys.readouterr().out)
+
+
+def test_preprocess_under_a_budget_fills_up_to_it_and_defers_the_rest(tmp_path: Path, capsys) -> None:
+    _, (_, unique, _, _, _), _ = _preprocess(tmp_path / "full", capsys)
+    one_entry = max(p.stat().st_size for p in CacheLayout(tmp_path / "full").entries())
+    budget_gb = 2.5 * one_entry / 1e9  # room for two of the largest entries, not for all of them
+    rc, (_, _, cached, _, failed), out = _preprocess(tmp_path / "budget", capsys, "--cache-max-gb", f"{budget_gb:.9f}")
+    entries = list(CacheLayout(tmp_path / "budget").entries())
+    assert rc == 0 and failed == 0 and unique > 3
+    # Entries of this call never evict each other: the cache holds what it decoded (the budget is overrun by at most
+    # the entry that filled it), and the rest waits for `run` to decode it on demand.
+    assert 2 <= cached == len(entries) < unique and f"{unique - cached} deferred (cache budget)" in out
+    assert sum(p.stat().st_size for p in entries) <= budget_gb * 1e9 + one_entry
 
 
 def test_verify_finds_and_deletes_a_corrupt_entry(filled: Path, capsys) -> None:
@@ -82,6 +95,7 @@ def test_gc_removes_stale_temp_files_failures_and_old_entries(filled: Path, caps
         (["preprocess", "--benchmarks", "demo-mc"], "--model PATH_OR_ID or --family"),
         (["preprocess", "--benchmarks", "demo-mc", "--model", "llava-7b"], "cannot tell the model family"),
         (["preprocess", "--benchmarks", "demo-mc", "--family", "qwen3-vl", "--workers", "0"], "--workers"),
+        (["preprocess", "--benchmarks", "demo-mc", "--family", "qwen3-vl", "--cache-max-gb", "-1"], "--cache-max-gb"),
         (["cache", "stats", "--cache-dir", "/nonexistent/cache"], "no frame cache at /nonexistent/cache"),
     ],
 )

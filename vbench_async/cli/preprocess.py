@@ -42,6 +42,10 @@ def add_options(p: argparse.ArgumentParser) -> None:
     how.add_argument("--workers", type=int, default=2, help="decoder processes running at once")
     how.add_argument("--cache-dir", type=Path,
                      help="frame cache (default: $VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)")
+    how.add_argument("--cache-max-gb", type=float,
+                     help="fill the cache only up to this size: older entries of other work are evicted first, the "
+                          "videos of this call never; what does not fit is reported as deferred and decoded by "
+                          "`run` on demand (default: $VBENCH_ASYNC_CACHE_MAX_GB, else no limit)")
     how.add_argument("--decoder", default=None,
                      help="video decoder: pyav (default), decord or opencv; does not change the cached frames' key")
     how.add_argument("--timeout", type=float, default=120.0,
@@ -62,6 +66,7 @@ def main(args: argparse.Namespace) -> int:
     from ..frames.overrides import FrameOverrides
     from .options import from_args
     from ..frames import DEFAULT_DECODER, FrameCache, VideoJob, default_cache_dir, family_from_model, preprocess
+    from ..frames.budget import gb_to_bytes
     from ..launcher import resolve_shard
     from ..sharding import shard_slice
 
@@ -70,6 +75,10 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("say what to preprocess: --suite NAME or --benchmarks a,b (see `vbench-async list`)")
     if args.workers < 1:
         raise UserError("--workers must be at least 1")
+    try:
+        max_bytes = None if args.cache_max_gb is None else gb_to_bytes(args.cache_max_gb)
+    except ValueError as exc:
+        raise UserError(f"--cache-max-gb: {exc}") from None
     family = args.family or (family_from_model(os.path.expanduser(args.model)) if args.model else None)
     if family is None:
         raise UserError("say which model the frames are for: --model PATH_OR_ID or --family " + "|".join(FAMILIES))
@@ -96,10 +105,12 @@ def main(args: argparse.Namespace) -> int:
 
     cache_dir = args.cache_dir or default_cache_dir()
     try:
-        cache = FrameCache(cache_dir, args.decoder or DEFAULT_DECODER, args.timeout, workers=args.workers)
+        cache = FrameCache(cache_dir, args.decoder or DEFAULT_DECODER, args.timeout, workers=args.workers,
+                           max_bytes=max_bytes)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     with cache:
+        cache.reserve(jobs)  # under a budget, this call's entries never evict each other: the rest is deferred
         report = preprocess(jobs, cache, workers=args.workers, retry_failed=args.retry_failed,
                             progress=not args.no_progress)
     print(f"{', '.join(b.id for b in benchmarks)} ({family}){f' shard {shard}' if shard else ''} -> {cache_dir}")
