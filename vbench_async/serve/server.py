@@ -66,7 +66,11 @@ class EvalServer:
         job = self._jobs.get(job_id)
         if job is None or job.finished:
             return job
-        job.cancel_requested.set()
+        with self._lock:  # against the worker taking it up at this moment
+            job.cancel_requested.set()
+            if job.status == "queued":  # the worker skips it when its turn comes
+                job.status, job.finished_at = "cancelled", time.time()
+                return job
         running = self._running
         if running is not None and running.job is job:
             with running.lock:
@@ -96,10 +100,11 @@ class EvalServer:
             job_id = self._queue.get()
             if job_id is None:
                 return
-            job = self._jobs[job_id]
-            if job.cancel_requested.is_set():
-                job.status, job.finished_at = "cancelled", time.time()
-                continue
+            job = self._jobs.get(job_id)
+            with self._lock:
+                if job is None or job.cancel_requested.is_set():  # cancelled (and perhaps forgotten) while it waited
+                    continue
+                job.status, job.started_at = "running", time.time()
             self._run(job)
 
     def _run(self, job: Job) -> None:
@@ -108,10 +113,12 @@ class EvalServer:
 
         running = _Running(job)
         self._running = running
-        job.status, job.started_at = "running", time.time()
         try:
             add_include(*job.spec.include)
             cfg = job.spec.run_config(self.base)
+            if cfg.backend == "openai" and cfg.model != self.base.model:
+                raise UserError(f"this server sends requests to {self.base.server.base_url}, which serves "
+                                f"{self.base.model}; start a server for {cfg.model} to evaluate it")
             model = models.resolve(cfg.model)
             job.run_dir = str(run_dir_for(cfg, model))
             kept = self.keeper.engine_settings(cfg.backend, model.path)
