@@ -21,6 +21,7 @@ import pytest
 
 from conftest import ENGINE_GROUP, REPO, SERVED, run_cli, stop
 from test_include import included_run_args, my_clips  # noqa: F401 - the session's clips, their frames cached
+from vbench_async.cli import main as cli_main
 from vbench_async.errors import UserError
 from vbench_async.runner import RunConfig
 from vbench_async.serve import client
@@ -137,8 +138,8 @@ def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vll
                                                                               tmp_path: Path) -> None:
     data, recs, cache = my_clips  # the frames are cached by the include test when it ran first in this session
     cards = tmp_path / "cards"
-    run_cli("new-benchmark", "my-clips", "--from-records", str(recs), "--data-root", str(data), "-o", str(cards),
-            check=True)
+    assert cli_main(["new-benchmark", "my-clips", "--from-records", str(recs), "--data-root", str(data), "-o",
+                     str(cards)]) == 0
     proc, url = start_serve("--model", SERVED, "--backend", "openai", "--base-url", vllm_server, "--served-model",
                             SERVED, "--cache-dir", str(cache), "--workers", "1", token=TOKEN)
     try:

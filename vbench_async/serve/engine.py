@@ -10,6 +10,7 @@ closes the kept engine and starts the new one.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, TypeVar
@@ -20,6 +21,7 @@ from ..backends.openai import ServerSettings
 from ..backends.vllm import VLLMSettings
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class JobCancelled(KeyboardInterrupt):
@@ -77,9 +79,13 @@ class EngineKeeper:
         return {"engine_starts": self.starts, "kept": None if kept is None else {
             "backend": kept.key[0], "model": kept.key[1], "started": kept.started}}
 
-    def close(self) -> None:
+    def discard(self) -> None:
+        """Forget the kept backend (its engine died): the next run starts a new one."""
         with self._lock:
             self._replace(None)
+
+    def close(self) -> None:
+        self.discard()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=30)
 
@@ -98,7 +104,10 @@ class EngineKeeper:
         """Close the kept backend (waiting for it) and keep `new` instead. Called with the lock held."""
         old, self._kept = self._kept, new
         if old is not None and old.started:
-            asyncio.run_coroutine_threadsafe(old.backend.close(), self._loop).result(timeout=120)
+            try:
+                asyncio.run_coroutine_threadsafe(old.backend.close(), self._loop).result(timeout=120)
+            except Exception as exc:  # noqa: BLE001 - a dead engine may fail to close; it is dropped all the same
+                log.warning("closing the previous engine failed: %s: %s", type(exc).__name__, exc)
 
 
 class KeptBackend:

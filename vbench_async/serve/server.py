@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
+from ..errors import EngineDead, UserError
 from ..runner import RunConfig, run, run_dir_for
 from .engine import EngineKeeper, JobCancelled
 from .jobs import Job, JobSpec, result_lines
@@ -142,6 +142,9 @@ class EvalServer:
             job.summary = _read_summary(job.run_dir)
         except UserError as exc:
             job.status, job.error = "failed", str(exc)
+        except EngineDead as exc:  # finished lines are kept; the next job starts a new engine
+            job.status, job.error = "failed", f"the engine stopped: {exc}"
+            self.keeper.discard()
         except Exception as exc:  # noqa: BLE001 - one job's failure is its own; the server takes the next
             log.exception("job %s failed", job.id)
             job.status, job.error = "failed", f"{type(exc).__name__}: {exc}"
