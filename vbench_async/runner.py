@@ -42,6 +42,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Builds a run's backend from its kind and settings (make_backend's signature). The evaluation server passes its own,
+# which hands out the engine it keeps instead of starting one per run.
+BackendFactory = Callable[..., Backend]
+
 MODES = ("auto", "preprocess", "eval", "both")
 
 
@@ -74,11 +78,12 @@ class BenchmarkPlan(PlannedBenchmark):
     sample_ids: frozenset[str] | None = None  # the annotation file's samples now: the summary counts only these
 
 
-def run(cfg: RunConfig, on_plan: Callable[[WorkloadPlan | None, dict[str, str]], None] | None = None
-        ) -> dict[str, Any]:
+def run(cfg: RunConfig, on_plan: Callable[[WorkloadPlan | None, dict[str, str]], None] | None = None,
+        backends: BackendFactory = make_backend) -> dict[str, Any]:
     """Run an evaluation; return the summary dict (also written to OUTPUT_DIR/summary.json), with `run_dir` and, for a
     shard, `merged` (whether this shard completed the run and merged it). `on_plan` gets the workload plan of what is
-    left to run (None when it could not be made) and the benchmarks not run, before any engine starts."""
+    left to run (None when it could not be made) and the benchmarks not run, before any engine starts. `backends`
+    builds the backend, called as `make_backend` is (the evaluation server's keeps one engine across runs)."""
     from . import models
 
     if cfg.mode not in MODES:
@@ -89,7 +94,7 @@ def run(cfg: RunConfig, on_plan: Callable[[WorkloadPlan | None, dict[str, str]],
     run_dir.mkdir(parents=True, exist_ok=True)
     # One writer per run directory, whatever its config (the shards of one run share it).
     with RunDirLock(run_dir, shared=bool(cfg.shard)):
-        return _run_locked(cfg, model, run_dir, t_start, on_plan)
+        return _run_locked(cfg, model, run_dir, t_start, on_plan, backends)
 
 
 def run_dir_for(cfg: RunConfig, model: ModelRef) -> Path:
@@ -98,7 +103,8 @@ def run_dir_for(cfg: RunConfig, model: ModelRef) -> Path:
 
 
 def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
-                on_plan: Callable[[WorkloadPlan | None, dict[str, str]], None] | None) -> dict[str, Any]:
+                on_plan: Callable[[WorkloadPlan | None, dict[str, str]], None] | None,
+                backends: BackendFactory = make_backend) -> dict[str, Any]:
     from .results import summaries
 
     loaded, not_run = _load(cfg)
@@ -118,7 +124,7 @@ def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
     stopped: EnvironmentFault | None = None
     try:
         if cfg.mode == "preprocess" or pending:
-            stats = _execute(cfg, model, plans, cache, workload)
+            stats = _execute(cfg, model, plans, cache, workload, backends)
         else:
             log.info("every sample already has a result in %s (nothing to run)", run_dir)
     except KeyboardInterrupt:
@@ -298,7 +304,7 @@ def _plan(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_dir: Path, 
 
 
 def _execute(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache,
-             workload: WorkloadPlan | None = None) -> dict[str, Any]:
+             workload: WorkloadPlan | None = None, backends: BackendFactory = make_backend) -> dict[str, Any]:
     from .frames import VideoJob, preprocess
 
     def jobs() -> Iterator[VideoJob]:  # one per question (preprocess counts them), made on the fly, not listed
@@ -322,17 +328,17 @@ def _execute(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache:
         # Lock the result files first: a second run into the same output directory is refused before an engine starts.
         for p in plans:
             open_stores.enter_context(p.store)
-        return _evaluate(cfg, model, plans, cache, mode, jobs, stats, workload)
+        return _evaluate(cfg, model, plans, cache, mode, jobs, stats, workload, backends)
 
 
 def _evaluate(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache, mode: str,
               jobs: Callable[[], Iterator[VideoJob]], stats: dict[str, Any],
-              workload: WorkloadPlan | None = None) -> dict[str, Any]:
+              workload: WorkloadPlan | None = None, backends: BackendFactory = make_backend) -> dict[str, Any]:
     from .frames import preprocess
 
     sendable = any(e.item.error is None for p in plans for e in p.entries)
     # Every pending sample already failed (missing videos, prompts that cannot fit): record them, start no engine.
-    backend = _backend(cfg, model, plans, workload) if sendable else NoRequests()
+    backend = _backend(cfg, model, plans, workload, backends) if sendable else NoRequests()
     t0 = time.perf_counter()
     cache.reserve(jobs())  # a cache budget never evicts what a queued request will load; labels for `cache stats`
 
@@ -402,9 +408,10 @@ def backend_options(cfg: RunConfig, plans: list[BenchmarkPlan], workload: Worklo
     return {}
 
 
-def _backend(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], workload: WorkloadPlan | None) -> Backend:
-    return make_backend(cfg.backend, model.path, engine=engine_settings(cfg, plans, workload), server=cfg.server,
-                        concurrency=cfg.concurrency)
+def _backend(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], workload: WorkloadPlan | None,
+             backends: BackendFactory = make_backend) -> Backend:
+    return backends(cfg.backend, model.path, engine=engine_settings(cfg, plans, workload), server=cfg.server,
+                    concurrency=cfg.concurrency)
 
 
 class NoRequests:

@@ -1,5 +1,6 @@
-"""The benchmark registry: cards and suites from the top-level `benchmarks/` folder, and the `Benchmark` object the
-pipeline works with (samples, media paths, frame spec, prompt, aggregation)."""
+"""The benchmark registry: cards and suites from the top-level `benchmarks/` folder and the included folders
+(include.py), and the `Benchmark` object the pipeline works with (samples, media paths, frame spec, prompt,
+aggregation)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from ..resources import data_dir
 from ..samples import Sample
 from . import aggregate as _aggregate
 from . import prompts
+from .card_check import check_card
 from .cards import Card, apply_preset, load_card
+from .include import include_dirs
 from .sources import Resolved, load_records, resolve, to_samples
 
 if TYPE_CHECKING:
@@ -135,18 +138,32 @@ def safe_join(root: Path, relative: str, allow_outside: bool, what: str) -> Path
 
 
 @cache
-def _card_files(folder: Path) -> dict[str, tuple[Card, dict]]:
+def _card_files(folder: Path, checked: bool = False) -> dict[str, tuple[Card, dict]]:
+    """The cards of one folder; `checked`: also held to `check_card` (an included folder, read once per process)."""
     cards: dict[str, tuple[Card, dict]] = {}
     for path in sorted(folder.glob("*.yaml")):
         card = load_card(path)
         if card.id in cards:
             raise UserError(f"{path}: id {card.id!r} is already used by {cards[card.id][0].file}")
+        if checked:
+            check_card(card)
         cards[card.id] = (card, yaml.safe_load(path.read_text(encoding="utf-8")))
     return cards
 
 
 def _cards() -> dict[str, tuple[Card, dict]]:
-    return _card_files(data_dir("benchmarks"))
+    cards = _card_files(data_dir("benchmarks"))
+    for folder in include_dirs():
+        extra = _card_files(folder, checked=True)
+        _refuse_clashes("benchmark", {k: v[0].file for k, v in cards.items()}, {k: v[0].file for k, v in extra.items()})
+        cards = {**cards, **extra}
+    return cards
+
+
+def _refuse_clashes(what: str, known: Mapping[str, Path | None], extra: Mapping[str, Path | None]) -> None:
+    """An included id that is already taken is an error naming both files: never a silent override."""
+    for name in sorted(set(known) & set(extra)):
+        raise UserError(f"{extra[name]}: {what} id {name!r} is already used by {known[name]}; give it another id")
 
 
 def list_benchmarks() -> list[str]:
@@ -178,7 +195,16 @@ def _protocol_of(benchmark: str) -> str | None:
 
 
 def suite_files() -> dict[str, Path]:
-    folder = data_dir("benchmarks") / "suites"
+    """Suite name -> file: the built-in suites, then those of the included folders (`DIR/suites/*.yaml`)."""
+    files = _suite_folder(data_dir("benchmarks") / "suites")
+    for folder in include_dirs():
+        extra = _suite_folder(folder / "suites")
+        _refuse_clashes("suite", files, extra)
+        files = {**files, **extra}
+    return files
+
+
+def _suite_folder(folder: Path) -> dict[str, Path]:
     return {p.stem: p for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
 
 

@@ -15,6 +15,7 @@ import sys
 
 from ..errors import EngineDead, UserError
 from ..process_exit import INTERRUPTED, exit_now
+from .include import apply_include
 
 USAGE_ERROR = 2  # a mistake in the user's input
 ENGINE_DEAD = 3  # the engine or server went away; finished work is kept
@@ -28,10 +29,12 @@ _COMMAND_MODULES = [
     "cache",
     "list",
     "data",
+    "new_benchmark",
     "judge",
     "leaderboard",
     "compare",
     "train",
+    "serve",
 ]
 
 
@@ -67,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         datefmt="%H:%M:%S",
     )
     try:
+        apply_include(args)
         return int(args.func(args) or 0)
     except UserError as exc:
         print(f"vbench-async: error: {exc}", file=sys.stderr)

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from ..errors import UserError
+from .include import add_include_option
 
 _DATA_ROOT_HELP = "folder (or YAML data map) holding annotation files and videos; default $VBENCH_DATA_ROOT or ./data"
 
@@ -25,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--benchmark", required=True, help="benchmark id the file belongs to, e.g. videomme or mmvu@all")
     v.add_argument("--json", action="store_true", help="print one JSON object with keys records, valid, errors")
     v.add_argument("--max-errors", type=int, default=50, help="errors to print in the text report (all in --json)")
+    add_include_option(v)
     v.set_defaults(func=run_validate)
 
     c = cmds.add_parser("check", help="list missing videos and images before a run",
@@ -38,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--allow-outside-root", action="store_true", help="accept absolute, ../ and symlinked paths")
     c.add_argument("--show", type=int, default=10, help="missing paths to print per benchmark (all in --json)")
     c.add_argument("--json", action="store_true", help="print one JSON object per benchmark id")
+    add_include_option(c)
     c.set_defaults(func=run_check)
 
     f = cmds.add_parser("fetch", help="download a benchmark's official release from the Hugging Face hub",
@@ -46,6 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("name", help="benchmark id")
     f.add_argument("--dest", type=Path, help="data root to download into (default: $VBENCH_DATA_ROOT or ./data)")
     f.add_argument("--with-videos", action="store_true", help="also download the video archives the card lists")
+    add_include_option(f)
     f.set_defaults(func=run_fetch)
 
     cv = cmds.add_parser("convert", help="convert the predecessor's training records to the unified layout",

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from .output import has_site, print_table, write_run_site
+from .include import add_include_option
 
 # Settings the judge decides itself: its engine runs --concurrency sequences; the server's name for the evaluated
 # model is not the judge's.
@@ -56,6 +57,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-site", action="store_true", help="do not rebuild RUN_DIR/leaderboard")
     add_group(p, VLLMSettings, exclude=JUDGE_SETS)
     add_group(p, ServerSettings, exclude=JUDGE_SETS)
+    add_include_option(p)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..results.rundir import summary_path
+from .include import add_include_option
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "stands for all of them")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="SITE_DIR",
                    help="folder for the site (created; must be empty or an earlier site)")
+    add_include_option(p)
     p.set_defaults(func=main)
 
 

@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from .include import add_include_option
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -19,6 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="folder (or YAML data map) holding annotation files and videos; default $VBENCH_DATA_ROOT "
                         "or ./data")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    add_include_option(p)
     p.set_defaults(func=run)
 
 

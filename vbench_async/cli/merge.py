@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from .output import print_table, write_run_site
+from .include import add_include_option
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,6 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="merge only the shards of this config hash (the 12 hex digits in the result file names); "
                         "repeat for several. Default: all, refusing a benchmark with shards of different configs")
     p.add_argument("--no-site", action="store_true", help="do not write the HTML leaderboard into OUTPUT_DIR")
+    add_include_option(p)
     p.set_defaults(func=main)
 
 

@@ -31,9 +31,11 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def add_options(p: argparse.ArgumentParser) -> None:
     from ..benchmarks.selection import Selection
     from ..frames.overrides import FrameOverrides
+    from .include import add_include_option
     from .options import add_group
 
     what = add_group(p, Selection, "what to preprocess")
+    add_include_option(what)
     model = what.add_mutually_exclusive_group()
     model.add_argument("--model", help="model directory or hub id; its family decides the resize factor")
     model.add_argument("--family", choices=FAMILIES, help="model family, instead of --model")

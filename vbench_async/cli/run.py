@@ -39,9 +39,11 @@ def add_options(p: argparse.ArgumentParser) -> None:
     from ..benchmarks.selection import Selection
     from ..frames.overrides import FrameOverrides
     from ..runner import MODES
+    from .include import add_include_option
     from .options import add_group
 
     what = add_group(p, Selection)
+    add_include_option(what)
     what.add_argument("--model", required=True,
                       help="model directory, hub id, or a built-in tiny model: tiny-qwen2-vl, tiny-qwen2.5-vl, "
                            "tiny-qwen3-vl (random weights, for testing the pipeline)")
@@ -93,6 +95,12 @@ def add_options(p: argparse.ArgumentParser) -> None:
 
     add_group(p, ServerSettings)
 
+    remote = p.add_argument_group("evaluation server (docs/serve.md)")
+    remote.add_argument("--server", metavar="URL",
+                        help="submit the run as a job to `vbench-async serve` at URL and wait for it; the server's "
+                             "backend, engine and frame cache are used (their options here are ignored)")
+    remote.add_argument("--server-token", help="the server's token (default: $VBENCH_ASYNC_SERVE_TOKEN)")
+
 
 def config_from_args(args: argparse.Namespace, shard: Shard | None = None) -> RunConfig:
     """The RunConfig of parsed `run` options (also `plan`'s)."""
@@ -141,6 +149,10 @@ def main(args: argparse.Namespace) -> int:
     from ..runner import run
     from .plan_view import print_plan_lines
 
+    if getattr(args, "server", None):
+        from .serve import run_on_server
+
+        return run_on_server(args)
     shard = resolve_shard(args.shard)
     cfg = config_from_args(args, shard)
     if args.backend == "vllm":  # before anything touches CUDA: the engine processes inherit the restriction

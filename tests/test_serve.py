@@ -1,0 +1,198 @@
+"""The evaluation server: jobs are checked before they queue, the HTTP layer keeps to loopback or a token, and a
+running `vbench-async serve` process takes two jobs (one from `run --server`, one from the client library) and writes
+two complete run directories, and cancels a third mid-run keeping a partial summary. The default tests send the
+jobs' requests to the shared vLLM server (no engine of their own); the slow test keeps an in-process engine across
+jobs and swaps it for another model."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import ENGINE_GROUP, REPO, SERVED, run_cli, stop
+from test_include import included_run_args, my_clips  # noqa: F401 - the session's clips, their frames cached
+from vbench_async.cli import main as cli_main
+from vbench_async.errors import UserError
+from vbench_async.runner import RunConfig
+from vbench_async.serve import client
+from vbench_async.serve.api import check_binding, make_http_server
+from vbench_async.serve.jobs import JobSpec
+from vbench_async.serve.server import EvalServer
+
+TOKEN = "s3cret-token"
+
+
+@pytest.mark.parametrize("body,message", [
+    ({}, "say what to evaluate"),
+    ({"suite": "demo", "colour": "red"}, "unknown job field"),
+    ({"suite": "demo", "max_samples": 0}, "max_samples must be an integer >= 1"),
+    ({"suite": "demo", "concurrency": "lots"}, "concurrency must be an integer"),
+    ({"suite": "demo", "mode": "preprocess"}, "mode must be one of"),
+    ({"suite": "demo", "sampling": {"max_tokenz": 5}}, "unexpected keyword argument 'max_tokenz'"),
+    ({"suite": "demo", "frames": {"max_frames": "8"}}, "max_frames must be number"),
+    ({"benchmarks": [1, 2]}, "benchmarks must be a list of strings"),
+    ([1], "a job is a JSON object"),
+])
+def test_a_bad_job_is_refused_before_it_queues(body, message) -> None:
+    with pytest.raises(UserError, match=message):
+        JobSpec.from_json(body)
+
+
+def test_a_job_becomes_the_run_config_of_its_fields() -> None:
+    spec = JobSpec.from_json({"benchmarks": "demo-mc,demo-tg", "frames": {"max_frames": 8},
+                              "sampling": {"max_tokens": 7}, "output_dir": "/tmp/x", "concurrency": 3})
+    base = RunConfig(model="tiny-qwen2.5-vl", backend="openai", concurrency=16)
+    cfg = spec.run_config(base)
+    assert cfg.selection.benchmarks == ("demo-mc", "demo-tg") and cfg.frame_overrides == {"max_frames": 8}
+    assert cfg.sampling.max_tokens == 7 and cfg.concurrency == 3 and cfg.backend == "openai"
+    assert cfg.model == "tiny-qwen2.5-vl" and str(cfg.output_dir) == "/tmp/x" and not cfg.progress
+    assert JobSpec.from_json(spec.to_json()) == spec  # what GET /jobs/ID shows is a job again
+
+
+def test_beyond_loopback_a_token_is_required() -> None:
+    check_binding("127.0.0.1", None)
+    check_binding("::1", None)
+    with pytest.raises(UserError, match="refusing to serve on 0.0.0.0 without a token"):
+        check_binding("0.0.0.0", None)
+    check_binding("0.0.0.0", TOKEN)
+
+
+@pytest.fixture
+def http_server():
+    """An in-process server (no job here reaches an engine), with a token; yields its URL."""
+    evals = EvalServer(RunConfig(model="tiny-qwen2.5-vl", backend="openai"))
+    httpd = make_http_server(evals, "127.0.0.1", 0, TOKEN)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+    evals.close()
+
+
+def test_the_http_layer_checks_the_token_and_reports_errors(http_server) -> None:
+    with pytest.raises(urllib.error.HTTPError) as denied:
+        urllib.request.urlopen(http_server + "/health", timeout=5)
+    assert denied.value.code == 401
+    assert client.health(http_server, TOKEN)["ok"]
+    with pytest.raises(UserError, match="HTTP 400: unknown job field"):
+        client.submit(http_server, {"suite": "demo", "colour": 1}, TOKEN)
+    with pytest.raises(UserError, match="HTTP 404: no job 'nope'"):
+        client.status(http_server, "nope", TOKEN)
+    job = client.submit(http_server, {"benchmarks": ["no-such-bench"]}, TOKEN)
+    done = client.wait(http_server, job["id"], TOKEN, poll_s=0.05)
+    assert done["status"] == "failed" and "unknown benchmark 'no-such-bench'" in done["error"]
+    with pytest.raises(UserError, match="cannot reach the evaluation server"):
+        client.health("http://127.0.0.1:9", TOKEN)
+
+
+# -- a real `serve` process -------------------------------------------------------------------------------------------
+
+
+def start_serve(*args: str, token: str | None = None) -> tuple[subprocess.Popen, str]:
+    """`vbench-async serve ARGS --port 0`; returns the process and its URL (from its first line)."""
+    env = {**os.environ, **({"VBENCH_ASYNC_SERVE_TOKEN": token} if token else {})}
+    proc = subprocess.Popen([sys.executable, "-m", "vbench_async", "serve", "--port", "0", *args], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    line = proc.stdout.readline()
+    match = re.search(r"on (http://127\.0\.0\.1:\d+)", line)
+    if not match:
+        stop(proc, 10)
+        pytest.fail(f"serve did not start: {line!r}")
+    return proc, match.group(1)
+
+
+def wait_status(url: str, job_id: str, wanted: set[str], token: str | None, timeout: float = 300) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = client.status(url, job_id, token)
+        if job["status"] in wanted:
+            return job
+        time.sleep(0.05)
+    pytest.fail(f"job {job_id} never reached {wanted}: {job}")
+
+
+def assert_complete(run_dir: Path, benchmark: str, n: int) -> None:
+    summary = json.loads((run_dir / "summary.json").read_text())
+    block = summary["benchmarks"][benchmark]
+    assert summary["complete"] and block["n_total"] == n and block["n_failed"] == 0, block
+    lines = [json.loads(x) for f in (run_dir / "results").glob(f"{benchmark}.*.jsonl") for x in f.read_text().split("\n")
+             if x]
+    assert len({r["sample_id"] for r in lines}) == n
+    assert (run_dir / "manifest.json").is_file()
+
+
+@pytest.mark.vllm
+@ENGINE_GROUP
+def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vllm_server, my_clips,
+                                                                              tmp_path: Path) -> None:
+    data, recs, cache = my_clips  # the frames are cached by the include test when it ran first in this session
+    cards = tmp_path / "cards"
+    assert cli_main(["new-benchmark", "my-clips", "--from-records", str(recs), "--data-root", str(data), "-o",
+                     str(cards)]) == 0
+    proc, url = start_serve("--model", SERVED, "--backend", "openai", "--base-url", vllm_server, "--served-model",
+                            SERVED, "--cache-dir", str(cache), "--workers", "1", token=TOKEN)
+    try:
+        # One job from `run --server` (its --include travels with the job), one from the client library.
+        first = run_cli("run", "--server", url, "--model", SERVED, *included_run_args(cards, data, cache),
+                        "--output-dir", str(tmp_path / "one"), env={"VBENCH_ASYNC_SERVE_TOKEN": TOKEN})
+        assert first.returncode == 0, first.stderr[-3000:]
+        assert re.search(r"my-clips\s+\S+\s+4\s+0\s+complete", first.stdout), first.stdout
+        job = client.submit(url, {"benchmarks": ["my-clips"], "include": [str(cards)], "data_root": str(data),
+                                  "sampling": {"max_tokens": 8}, "output_dir": str(tmp_path / "two")}, TOKEN)
+        second = client.wait(url, job["id"], TOKEN, poll_s=0.1)
+        assert second["status"] == "done" and second["progress"] == {"done": 4, "total": 4}, second
+        assert_complete(tmp_path / "one", "my-clips", 4)
+        assert_complete(tmp_path / "two", "my-clips", 4)
+
+        # A running job (cancelled while it plans 66 questions) and one queued behind it.
+        demo = {"suite": "demo", "mode": "eval", "sampling": {"max_tokens": 8}}
+        running = client.submit(url, {**demo, "output_dir": str(tmp_path / "three")}, TOKEN)
+        queued = client.submit(url, {**demo, "output_dir": str(tmp_path / "four")}, TOKEN)
+        wait_status(url, running["id"], {"running"}, TOKEN)
+        assert client.cancel(url, queued["id"], TOKEN)["status"] == "cancelled"  # it never starts
+        client.cancel(url, running["id"], TOKEN)
+        cancelled = wait_status(url, running["id"], {"done", "failed", "cancelled"}, TOKEN)
+        assert cancelled["status"] == "cancelled", cancelled
+        assert json.loads((tmp_path / "three" / "summary.json").read_text())["complete"] is False
+        assert not (tmp_path / "four").exists()
+        assert client.health(url, TOKEN)["jobs"] == {"queued": 0, "running": 0}
+    finally:
+        stop(proc, 60)
+    assert proc.returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+@ENGINE_GROUP
+def test_the_server_keeps_its_engine_across_jobs_and_swaps_it_for_another_model(tmp_path: Path) -> None:
+    proc, url = start_serve("--model", "tiny-qwen2.5-vl", "--cache-dir", str(tmp_path / "cache"), "--workers", "1")
+    try:
+        walls = []
+        for name in ("one", "two"):
+            job = client.submit(url, {"benchmarks": ["demo-mc"], "sampling": {"max_tokens": 8},
+                                      "output_dir": str(tmp_path / name)})
+            done = client.wait(url, job["id"], poll_s=0.2)
+            assert done["status"] == "done", done
+            walls.append(done["wall_s"])
+            assert_complete(tmp_path / name, "demo-mc", 11)
+        assert client.health(url)["engine_starts"] == 1
+        assert walls[1] < walls[0] / 2, walls  # the second job pays no engine start-up
+        job = client.submit(url, {"model": "tiny-qwen2-vl", "benchmarks": ["demo-mc"], "sampling": {"max_tokens": 8},
+                                  "output_dir": str(tmp_path / "other")})
+        assert client.wait(url, job["id"], poll_s=0.2)["status"] == "done"
+        assert_complete(tmp_path / "other", "demo-mc", 11)
+        health = client.health(url)
+        assert health["engine_starts"] == 2 and "tiny-qwen2-vl" in health["kept"]["model"]
+    finally:
+        stop(proc, 60)

@@ -1,0 +1,177 @@
+"""The evaluation server's work: a queue of jobs, run one at a time by the ordinary runner against the kept engine.
+
+Each job writes an ordinary run directory (results, summary.json, manifest), so a job's output is exactly what
+`vbench-async run` with the same settings writes, and the same command resumes it. Cancelling a running job stops its
+run as Ctrl-C stops `run`: the finished lines stay, a partial summary is written, in-flight requests are aborted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import EngineDead, UserError
+from ..runner import RunConfig, run, run_dir_for
+from .engine import EngineKeeper, JobCancelled
+from .jobs import Job, JobSpec, result_lines
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Running:
+    job: Job
+    loop: asyncio.AbstractEventLoop | None = None  # the run's event loop, once its backend starts
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class EvalServer:
+    """Jobs in, run directories out. `base` holds the server's settings (model, backend, engine, cache)."""
+
+    def __init__(self, base: RunConfig, max_finished: int = 1000):
+        self.base = base
+        self.keeper = EngineKeeper()
+        self._jobs: dict[str, Job] = {}
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._running: _Running | None = None
+        self._lock = threading.Lock()
+        self._max_finished = max_finished
+        self._worker = threading.Thread(target=self._work, name="serve-jobs", daemon=True)
+        self._worker.start()
+
+    # -- the API the HTTP layer calls ------------------------------------------------------------------------------
+    def submit(self, spec: JobSpec) -> Job:
+        job = Job(spec)
+        with self._lock:
+            self._forget_old()
+            self._jobs[job.id] = job
+        self._queue.put(job.id)
+        log.info("job %s queued: %s", job.id, spec.suite or ",".join(spec.benchmarks))
+        return job
+
+    def get(self, job_id: str) -> Job | None:
+        return self._jobs.get(job_id)
+
+    def jobs(self) -> list[Job]:
+        return list(self._jobs.values())
+
+    def cancel(self, job_id: str) -> Job | None:
+        """Cancel a queued job (it never starts) or a running one (its run stops at once, keeping what finished)."""
+        job = self._jobs.get(job_id)
+        if job is None or job.finished:
+            return job
+        with self._lock:  # against the worker taking it up at this moment
+            job.cancel_requested.set()
+            if job.status == "queued":  # the worker skips it when its turn comes
+                job.status, job.finished_at = "cancelled", time.time()
+                return job
+        running = self._running
+        if running is not None and running.job is job:
+            with running.lock:
+                if running.loop is not None:
+                    try:
+                        running.loop.call_soon_threadsafe(_raise_cancelled)
+                    except RuntimeError:  # its loop has just closed: the run is writing its summary
+                        pass
+        return job
+
+    def health(self) -> dict[str, Any]:
+        counts = {s: sum(1 for j in self._jobs.values() if j.status == s) for s in ("queued", "running")}
+        return {"ok": True, "model": self.base.model, "backend": self.base.backend, "jobs": counts,
+                **self.keeper.describe()}
+
+    def close(self) -> None:
+        """Cancel what is queued or running, wait for the running job's partial summary, stop the engine."""
+        for job in self.jobs():
+            self.cancel(job.id)
+        self._queue.put(None)
+        self._worker.join(timeout=300)
+        self.keeper.close()
+
+    # -- the worker ------------------------------------------------------------------------------------------------
+    def _work(self) -> None:
+        while True:
+            job_id = self._queue.get()
+            if job_id is None:
+                return
+            job = self._jobs.get(job_id)
+            with self._lock:
+                if job is None or job.cancel_requested.is_set():  # cancelled (and perhaps forgotten) while it waited
+                    continue
+                job.status, job.started_at = "running", time.time()
+            self._run(job)
+
+    def _run(self, job: Job) -> None:
+        from .. import models
+        from ..benchmarks.include import add_include
+
+        running = _Running(job)
+        self._running = running
+        try:
+            add_include(*job.spec.include)
+            cfg = job.spec.run_config(self.base)
+            if cfg.backend == "openai" and cfg.model != self.base.model:
+                raise UserError(f"this server sends requests to {self.base.server.base_url}, which serves "
+                                f"{self.base.model}; start a server for {cfg.model} to evaluate it")
+            model = models.resolve(cfg.model)
+            job.run_dir = str(run_dir_for(cfg, model))
+            kept = self.keeper.engine_settings(cfg.backend, model.path)
+            if kept is not None:  # plan against the engine that will answer, not a fresh one's sizing
+                cfg.engine = kept
+
+            def on_plan(workload: Any, not_run: dict[str, str]) -> None:
+                job.lines_before = result_lines(Path(job.run_dir))
+                job.total = sum(b.n_samples for b in workload.benchmarks) if workload is not None else None
+
+            def on_start(loop: asyncio.AbstractEventLoop) -> None:
+                with running.lock:
+                    running.loop = loop
+                if job.cancel_requested.is_set():
+                    loop.call_soon(_raise_cancelled)
+
+            summary = run(cfg, on_plan=on_plan, backends=self.keeper.factory(on_start))
+            job.summary, job.status = summary, "done"
+        except KeyboardInterrupt:  # JobCancelled, as the runner re-raises it after writing the partial summary
+            job.status = "cancelled"
+            job.summary = _read_summary(job.run_dir)
+        except UserError as exc:
+            job.status, job.error = "failed", str(exc)
+        except EngineDead as exc:  # finished lines are kept; the next job starts a new engine
+            job.status, job.error = "failed", f"the engine stopped: {exc}"
+            self.keeper.discard()
+        except Exception as exc:  # noqa: BLE001 - one job's failure is its own; the server takes the next
+            log.exception("job %s failed", job.id)
+            job.status, job.error = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            job.finished_at = time.time()
+            self._running = None
+            log.info("job %s %s in %.1f s", job.id, job.status, job.finished_at - job.started_at)
+
+    def _forget_old(self) -> None:
+        """Keep the records of at most `max_finished` finished jobs (their run directories stay on disk)."""
+        finished = [j for j in self._jobs.values() if j.finished]
+        for job in finished[: max(0, len(finished) - self._max_finished)]:
+            del self._jobs[job.id]
+
+
+def _raise_cancelled() -> None:
+    raise JobCancelled()
+
+
+def _read_summary(run_dir: str | None) -> dict[str, Any] | None:
+    import json
+
+    from ..results.rundir import summary_path
+
+    if run_dir is None:
+        return None
+    try:
+        return json.loads(summary_path(Path(run_dir)).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
