@@ -18,6 +18,7 @@ import pytest
 
 from vbench_async.backends.base import Completion, SamplingParams
 from vbench_async.benchmarks import get_benchmark, score_sample
+from vbench_async.benchmarks.prompts import PromptSettings
 from vbench_async.benchmarks.selection import Selection
 from vbench_async.cli.output import print_table
 from vbench_async.models import ModelRef
@@ -51,11 +52,13 @@ def _lines(samples: list[Sample], outputs: list[str], store: ResultStore | None 
 
 
 def _run(run_dir: Path, bid: str, samples: list[Sample], outputs: list[str], max_samples: int | None = None,
-         shard: tuple[int, int] | None = None) -> dict:
+         shard: tuple[int, int] | None = None, variant: str = "official") -> dict:
     """A run directory as `vbench-async run` writes it (shard: that shard's own summary)."""
     model = ModelRef(name="m", path="/models/m", family="qwen2.5-vl", fingerprint=hashlib.sha256(b"m").hexdigest())
-    cfg = RunConfig(model="m", output_dir=run_dir, selection=Selection(max_samples=max_samples), shard=shard)
+    cfg = RunConfig(model="m", output_dir=run_dir, selection=Selection(max_samples=max_samples), shard=shard,
+                    prompt=PromptSettings(variant))
     bench = get_benchmark(bid)
+    bench.prompt_variant = variant  # as runner._load sets it
     spec = bench.frame_spec(model.family)
     config = {"model": model.fingerprint, "benchmark": bid, "frames": spec.to_dict(),
               "prompt": bench.prompt_template_hash(), "thinking": False, "sampling": cfg.sampling.to_dict()}
@@ -205,3 +208,22 @@ def test_site_data_says_which_aggregation_was_reported_instead(tmp_path):
     buf = io.StringIO()
     print_table(summary, file=buf)
     assert "mvbench: mean over all samples reported instead of" in buf.getvalue()
+
+
+def test_manifest_records_the_prompt_variant(tmp_path):
+    samples = [s for s in get_benchmark("demo-mc").load_samples(None) if isinstance(s, Sample)][:1]
+    _run(tmp_path / "run", "demo-mc", samples, ["A"], variant="predecessor")
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    entry = manifest["benchmarks"]["demo-mc"]
+    assert manifest["prompt_variant"] == "predecessor" == entry["prompt_variant"]
+    assert entry["prompt_templates"]["variant"] == "predecessor"
+    assert entry["prompt_template_hash"] == entry["prompt_templates"]["hash"] != \
+        get_benchmark("demo-mc").prompt_template_hash()  # the official variant's hash (part of the config hash)
+
+
+def test_a_run_sets_each_benchmarks_prompt_variant():
+    from vbench_async.runner import _load
+
+    cfg = RunConfig(model="m", selection=Selection(benchmarks=("demo-mc",)), prompt=PromptSettings("predecessor"))
+    (bench, _), = _load(cfg)[0]
+    assert bench.prompt_variant == "predecessor"
