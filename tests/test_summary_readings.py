@@ -227,3 +227,10 @@ def test_a_run_sets_each_benchmarks_prompt_variant():
     cfg = RunConfig(model="m", selection=Selection(benchmarks=("demo-mc",)), prompt=PromptSettings("predecessor"))
     (bench, _), = _load(cfg)[0]
     assert bench.prompt_variant == "predecessor"
+
+
+def test_table_names_official_breakdowns_the_records_cannot_give(tmp_path):
+    summary = _run(tmp_path / "run", "videommmu", _samples("videommmu", [MC]), ["B"])
+    buf = io.StringIO()
+    print_table(summary, file=buf)
+    assert "videommmu: no per-track breakdown: the unified file has no track field" in buf.getvalue()

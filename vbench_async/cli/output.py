@@ -60,9 +60,11 @@ def print_table(summary: dict[str, Any], file: TextIO | None = None) -> None:
         if basis:
             notes.append(f"{bid}: {basis.get('reported')} reported instead of {basis.get('official')}: "
                          f"{basis.get('reason')}")
+        for name, reason in (b.get("unavailable_breakdowns") or {}).items():
+            notes.append(f"{bid}: no per-{name} breakdown: {reason}")
     for bid in summary.get("not_run") or {}:
         rows.append((bid, "-", "-", "-", "-", "-", "0", "0", "NOT RUN (no data)"))
-    print_rows(rows, left=(0, 1), file=file)
+    print_rows(rows, left=(0, 1, 8), file=file)
     if any(len(r) and r[4] != "-" for r in rows[1:]):
         notes.insert(0, "score: the official protocol's reading (comparable with papers); robust: the careful "
                         "grader's; differ: samples the two score differently")
