@@ -73,3 +73,63 @@ def test_template_hash_follows_template_sources(tmp_path: Path, monkeypatch) -> 
     assert prompts.template_hash(routing) == before
     (copy / "_macros.jinja").write_text((copy / "_macros.jinja").read_text() + "\n{# edited #}")
     assert prompts.template_hash(routing) != before  # an imported macro file is part of the hash
+
+
+# -- variants: each benchmark's official prompt by default, the predecessor's as a named variant ---------------------
+
+
+def _mc_sample(bid: str) -> Sample:
+    from vbench_async.samples import parse_record
+
+    return parse_record({"problem": "What is it?", "problem_type": "multiple choice", "options": ["A. x", "B. y"],
+                         "solution": "<answer>B</answer>", "problem_id": 0, "path": "v.mp4"}, bid, 0)
+
+
+def test_official_variant_is_the_benchmarks_own_prompt():
+    bench = get_benchmark("mvbench")
+    assert bench.prompt_variant == "official" and bench.template_for(_mc_sample("mvbench")) == "official/mvbench"
+    assert bench.render_prompt(_mc_sample("mvbench")) == \
+        "Question: What is it?\nOption:\n(A) x\n(B) y\nOnly give the best option."
+    # thinking keeps the project's reasoning template; a benchmark without a published prompt keeps the routed one
+    assert bench.template_for(_mc_sample("mvbench"), thinking=True) == "multiple_choice"
+    assert get_benchmark("videomme").template_for(_mc_sample("videomme")) == "multiple_choice"
+
+
+def test_predecessor_variant_renders_easyvideor1s_scheme_and_changes_the_config_hash():
+    official, predecessor = get_benchmark("mvbench"), get_benchmark("mvbench")
+    predecessor.prompt_variant = "predecessor"
+    text = predecessor.render_prompt(_mc_sample("mvbench"))
+    assert "(A, B, C, or D)" in text and "Question: What is it? Possible answer choices:\nA. x\nB. y" in text
+    assert text.endswith("The best answer is:")
+    assert 'Therefore, the final answer is: $LETTER' in predecessor.render_prompt(_mc_sample("mvbench"), True)
+    assert official.prompt_template_hash() != predecessor.prompt_template_hash()
+    from vbench_async.results.manifest import prompt_templates
+
+    recorded = prompt_templates(predecessor)
+    assert recorded["variant"] == "predecessor" and "predecessor/multiple_choice.jinja" in recorded["files"]
+    assert "official/mvbench.jinja" in prompt_templates(official)["files"]
+
+
+def test_every_official_prompt_belongs_to_a_card_and_an_unknown_variant_is_refused():
+    from vbench_async.benchmarks import list_benchmarks
+    from vbench_async.errors import UserError
+
+    names = {p.stem for p in (prompts.TEMPLATE_DIR / "official").glob("*.jinja")}
+    assert names and names <= set(list_benchmarks())
+    with pytest.raises(UserError, match="unknown prompt variant 'paper'"):
+        prompts.PromptSettings("paper")
+
+
+def test_prompt_variant_option_reaches_the_run_config():
+    import argparse
+
+    from vbench_async.cli.run import add_options, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_options(parser)
+    base = ["--model", "m", "--benchmarks", "mvbench"]
+    assert config_from_args(parser.parse_args(base)).prompt.prompt_variant == "official"
+    cfg = config_from_args(parser.parse_args([*base, "--prompt-variant", "predecessor"]))
+    assert cfg.prompt.prompt_variant == "predecessor"
+    with pytest.raises(SystemExit):
+        parser.parse_args([*base, "--prompt-variant", "nope"])

@@ -21,6 +21,7 @@ from .backends.base import Backend, Completion, Request, SamplingParams
 from .backends.factory import make_backend
 from .backends.openai import ServerSettings
 from .backends.vllm import VLLMSettings
+from .benchmarks.prompts import PromptSettings
 from .benchmarks.selection import Selection
 from .errors import DataMissing, SampleError, UserError
 from .pipeline import Pipeline, PlanEntry, Progress, WorkItem, group_by_video
@@ -59,6 +60,7 @@ class RunConfig:
     backend: str = "vllm"
     mode: str = "auto"
     thinking: bool = False
+    prompt: PromptSettings = field(default_factory=PromptSettings)  # which prompt variant each benchmark gets
     sampling: SamplingParams = field(default_factory=SamplingParams)
     frame_overrides: dict[str, int | float] = field(default_factory=dict)  # FrameSpec fields over the card's preset
     concurrency: int = 16
@@ -173,6 +175,7 @@ def _load(cfg: RunConfig) -> tuple[list[tuple[Benchmark, list[Sample | SampleErr
     UserError when none has data: a run of nothing is a mistake, not a result."""
     loaded, not_run = [], {}
     for bench in cfg.selection.resolve():
+        bench.prompt_variant = cfg.prompt.prompt_variant  # its prompts, their hash (config) and the manifest follow
         try:
             loaded.append((bench, cfg.selection.samples(bench)))
         except DataMissing as exc:  # a user with 21 of 22 datasets runs the 21

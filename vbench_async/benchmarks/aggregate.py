@@ -1,8 +1,10 @@
 """Official aggregations: per-sample results -> headline score and breakdowns. Pure functions.
 
-Every kind follows one rule: a failed sample (error set) or an unscored one (score None) counts as 0 in every
-denominator it belongs to, so a run that loses samples can never score higher for it. `n_failed` and `n_pending`
-say how many there were. Scores are fractions in [0, 1].
+The results may be seen through one reading of the outputs (`results.summaries.reading_line`: `score` is that
+reading's value); summaries aggregate each benchmark under both. Every kind follows one rule: a failed sample
+(error set) or an unscored one (score None) counts as 0 in every denominator it belongs to, so a run that loses
+samples can never score higher for it. `n_failed` and `n_pending` say how many there were.
+Scores are fractions in [0, 1].
 
 Kinds (card `aggregation.kind`):
     micro            mean over all samples (optionally `field`: its breakdown is the one the benchmark reports)
@@ -151,12 +153,16 @@ def _temporal_grounding(results: list[Result], params: Mapping[str, Any]) -> dic
 
 def _stvg_item(r: Result) -> dict[str, float]:
     """Official per-item metrics of one result (ST-Align `eval_stvg`): the scorer's tiou / siou / viou, computed in
-    the frame the model saw. Older result lines without them are re-read from the answer and the extraction."""
+    the frame the model saw. Older result lines without them are re-read from the answer and the extraction. A line
+    seen through one reading (`results.summaries.reading_line`) takes its vIoU from that reading."""
     details = r.get("details") or {}
     if r.get("error"):
         return {"tiou": 0.0, "siou": 0.0, "viou": 0.0}
     if all(isinstance(details.get(k), (int, float)) for k in ("tiou", "siou", "viou")):
-        return {k: float(details[k]) for k in ("tiou", "siou", "viou")}
+        item = {k: float(details[k]) for k in ("tiou", "siou", "viou")}
+        if "line_score" in r:
+            item["viou"] = value(r)
+        return item
     from ..scoring import box_iou, interval_iou
     from ..scoring.grounding import parse_span_boxes
 
@@ -185,7 +191,8 @@ def _stvg(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
         hits = recall_at_iou([i[name] for i in items], thresholds)
         label = {"tiou": "tIoU", "siou": "sIoU", "viou": "vIoU"}[name]
         official.update({k.replace("R@", f"{label}@"): v for k, v in hits.items()})
-    predecessor = mean(value(r) for r in results)
+    # EasyVideoR1's number is the scorer's own value, whichever reading the lines are seen through
+    predecessor = mean(value({**r, "score": r.get("line_score", r.get("score"))}) for r in results)
     headline = params.get("headline", "m_vIoU")
     return {"score": official.get(headline), "headline": f"{headline} (official ST-Align metric)",
             "official": official,
@@ -227,7 +234,6 @@ def aggregate(results: list[Result], spec: Aggregation, categories: Iterable[Cat
                            "n_scored": len(results) - failed - pending, "n_failed": failed, "n_pending": pending}
     if needs_judge:
         out["n_needs_judge"] = needs_judge  # items still carrying their offline value (ROUGE-L or the careful one)
-    out.update(_reading_counts(results))
     if results:
         out.update(KINDS[spec.kind](results, spec.params))
         out.update({k: v for k, v in breakdowns(results, categories).items() if k not in out})
@@ -241,18 +247,6 @@ def aggregate(results: list[Result], spec: Aggregation, categories: Iterable[Cat
                                                  "runs; not the benchmark's accuracy"}
         out.update(score=None, headline="needs judge", headline_status="needs judge")
     return out
-
-
-def _reading_counts(results: list[Result]) -> dict[str, int]:
-    """For result lines that carry both readings (`official` / `robust`, as Score.to_dict writes them): how many
-    samples the two graders disagree on, and how many official values are the official code's random guesses."""
-    pairs = [(r.get("official"), r.get("robust")) for r in results if not r.get("error")]
-    pairs = [(o, b) for o, b in pairs if isinstance(o, Mapping) and isinstance(b, Mapping)]
-    if not pairs:
-        return {}
-    differ = sum(1 for o, b in pairs if o.get("value") is not None and b.get("value") is not None
-                 and o["value"] != b["value"])
-    return {"n_readings_differ": differ, "n_official_guessed": sum(1 for o, _ in pairs if o.get("guessed"))}
 
 
 def _missing_breakdowns(results: list[Result], categories: Iterable[Category],

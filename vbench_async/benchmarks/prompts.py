@@ -3,12 +3,21 @@
 The message itself (video, then the optional image, then this text) is built by the backends. Question and options
 are inserted exactly as the record has them; the templates add only instructions. The hash of every template a
 benchmark can use goes into the run's config hash, so editing a template never mixes with old results.
+
+Variants (`--prompt-variant`, `PromptSettings`): a card routes each task type to a template (`prompts/<name>.jinja`);
+the variant picks the file that renders it:
+    official     `prompts/official/<benchmark id>.jinja`, the benchmark's own prompt (as its authors' evaluation code,
+                 or lmms-eval's task for it, words it) when one is published; otherwise the routed template, which
+                 uses the Video-MME / Qwen wording. With `--thinking` the routed reasoning template always applies.
+    predecessor  `prompts/predecessor/<name>.jinja`, EasyVideoR1's prompt per task type, for comparison.
+The variant name and every file it can reach are part of the template hash.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any, Iterable
@@ -19,6 +28,8 @@ from ..errors import SampleError, UserError
 from ..samples import Sample
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "prompts"
+PROMPT_VARIANTS = ("official", "predecessor")
+DEFAULT_VARIANT = "official"
 _INCLUDE_RE = re.compile(r"""\{%-?\s*(?:import|include|extends|from)\s+["']([^"']+)["']""")
 
 
@@ -30,6 +41,41 @@ def environment() -> jinja2.Environment:
         autoescape=False,  # prompts are plain text: "<" in a question must stay "<"
         keep_trailing_newline=False,
     )
+
+
+@dataclass(frozen=True)
+class PromptSettings:
+    """Which prompt each benchmark gets (the field's `help` is its command-line text, `cli/options.py`)."""
+
+    prompt_variant: str = field(default=DEFAULT_VARIANT, metadata={
+        "help": "official: each benchmark's own published prompt where one exists (else the Video-MME wording); "
+                "predecessor: EasyVideoR1's prompts, for comparison. Recorded in the manifest and the config hash",
+        "choices": PROMPT_VARIANTS})
+
+    def __post_init__(self) -> None:
+        check_variant(self.prompt_variant)
+
+
+def check_variant(variant: str) -> None:
+    if variant not in PROMPT_VARIANTS:
+        raise UserError(f"unknown prompt variant {variant!r}; choose from {', '.join(PROMPT_VARIANTS)}")
+
+
+@cache
+def _variant_files() -> frozenset[str]:
+    """Template names inside the variant folders ("official/mvbench", "predecessor/multiple_choice")."""
+    return frozenset(f"{v}/{p.stem}" for v in PROMPT_VARIANTS for p in (TEMPLATE_DIR / v).glob("*.jinja"))
+
+
+def resolve(template: str, benchmark: str, variant: str = DEFAULT_VARIANT, thinking: bool = False) -> str:
+    """The template file that renders the card's routed `template` for `benchmark` (a card id; a preset's
+    "<id>@<preset>" uses its card's) under `variant`."""
+    check_variant(variant)
+    if variant == "official":
+        name = f"official/{benchmark.partition('@')[0]}"
+        return name if not thinking and name in _variant_files() else template
+    name = f"{variant}/{template}"
+    return name if name in _variant_files() else template
 
 
 @cache
@@ -67,15 +113,19 @@ def _canonical(task_type: str) -> str:
 
 
 def render(template: str, sample: Sample, thinking: bool = False) -> str:
-    """Render one sample with the named template. Raises SampleError for a sample the template cannot serve."""
-    check_template(template)
+    """Render one sample with the named template (a card's template name, or a variant's file as `resolve` names
+    it). Raises SampleError for a sample the template cannot serve."""
+    if template not in _variant_files():
+        check_template(template)
     task_type = _canonical(sample.task_type)
-    if template == "multiple_choice" and not sample.options:
+    if not sample.options and (template.rpartition("/")[2] == "multiple_choice"
+                               or (template.startswith("official/") and task_type == "multiple choice")):
         raise SampleError("record_invalid", f"{sample.key}: a multiple-choice question without options")
     letters = sample.option_letters
     context: dict[str, Any] = {
         "question": sample.question,
         "options": list(sample.options),
+        "option_texts": [_OPTION_PREFIX.sub("", o, count=1) for o in sample.options],
         "letters": letters,
         "letter_list": letter_list(letters),
         "has_image": bool(sample.images),
@@ -85,6 +135,10 @@ def render(template: str, sample: Sample, thinking: bool = False) -> str:
         "fields": dict(sample.fields),
     }
     return environment().get_template(f"{template}.jinja").render(context)
+
+
+# "A. text", "A: text", "(A) text": the letter prefix of an option line (templates that letter options their own way)
+_OPTION_PREFIX = re.compile(r"^\s*\(?[A-Z]\s*[.:)]\s*")
 
 
 def _with_includes(names: Iterable[str]) -> list[str]:
@@ -99,12 +153,19 @@ def _with_includes(names: Iterable[str]) -> list[str]:
     return sorted(seen)
 
 
-def template_hash(routing: dict[str, str]) -> str:
-    """A short hash of the routing (task type -> template) and the source of every template it reaches."""
+def variant_templates(routing: dict[str, str], benchmark: str, variant: str = DEFAULT_VARIANT) -> list[str]:
+    """Every template file a benchmark's routing reaches under `variant` (with and without thinking)."""
+    return sorted({resolve(t, benchmark, variant, thinking) for t in routing.values() for thinking in (False, True)})
+
+
+def template_hash(routing: dict[str, str], benchmark: str = "", variant: str = DEFAULT_VARIANT) -> str:
+    """A short hash of the variant, the routing (task type -> template) and the source of every template it
+    reaches."""
     h = hashlib.sha256()
+    h.update(f"variant {variant}\n".encode())
     for key in sorted(routing):
         h.update(f"route {key}={routing[key]}\n".encode())
-    for name in _with_includes(set(routing.values())):
+    for name in _with_includes(variant_templates(routing, benchmark, variant)):
         h.update(f"file {name}\n".encode())
         h.update((TEMPLATE_DIR / name).read_bytes())
     return h.hexdigest()[:16]

@@ -27,10 +27,12 @@ if TYPE_CHECKING:
 class Benchmark:
     """One benchmark (or one preset of it): everything between a card and the pipeline."""
 
-    def __init__(self, card: Card):
+    def __init__(self, card: Card, prompt_variant: str = prompts.DEFAULT_VARIANT):
         self.id = card.id
         self.card = card
         self._resolved: dict[tuple[str, str], Resolved] = {}
+        prompts.check_variant(prompt_variant)
+        self.prompt_variant = prompt_variant  # prompts.PROMPT_VARIANTS; a run sets it from --prompt-variant
 
     def __repr__(self) -> str:
         return f"Benchmark({self.id!r})"
@@ -85,14 +87,20 @@ class Benchmark:
         except (TypeError, ValueError) as exc:
             raise UserError(f"{self.id}: invalid frame settings {settings}: {exc}") from exc
 
-    def template_for(self, sample: Sample) -> str:
-        return self.card.template_for(sample.task_type, prompts._canonical(sample.task_type))
+    def template_for(self, sample: Sample, thinking: bool = False) -> str:
+        """The template file this sample renders with under the benchmark's prompt variant."""
+        routed = self.card.template_for(sample.task_type, prompts._canonical(sample.task_type))
+        return prompts.resolve(routed, self.id, self.prompt_variant, thinking)
 
     def render_prompt(self, sample: Sample, thinking: bool = False) -> str:
-        return prompts.render(self.template_for(sample), sample, thinking)
+        return prompts.render(self.template_for(sample, thinking), sample, thinking)
+
+    def prompt_templates(self) -> list[str]:
+        """Every template file the benchmark can render with under its prompt variant."""
+        return prompts.variant_templates(dict(self.card.prompt), self.id, self.prompt_variant)
 
     def prompt_template_hash(self) -> str:
-        return prompts.template_hash(dict(self.card.prompt))
+        return prompts.template_hash(dict(self.card.prompt), self.id, self.prompt_variant)
 
     # -- scoring ---------------------------------------------------------------------------------------------
     @property

@@ -8,8 +8,8 @@ takes "a,b,c".
     add_group(parser, VLLMSettings, "vLLM engine")          # the flags
     engine = from_args(VLLMSettings, args)                  # the settings the user gave, defaults elsewhere
 
-The groups every command shares: selection (`Selection`), frames (`FrameOverrides`), sampling (`SamplingParams`),
-engine (`VLLMSettings`) and server (`ServerSettings`): `GROUPS` has each one's title.
+The groups every command shares: selection (`Selection`), prompts (`PromptSettings`), frames (`FrameOverrides`),
+sampling (`SamplingParams`), engine (`VLLMSettings`) and server (`ServerSettings`): `GROUPS` has each one's title.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any, Collection, TypeVar
 from ..backends.base import SamplingParams
 from ..backends.openai import ServerSettings
 from ..backends.vllm import VLLMSettings
+from ..benchmarks.prompts import PromptSettings
 from ..benchmarks.selection import Selection
 from ..frames.overrides import FrameOverrides
 
@@ -31,6 +32,7 @@ T = TypeVar("T")
 
 GROUPS: dict[type, str] = {
     Selection: "what to evaluate",
+    PromptSettings: "prompts (part of the result config)",
     FrameOverrides: "frames (override the benchmark's preset; part of the result config)",
     SamplingParams: "sampling (greedy by default)",
     VLLMSettings: "vLLM engine (backend vllm)",

@@ -21,22 +21,55 @@ def print_rows(rows: list[tuple[str, ...]], left: tuple[int, ...] = (0,), file: 
             print("  ".join("-" * w for w in widths), file=file)
 
 
+_STATUS_LABELS = {"complete": "complete", "subset": "SUBSET", "failed": "ALL FAILED", "partial": "PARTIAL"}
+
+
+def _pct(x: Any) -> str:
+    return f"{100 * x:.2f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else "-"
+
+
+def _interval(block: dict[str, Any]) -> str:
+    ci = block.get("interval") or {}
+    return f"[{_pct(ci.get('low'))}, {_pct(ci.get('high'))}]" if ci else "-"
+
+
 def print_table(summary: dict[str, Any], file: TextIO | None = None) -> None:
-    """The score table of a summary: one row per benchmark."""
-    rows = [("benchmark", "score", "n_total", "failed", "status")]
+    """The score table of a summary: one row per benchmark, the official headline with its metric and 95% interval,
+    the robust score and the number of samples the two readings disagree on beside it; notes below for subsets and
+    for headlines that are not the official aggregation."""
+    rows = [("benchmark", "metric", "score", "95% CI", "robust", "differ", "n_total", "failed", "status")]
+    notes = []
     for bid, b in summary["benchmarks"].items():
-        score = b.get("score")
         status = b.get("status") or benchmark_status(b)
+        failed = status == "failed"
+        robust = b.get("robust") or {}
         rows.append((
             bid,
-            f"{100 * score:.2f}" if isinstance(score, (int, float)) and status != "failed" else "-",
+            str(b.get("metric") or "").split(";")[0].strip() or "-",
+            "-" if failed else b.get("headline_status") if b.get("headline_status") else _pct(b.get("score")),
+            "-" if failed else _interval(b),
+            "-" if failed or not robust else _pct(robust.get("score")),
+            str(b["n_readings_differ"]) if "n_readings_differ" in b else "-",
             str(b.get("n_total", 0)),
             str(b.get("n_failed", 0)),
-            {"complete": "complete", "failed": "ALL FAILED"}.get(status, "PARTIAL"),
+            _STATUS_LABELS.get(status, "PARTIAL"),
         ))
+        if b.get("subset"):
+            notes.append(f"{bid}: a subset, {b['subset'].get('reason', 'part of the benchmark')}")
+        basis = b.get("headline_basis")
+        if basis:
+            notes.append(f"{bid}: {basis.get('reported')} reported instead of {basis.get('official')}: "
+                         f"{basis.get('reason')}")
+        for name, reason in (b.get("unavailable_breakdowns") or {}).items():
+            notes.append(f"{bid}: no per-{name} breakdown: {reason}")
     for bid in summary.get("not_run") or {}:
-        rows.append((bid, "-", "0", "0", "NOT RUN (no data)"))
-    print_rows(rows, file=file)
+        rows.append((bid, "-", "-", "-", "-", "-", "0", "0", "NOT RUN (no data)"))
+    print_rows(rows, left=(0, 1, 8), file=file)
+    if any(len(r) and r[4] != "-" for r in rows[1:]):
+        notes.insert(0, "score: the official protocol's reading (comparable with papers); robust: the careful "
+                        "grader's; differ: samples the two score differently")
+    for note in notes:
+        print(f"  {note}", file=file or sys.stdout)
 
 
 def write_run_site(run_dir: Path) -> Path:

@@ -36,6 +36,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
     from ..backends.factory import BACKENDS
     from ..backends.openai import ServerSettings
     from ..backends.vllm import VLLMSettings
+    from ..benchmarks.prompts import PromptSettings
     from ..benchmarks.selection import Selection
     from ..frames.overrides import FrameOverrides
     from ..runner import MODES
@@ -68,6 +69,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
     how.add_argument("--retry-failed", action="store_true", help="re-run samples whose stored result is a failure (transient failures, such as "
                                                           "a decode timeout or an overloaded server, are re-run anyway)")
     how.add_argument("--thinking", action="store_true", help="use the reasoning prompt variant")
+    add_group(p, PromptSettings)
     how.add_argument("--judge-model",
                      help="after the run, judge open-ended answers with this model (same backend kind and settings); "
                           "see `vbench-async judge`")
@@ -107,6 +109,7 @@ def config_from_args(args: argparse.Namespace, shard: Shard | None = None) -> Ru
     from ..backends.base import SamplingParams
     from ..backends.openai import ServerSettings
     from ..backends.vllm import VLLMSettings
+    from ..benchmarks.prompts import PromptSettings
     from ..benchmarks.selection import Selection
     from ..frames.overrides import FrameOverrides
     from ..runner import RunConfig
@@ -130,6 +133,7 @@ def config_from_args(args: argparse.Namespace, shard: Shard | None = None) -> Ru
         backend=args.backend,
         mode=args.mode,
         thinking=args.thinking,
+        prompt=from_args(PromptSettings, args),
         sampling=from_args(SamplingParams, args),
         frame_overrides=from_args(FrameOverrides, args).to_dict(),
         concurrency=args.concurrency,

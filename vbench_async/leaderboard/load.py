@@ -1,9 +1,11 @@
 """Read result directories into what the site shows: per run and benchmark, the (judged) result lines, the official
-aggregate recomputed from them, the headline CI, and markers for anything that must not pass for a clean number.
+aggregate recomputed from them (the headline, from the official reading), the robust score and the samples the two
+readings disagree on, the headline CI, and markers for anything that must not pass for a clean number.
 
-Markers: `partial` (fewer results than expected), `failed` (samples that errored), `needs judge` (open-ended items
-still on their offline score), `config` (the benchmark was run with different frames / prompt / sampling / sample set
-in different runs: each variant gets a letter, so cells are never compared silently), `no manifest`.
+Markers: `partial` (fewer results than expected), `subset` (the run evaluated only part of the benchmark:
+`--max-samples` or one shard), `failed` (samples that errored), `needs judge` (open-ended items still on their offline
+score), `config` (the benchmark was run with different frames / prompt / sampling / sample set in different runs:
+each variant gets a letter, so cells are never compared silently), `no manifest`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from ..errors import UserError
 from ..results.rundir import read_manifest, read_summary, safe_name
 from ..results.stats import Estimate, category_estimates, headline_estimate
 from ..results.current import is_complete
-from ..results.summaries import judged_aggregate
+from ..results.summaries import differing_ids, judged_aggregate, reading_lines
 
 # Config keys that must agree for two runs' numbers on a benchmark to be comparable (the model may differ).
 _COMPARED = ("frames", "prompt", "thinking", "sampling")
@@ -26,7 +28,8 @@ _COMPARED = ("frames", "prompt", "thinking", "sampling")
 
 @dataclass
 class BenchRun:
-    """One benchmark of one run."""
+    """One benchmark of one run. `results` are the result lines whole (as the sample pages show them); `scored` the
+    same lines as the headline reads them (`score` = the official reading's value, `summaries.reading_line`)."""
 
     benchmark: str
     results: list[dict[str, Any]]
@@ -40,21 +43,45 @@ class BenchRun:
     problem: str | None = None  # what is wrong with the stored run (no result file, unknown benchmark)
     stored_complete: bool = True  # False when the run that wrote the summary was interrupted
     n_bad_lines: int = 0  # lines of the result file left out as invalid
+    scored: list[dict[str, Any]] = field(default_factory=list)
+    robust_estimate: Estimate | None = None
+    subset: dict[str, Any] | None = None  # summaries.subset_of: what part of the benchmark the run evaluated
 
     @property
     def score(self) -> float | None:
-        s = self.aggregate.get("score")
-        return float(s) if isinstance(s, (int, float)) and math.isfinite(s) else None
+        return _finite(self.aggregate.get("score"))
+
+    @property
+    def robust_score(self) -> float | None:
+        """The careful grader's score beside the headline (None for lines written before the two readings)."""
+        return _finite((self.aggregate.get("robust") or {}).get("score"))
+
+    @property
+    def differing_ids(self) -> list[str]:
+        """Sample ids whose official and robust readings score differently (`summaries.differing_ids`)."""
+        return differing_ids(self.results)
 
     @property
     def complete(self) -> bool:
+        """Every expected sample has a result (a subset run can be complete in this sense; see `status`)."""
         return is_complete(self.results, self.n_expected, self.stored_complete)
+
+    @property
+    def status(self) -> str:
+        """As summary.json says it: complete, subset, partial or failed (recounted from the lines)."""
+        if not self.complete:
+            return "partial"
+        if self.results and self.aggregate.get("n_failed", 0) >= len(self.results):
+            return "failed"
+        return "subset" if self.subset else "complete"
 
     @property
     def markers(self) -> list[str]:
         out = [self.problem] if self.problem else []
         if not self.complete:
             out.append(f"partial {len(self.results)}/{self.n_expected}")
+        if self.subset:
+            out.append(f"subset: {self.subset.get('reason') or 'part of the benchmark'}")
         if self.aggregate.get("n_failed"):
             out.append(f"{self.aggregate['n_failed']} failed")
         if self.n_bad_lines:
@@ -81,8 +108,14 @@ class Run:
         return all(b.complete for b in self.benchmarks.values())
 
     @property
+    def subset(self) -> bool:
+        return any(b.subset for b in self.benchmarks.values())
+
+    @property
     def markers(self) -> list[str]:
         out = [] if self.complete else ["partial"]
+        if self.subset:
+            out.append("subset")
         failed = sum(int(b.aggregate.get("n_failed") or 0) for b in self.benchmarks.values())
         if failed:
             out.append(f"{failed} failed")
@@ -138,9 +171,12 @@ def _load_benchmark(run_dir: Path, bid: str, block: dict[str, Any], manifest: di
     # The site shows every line whole (prompts and outputs on the sample pages): no aggregation view.
     judged = judged_aggregate(run_dir, benchmark, path, view=None, block=block)
     results, judge, agg = judged.results, judged.judge, judged.aggregate
+    estimates = judged.readings.estimates if judged.readings else {}
     if card is None:  # a benchmark this version does not know: show the stored numbers, CI of the plain mean
         agg = {k: v for k, v in block.items() if k not in ("results_file", "config_hash")}
         problem = problem or "unknown benchmark: stored score"
+        estimates = {"official": headline_estimate(results, None)}
+    scored = reading_lines(results, "official")
     n_expected = int(block.get("n_expected") or block.get("n_total") or len(results))
     config = None
     if manifest is not None:
@@ -151,12 +187,17 @@ def _load_benchmark(run_dir: Path, bid: str, block: dict[str, Any], manifest: di
                 config["frames"] = {k: v for k, v in config["frames"].items() if k != "family"}
             config["n_expected"] = n_expected
     return BenchRun(
-        benchmark=bid, results=results, aggregate=agg,
-        estimate=headline_estimate(results, card.aggregation if card else None),
-        categories=category_estimates(results, card.categories if card else ()),
+        benchmark=bid, results=results, aggregate=agg, estimate=estimates.get("official"),
+        categories=category_estimates(scored, card.categories if card else ()),
         n_expected=n_expected, config=config, judge=judge, problem=problem,
         stored_complete=block.get("complete") is not False, n_bad_lines=len(judged.bad),
+        scored=scored, robust_estimate=estimates.get("robust"),
+        subset=block.get("subset") if isinstance(block.get("subset"), dict) else None,
     )
+
+
+def _finite(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
 def mark_config_groups(runs: list[Run]) -> None:

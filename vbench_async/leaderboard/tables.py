@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from ..results.stats import Estimate, combine_independent, paired_compare, values_by_id
-from .load import Run, benchmark_ids
+from ..results.summaries import reading_value
+from .load import BenchRun, Run, benchmark_ids
 
 
 def _ci(prefix: str, est: Estimate | None) -> dict[str, Any]:
@@ -36,22 +37,43 @@ def suites_for(bids: list[str]) -> dict[str, list[str]]:
     return out
 
 
+MAIN_COLUMNS = ["run", "model", "column", "kind", "score", "se", "ci_low", "ci_high", "reading", "robust_score",
+                "robust_ci_low", "robust_ci_high", "n_readings_differ", "n_official_guessed", "n_total", "n_expected",
+                "n_failed", "n_needs_judge", "complete", "status", "subset", "config_group", "markers", "metric",
+                "headline", "headline_reported_instead", "unavailable_breakdowns"]
+
+
+def _benchmark_row(r: Run, bid: str, b: BenchRun) -> dict[str, Any]:
+    """One benchmark cell: the official headline with its CI, the robust score beside it, how many samples the two
+    readings disagree on, and why the headline is not the official aggregation where the records cannot give it."""
+    agg = b.aggregate
+    basis = agg.get("headline_basis") or {}
+    robust = _ci("robust_", b.robust_estimate)
+    return {"run": r.id, "model": r.label, "column": bid, "kind": "benchmark", "score": b.score,
+            **_ci("", b.estimate), "reading": agg.get("reading"), "robust_score": b.robust_score,
+            "robust_ci_low": robust["robust_ci_low"], "robust_ci_high": robust["robust_ci_high"],
+            "n_readings_differ": agg.get("n_readings_differ"), "n_official_guessed": agg.get("n_official_guessed"),
+            "n_total": len(b.results), "n_expected": b.n_expected, "n_failed": int(agg.get("n_failed") or 0),
+            "n_needs_judge": int(agg.get("n_needs_judge") or 0), "complete": b.complete and not b.subset,
+            "status": b.status, "subset": (b.subset or {}).get("reason"), "config_group": b.config_group,
+            "markers": "; ".join(b.markers), "metric": agg.get("metric") or "", "headline": agg.get("headline") or "",
+            "headline_reported_instead": (f"{basis.get('reported')} instead of {basis.get('official')}: "
+                                          f"{basis.get('reason')}" if basis else None),
+            "unavailable_breakdowns": "; ".join(f"{k}: {v}" for k, v in
+                                                (agg.get("unavailable_breakdowns") or {}).items()) or None}
+
+
 def main_table(runs: list[Run]) -> pd.DataFrame:
-    """One row per run and benchmark (long form): score, CI, counts, markers; suite averages as extra rows."""
+    """One row per run and benchmark (long form): score, CI, robust score, counts, markers; suite averages as extra
+    rows (of the headlines)."""
     rows = []
     bids = benchmark_ids(runs)
     suites = suites_for(bids)
     for r in runs:
         for bid in bids:
             b = r.benchmarks.get(bid)
-            if b is None:
-                continue
-            rows.append({"run": r.id, "model": r.label, "column": bid, "kind": "benchmark", "score": b.score,
-                         **_ci("", b.estimate), "n_total": len(b.results), "n_expected": b.n_expected,
-                         "n_failed": int(b.aggregate.get("n_failed") or 0),
-                         "n_needs_judge": int(b.aggregate.get("n_needs_judge") or 0), "complete": b.complete,
-                         "config_group": b.config_group, "markers": "; ".join(b.markers),
-                         "metric": b.aggregate.get("metric") or "", "headline": b.aggregate.get("headline") or ""})
+            if b is not None:
+                rows.append(_benchmark_row(r, bid, b))
         for suite, members in suites.items():
             cells = [r.benchmarks.get(m) for m in members]
             if any(c is None or c.score is None for c in cells):
@@ -62,18 +84,20 @@ def main_table(runs: list[Run]) -> pd.DataFrame:
             groups = sorted({c.config_group for c in cells if c.config_group})
             failed = sum(int(c.aggregate.get("n_failed") or 0) for c in cells)
             judge = sum(int(c.aggregate.get("n_needs_judge") or 0) for c in cells)
-            markers = ([] if all(c.complete for c in cells) else ["partial"]) + \
+            subset = any(c.subset for c in cells)
+            complete = all(c.complete for c in cells)
+            markers = ([] if complete else ["partial"]) + (["subset"] if subset else []) + \
                 ([f"{failed} failed"] if failed else []) + ([f"{judge} need judge"] if judge else [])
             rows.append({"run": r.id, "model": r.label, "column": f"avg: {suite}", "kind": "suite",
                          "score": avg.value, **_ci("", avg), "n_total": sum(len(c.results) for c in cells),
                          "n_expected": sum(c.n_expected for c in cells),
                          "n_failed": failed, "n_needs_judge": judge,
-                         "complete": all(c.complete for c in cells), "config_group": ",".join(groups) or None,
+                         "complete": complete and not subset,
+                         "status": "partial" if not complete else "subset" if subset else "complete",
+                         "config_group": ",".join(groups) or None,
                          "markers": "; ".join(markers + (["config differs"] if groups else [])),
                          "metric": "mean of benchmark scores", "headline": ", ".join(members)})
-    return pd.DataFrame(rows, columns=["run", "model", "column", "kind", "score", "se", "ci_low", "ci_high",
-                                       "n_total", "n_expected", "n_failed", "n_needs_judge", "complete",
-                                       "config_group", "markers", "metric", "headline"])
+    return pd.DataFrame(rows, columns=MAIN_COLUMNS)
 
 
 def category_table(runs: list[Run], bid: str) -> pd.DataFrame:
@@ -99,9 +123,9 @@ def paired_table(runs: list[Run], bid: str) -> pd.DataFrame:
     if len(holders) < 2:
         return pd.DataFrame(rows)
     ref = holders[0]
-    ref_vals, clusters = values_by_id(ref.benchmarks[bid].results)
+    ref_vals, clusters = values_by_id(ref.benchmarks[bid].scored)  # the headline's reading
     for other in holders[1:]:
-        vals, more = values_by_id(other.benchmarks[bid].results)
+        vals, more = values_by_id(other.benchmarks[bid].scored)
         cmp = paired_compare(vals, ref_vals, {**more, **clusters})
         rows.append({"run": other.id, "model": other.label, "reference": ref.id, "reference_model": ref.label,
                      "n_common": cmp.n, "mean": cmp.mean_a, "reference_mean": cmp.mean_b, "diff": cmp.diff.value,
@@ -115,12 +139,14 @@ def paired_table(runs: list[Run], bid: str) -> pd.DataFrame:
 
 
 def samples_table(runs: list[Run], bid: str) -> pd.DataFrame:
-    """Every result line of the benchmark, one row per run and sample."""
+    """Every result line of the benchmark, one row per run and sample, with both readings' scores and whether they
+    differ (`readings_differ`: the sample is in `BenchRun.differing_ids`)."""
     rows = []
     for r in runs:
         b = r.benchmarks.get(bid)
         if b is None:
             continue
+        differ = set(b.differing_ids)
         for x in b.results:
             err = x.get("error") or {}
             judge = (x.get("details") or {}).get("judge") or {}
@@ -128,12 +154,17 @@ def samples_table(runs: list[Run], bid: str) -> pd.DataFrame:
                          "task_type": x.get("task_type"), "video": x.get("video"), "question": x.get("question"),
                          "options": list(x.get("options") or []), "answer": x.get("answer"),
                          "output": x.get("output"), "extracted": x.get("extracted"), "score": x.get("score"),
+                         "official_score": None if err else reading_value(x, "official"),
+                         "official_extracted": (x.get("official") or {}).get("extracted"),
+                         "robust_score": None if err else reading_value(x, "robust"),
+                         "readings_differ": str(x.get("sample_id")) in differ,
                          "well_formed": x.get("well_formed"), "judge_verdict": judge.get("verdict"),
                          "error_kind": err.get("kind"), "error": err.get("message"),
                          "fields": dict(x.get("fields") or {})})
     return pd.DataFrame(rows, columns=["run", "model", "sample_id", "task_type", "video", "question", "options",
-                                       "answer", "output", "extracted", "score", "well_formed", "judge_verdict",
-                                       "error_kind", "error", "fields"])
+                                       "answer", "output", "extracted", "score", "official_score",
+                                       "official_extracted", "robust_score", "readings_differ", "well_formed",
+                                       "judge_verdict", "error_kind", "error", "fields"])
 
 
 def records(df: pd.DataFrame) -> list[dict[str, Any]]:

@@ -1,9 +1,9 @@
 """The run manifest: everything needed to say exactly how a run's numbers were produced.
 
 model (path, content fingerprint, hub revision) - backend and engine settings - per benchmark: frame spec, prompt
-templates (routing, per-file and combined hashes), config hash and counts - sampling and seed - package versions - the
-project's git commit - hardware - start and end times - the command line and the few environment variables that
-change results. A judge pass adds its own section (`results/summaries.recompute_summary`).
+variant and templates (routing, per-file and combined hashes), config hash and counts - sampling and seed - package
+versions - the project's git commit - hardware - start and end times - the command line and the few environment
+variables that change results. A judge pass adds its own section (`results/summaries.recompute_summary`).
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ def manifest(model: ModelRef, run_config: Mapping[str, Any], backend_options: Ma
             "config_hash": p.store.config_hash,
             "results_file": str(p.store.path.relative_to(p.store.run_dir)),
             "frames": p.spec.to_dict(),
+            "prompt_variant": p.benchmark.prompt_variant,
             "prompt_template_hash": p.config.get("prompt"),
             "prompt_templates": prompt_templates(p.benchmark),
             "aggregation": plain(getattr(p.benchmark.card, "aggregation", None)),
@@ -77,6 +78,7 @@ def manifest(model: ModelRef, run_config: Mapping[str, Any], backend_options: Ma
         "sampling": sampling,
         "seed": sampling.get("seed"),
         "thinking": run_config["thinking"],
+        "prompt_variant": (run_config.get("prompt") or {}).get("prompt_variant"),
         "run_config": dict(run_config),
         "benchmarks": per_benchmark,
         "counts": totals(benchmarks),
@@ -119,16 +121,18 @@ def model_identity(model: ModelRef) -> dict[str, Any]:
 
 
 def prompt_templates(benchmark: Benchmark) -> dict[str, Any]:
-    """The card's task-type -> template routing and a hash of each template file it names."""
+    """The prompt variant that ran, the card's task-type -> template routing and a hash of each template file the
+    variant renders with (`official/<id>.jinja` for a benchmark's own prompt, `predecessor/<name>.jinja`)."""
     from ..benchmarks.prompts import TEMPLATE_DIR
 
     routing = dict(getattr(benchmark.card, "prompt", {}) or {})
     files = {}
-    for name in sorted(set(routing.values())):
-        path = TEMPLATE_DIR / (name if name.endswith(".jinja") else f"{name}.jinja")
+    for name in benchmark.prompt_templates():
+        path = TEMPLATE_DIR / f"{name}.jinja"
         if path.exists():
-            files[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    return {"hash": benchmark.prompt_template_hash(), "routing": routing, "files": files}
+            files[f"{name}.jinja"] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return {"variant": benchmark.prompt_variant, "hash": benchmark.prompt_template_hash(), "routing": routing,
+            "files": files}
 
 
 def package_versions() -> dict[str, str]:

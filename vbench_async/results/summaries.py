@@ -1,22 +1,25 @@
 """summary.json and manifest.json: each benchmark's result file, with the active judge's verdicts applied, aggregated.
 
 `judged_aggregate` is the one place a result file becomes numbers; the run's outputs, a judge pass's recomputation,
-a merge and the leaderboard all go through it.
+a merge and the leaderboard all go through it. Each benchmark is aggregated under both readings of its outputs
+(`aggregate_readings`): the headline from the official one, the robust score and the disagreements beside it.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Mapping, Sequence
 
 from .current import drop_stale, is_complete, split_current
 from .lines import BadLine, mark_bad_lines
 from .manifest import PlannedBenchmark, manifest
 from .rundir import ShardId, manifest_path, read_manifest, read_summary, summary_path, write_json
+from .stats import Estimate, headline_estimate
 from .store import read_results
 from .verdicts import active_judge, apply_active_judge, needs_judge
 
@@ -26,11 +29,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# What aggregation reads of a result line (answer and extracted: the spatio-temporal metrics re-parse them).
+# What aggregation reads of a result line (answer and extracted: the spatio-temporal metrics re-parse them; video:
+# the interval's clusters).
 _AGGREGATED = ("sample_id", "task_type", "score", "error", "fields", "details", "answer", "extracted", "official",
-               "robust")
+               "robust", "video")
 # What a recomputed summary keeps of the block it replaces (set when the run was planned, not by aggregation).
-_PLANNED = ("n_expected", "results_file", "config_hash")
+_PLANNED = ("n_expected", "results_file", "config_hash", "subset")
 
 
 def aggregate_view(result: dict[str, Any]) -> dict[str, Any]:
@@ -44,16 +48,139 @@ def aggregate_view(result: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
+# ----------------------------------------------------------------------------------------------- the two readings
+# Every result line carries two readings of the output (scoring.Reading as a dict): `official`, the benchmark's own
+# protocol, and `robust`, the careful grader. The headline is aggregated from the official reading (comparable with
+# papers); the robust score and the samples the two disagree on stand beside it. This is the one place that reads
+# them for aggregation: the run's summary, a judge pass's recomputation, a merge and the leaderboard all come here.
+
+READINGS = ("official", "robust")
+
+
+def _reading(result: Mapping[str, Any], reading: str) -> Mapping[str, Any] | None:
+    rd = result.get(reading)
+    return rd if isinstance(rd, Mapping) else None
+
+
+def reading_value(result: Mapping[str, Any], reading: str) -> float | None:
+    """A line's score under one reading: the reading's value; where the reading waits for an LLM judge, the judge's
+    verdict once one ran (None until then); the line's own score where it has no such reading (a benchmark without
+    official code, a line written before the two readings)."""
+    rd = _reading(result, reading)
+    if rd is None or (rd.get("value") is None and not rd.get("needs_judge")):
+        return result.get("score")
+    if rd.get("value") is not None:
+        return rd["value"]
+    return result.get("score") if (result.get("details") or {}).get("judge") else None
+
+
+def reading_line(result: Mapping[str, Any], reading: str) -> Mapping[str, Any]:
+    """The line as one reading scores it: `score` is that reading's value and `needs_judge` its own wait for a judge,
+    so any aggregation of lines gives that reading's numbers. `line_score` keeps the value the scorer wrote (the
+    STVG aggregate reports EasyVideoR1's combined score from it)."""
+    rd = _reading(result, reading)
+    if result.get("error") or rd is None:
+        return result
+    line = {**result, "score": reading_value(result, reading), "line_score": result.get("score")}
+    details = result.get("details") or {}
+    waits = bool(rd.get("needs_judge")) and rd.get("value") is None and not details.get("judge")
+    if bool(details.get("needs_judge")) != waits:
+        line["details"] = {**details, "needs_judge": waits}
+    return line
+
+
+def reading_lines(results: Iterable[Mapping[str, Any]], reading: str) -> list[Mapping[str, Any]]:
+    return [reading_line(r, reading) for r in results]
+
+
+def differing_ids(results: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Sample ids of the lines whose official and robust readings give different scores (both readings present,
+    both scored; a failed sample counts 0 under both). The sample browser lists these per benchmark."""
+    out = []
+    for r in results:
+        if r.get("error") or _reading(r, "official") is None or _reading(r, "robust") is None:
+            continue
+        o, b = reading_value(r, "official"), reading_value(r, "robust")
+        if o is not None and b is not None and not math.isclose(o, b, abs_tol=1e-9):
+            out.append(str(r.get("sample_id")))
+    return out
+
+
+def headline_reading(results: Iterable[Mapping[str, Any]]) -> str | None:
+    """Which reading the headline rests on: "official" when any line has an official value (or waits for the
+    official judge), "robust" when only the careful grader read the outputs (no official code), None for lines
+    written before the two readings."""
+    seen = None
+    for r in results:
+        rd = _reading(r, "official")
+        if rd is not None and (rd.get("value") is not None or rd.get("needs_judge")):
+            return "official"
+        if _reading(r, "robust") is not None:
+            seen = "robust"
+    return seen
+
+
+def _interval(est: Estimate | None, score: Any) -> dict[str, Any] | None:
+    """The headline's confidence interval as summary.json holds it (none for a headline that is empty or not a mean
+    of sample scores)."""
+    if est is None or not isinstance(score, (int, float)) or est.ci_low is None:
+        return None
+    return {"low": est.ci_low, "high": est.ci_high, "se": est.se, "level": est.level, "n_clusters": est.n_clusters}
+
+
+@dataclass
+class ReadingAggregate:
+    """A benchmark's numbers under both readings: the official aggregate (the headline), the robust one, and each
+    headline's estimate (for its interval)."""
+
+    official: dict[str, Any]
+    robust: dict[str, Any]
+    estimates: dict[str, Estimate | None]
+    differing: list[str]
+    reading: str | None
+    n_guessed: int
+
+    def block(self) -> dict[str, Any]:
+        """The official aggregate with the robust score, the disagreement counts and both intervals beside it."""
+        out = dict(self.official)
+        out["reading"] = self.reading
+        interval = _interval(self.estimates.get("official"), out.get("score"))
+        if interval:
+            out["interval"] = interval
+        if self.reading is not None:
+            robust = {k: self.robust[k] for k in ("score", "headline", "headline_status") if k in self.robust}
+            robust_interval = _interval(self.estimates.get("robust"), robust.get("score"))
+            if robust_interval:
+                robust["interval"] = robust_interval
+            out["robust"] = robust
+            out["n_readings_differ"] = len(self.differing)
+            out["n_official_guessed"] = self.n_guessed
+        return out
+
+
+def aggregate_readings(benchmark: Benchmark, results: Sequence[Mapping[str, Any]]) -> ReadingAggregate:
+    """Aggregate `results` under each reading with the benchmark's official aggregation."""
+    aggs, ests = {}, {}
+    for reading in READINGS:
+        lines = reading_lines(results, reading)
+        aggs[reading] = benchmark.aggregate(lines)
+        ests[reading] = headline_estimate(lines, benchmark.card.aggregation) if lines else None
+    guessed = sum(1 for r in results if not r.get("error") and (_reading(r, "official") or {}).get("guessed"))
+    return ReadingAggregate(aggs["official"], aggs["robust"], ests, differing_ids(results), headline_reading(results),
+                            guessed)
+
+
 @dataclass
 class JudgedResults:
     """One result file as it counts: the lines of current samples with the active judge's verdicts applied, their
     aggregate, and what was left out (lines of ids no longer in the annotation file; lines that are not results)."""
 
     results: list[dict[str, Any]]
-    aggregate: dict[str, Any]  # the benchmark's official aggregation ({} when no benchmark was given)
+    aggregate: dict[str, Any]  # ReadingAggregate.block(): the headline and the robust score ({} without a benchmark)
     judge: dict[str, Any] | None  # the verdict counts, None when no judge ran
     stale: list[str] = field(default_factory=list)
     bad: list[BadLine] = field(default_factory=list)
+    readings: ReadingAggregate | None = None  # None when no benchmark was given
 
     def summary_block(self) -> dict[str, Any]:
         """The aggregate as summary.json holds it: the verdict counts under "judge" when a judge ran, and the lines
@@ -84,33 +211,53 @@ def judged_aggregate(run_dir: Path, benchmark: Benchmark | None, results_path: P
         log.warning("%s: %d line(s) of samples no longer in the annotation file left out: %s", results_path,
                     len(stale), ", ".join(stale[:10]) + (" ..." if len(stale) > 10 else ""))
     results, judge_info = apply_active_judge(run_dir, results_path, current)
-    aggregate = benchmark.aggregate(results) if benchmark is not None else {}
-    return JudgedResults(results, aggregate, judge_info, stale, bad)
+    readings = aggregate_readings(benchmark, results) if benchmark is not None else None
+    return JudgedResults(results, readings.block() if readings else {}, judge_info, stale, bad, readings)
 
 
 def summarize_benchmark(run_dir: Path, benchmark: Benchmark, results_path: Path, config_hash: str,
                         n_expected: int, current_ids: Collection[str] | None = None,
-                        interrupted: bool = False) -> dict[str, Any]:
+                        interrupted: bool = False, subset: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Aggregate of one benchmark's result file, with the counts and markers summary.json carries. Only lines of
-    `current_ids` (the annotation file's samples now) count."""
+    `current_ids` (the annotation file's samples now) count. `subset` (see `subset_of`): the run evaluated only
+    part of the benchmark, so its status is "subset", never "complete"."""
     judged = judged_aggregate(run_dir, benchmark, results_path, current_ids=current_ids)
     agg = judged.summary_block()
     agg["n_expected"] = n_expected
     # A run that was interrupted (or is still missing samples) is marked, never mixed silently with complete runs.
     agg["complete"] = is_complete(judged.results, n_expected, stored=not interrupted)
+    if subset:
+        agg["subset"] = dict(subset)
     mark_status(agg)
     agg["results_file"] = str(results_path.relative_to(run_dir))
     agg["config_hash"] = config_hash
     return agg
 
 
+STATUSES = ("complete", "subset", "partial", "failed")
+
+
 def benchmark_status(agg: Mapping[str, Any]) -> str:
-    """complete: every sample has a result and some were answered; failed: every sample has a result and all of them
-    are failures; partial: samples are missing (interrupted, or still to run)."""
+    """complete: every sample has a result and some were answered; subset: the same for a run that evaluated only
+    part of the benchmark (`--max-samples`, one shard); failed: every sample has a result and all of them are
+    failures; partial: samples are missing (interrupted, or still to run)."""
     if not agg.get("complete"):
         return "partial"
     n = agg.get("n_total", 0)
-    return "failed" if n and agg.get("n_failed", 0) >= n else "complete"
+    if n and agg.get("n_failed", 0) >= n:
+        return "failed"
+    return "subset" if agg.get("subset") else "complete"
+
+
+def run_status(benchmarks: Mapping[str, Mapping[str, Any]], not_run: Mapping[str, str] | None = None) -> str:
+    """The run's status: the worst of its benchmarks' (partial when a selected benchmark was not run at all)."""
+    statuses = {b.get("status") or benchmark_status(b) for b in benchmarks.values()}
+    if not_run or "partial" in statuses or not statuses:
+        return "partial"
+    for status in ("failed", "subset"):
+        if status in statuses:
+            return status
+    return "complete"
 
 
 def mark_status(agg: dict[str, Any]) -> None:
@@ -118,6 +265,31 @@ def mark_status(agg: dict[str, Any]) -> None:
     agg["status"] = benchmark_status(agg)
     if agg["status"] == "failed":
         agg["score"] = None
+
+
+def subset_of(run_config: Mapping[str, Any], plan: PlannedBenchmark) -> dict[str, Any] | None:
+    """What part of the benchmark a run evaluated, or None for all of it: `--max-samples` below the benchmark's
+    record count, and/or one shard of a sharded run."""
+    out: dict[str, Any] = {}
+    selection = run_config.get("selection") or {}
+    max_samples = selection.get("max_samples")
+    if max_samples is not None:
+        available = plan.benchmark.record_count(selection.get("data_root"))
+        if available is None or available > max_samples:
+            out.update(max_samples=max_samples, n_available=available)
+    shard = run_config.get("shard")
+    if shard:
+        out["shard"] = f"{shard[0]}/{shard[1]}"
+    if not out:
+        return None
+    parts = []
+    if "max_samples" in out:
+        parts.append(f"the first {max_samples} of {out['n_available'] if out['n_available'] is not None else '?'} "
+                     f"records (--max-samples {max_samples})")
+    if "shard" in out:
+        parts.append(f"shard {out['shard']} of a sharded run")
+    out["reason"] = "; ".join(parts)
+    return out
 
 
 def write_run_outputs(run_dir: Path, model: ModelRef, run_config: Mapping[str, Any],
@@ -128,13 +300,16 @@ def write_run_outputs(run_dir: Path, model: ModelRef, run_config: Mapping[str, A
     benchmarks of the selection that were not run (their data is absent) and why: the run is then not complete."""
     interrupted = bool(loop_stats.get("interrupted"))
     benchmarks = {p.benchmark.id: summarize_benchmark(run_dir, p.benchmark, p.store.path, p.store.config_hash,
-                                                      p.n_total, getattr(p, "sample_ids", None), interrupted)
+                                                      p.n_total, getattr(p, "sample_ids", None), interrupted,
+                                                      subset_of(run_config, p))
                   for p in plans}
     finished_at = time.time()
     summary = {
         "model": model.display_name,
         "family": model.family,
+        # complete: every selected sample has a result; status says whether the selection was the whole benchmark
         "complete": all(b["complete"] for b in benchmarks.values()) and not not_run,
+        "status": run_status(benchmarks, not_run),
         "benchmarks": benchmarks,
         "run": loop_stats,
         "wall_s": round(finished_at - started_at, 3),
@@ -166,6 +341,7 @@ def recompute_summary(run_dir: Path) -> dict[str, Any]:
         agg["complete"] = is_complete(judged.results, int(old.get("n_expected") or 0), old.get("complete") is not False)
         mark_status(agg)
         summary["benchmarks"][bid] = agg
+    summary["status"] = run_status(summary["benchmarks"], summary.get("not_run"))
     write_json(summary_path(run_dir), summary)
     recorded = read_manifest(run_dir)
     if recorded is not None:
