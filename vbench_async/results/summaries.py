@@ -81,7 +81,7 @@ def reading_line(result: Mapping[str, Any], reading: str) -> Mapping[str, Any]:
     rd = _reading(result, reading)
     if result.get("error") or rd is None:
         return result
-    line = {**result, "score": reading_value(result, reading), "line_score": result.get("score")}
+    line = {**result, "score": reading_value(result, reading), "line_score": result.get("score"), "seen_as": reading}
     details = result.get("details") or {}
     waits = bool(rd.get("needs_judge")) and rd.get("value") is None and not details.get("judge")
     if bool(details.get("needs_judge")) != waits:

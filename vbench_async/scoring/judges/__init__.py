@@ -41,7 +41,10 @@ def needs_judge(result: Mapping[str, Any]) -> bool:
     """Whether a result line waits for a judge (before any verdict is applied)."""
     if result.get("error"):
         return False
-    return bool((result.get("details") or {}).get("needs_judge")) or _official_needs_judge(result)
+    waits = bool((result.get("details") or {}).get("needs_judge"))
+    if "seen_as" in result:  # a line seen through one reading (results.summaries.reading_line): that reading's wait
+        return waits
+    return waits or _official_needs_judge(result)
 
 
 def awaits_judge(result: Mapping[str, Any]) -> bool:
