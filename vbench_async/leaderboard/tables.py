@@ -130,10 +130,18 @@ def samples_table(runs: list[Run], bid: str) -> pd.DataFrame:
                          "output": x.get("output"), "extracted": x.get("extracted"), "score": x.get("score"),
                          "well_formed": x.get("well_formed"), "judge_verdict": judge.get("verdict"),
                          "error_kind": err.get("kind"), "error": err.get("message"),
-                         "fields": dict(x.get("fields") or {})})
+                         "fields": dict(x.get("fields") or {}), "prompt": x.get("prompt"),
+                         "official": reading_value(x.get("official")), "robust": reading_value(x.get("robust")),
+                         "frames": x.get("frames") if isinstance(x.get("frames"), dict) else None})
     return pd.DataFrame(rows, columns=["run", "model", "sample_id", "task_type", "video", "question", "options",
                                        "answer", "output", "extracted", "score", "well_formed", "judge_verdict",
-                                       "error_kind", "error", "fields"])
+                                       "error_kind", "error", "fields", "prompt", "official", "robust", "frames"])
+
+
+def reading_value(reading: Any) -> float | None:
+    """The score of one reading (`official` / `robust` of a result line), None when absent or still unjudged."""
+    v = reading.get("value") if isinstance(reading, dict) else None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def records(df: pd.DataFrame) -> list[dict[str, Any]]:
