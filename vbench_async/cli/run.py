@@ -74,7 +74,11 @@ def add_options(p: argparse.ArgumentParser) -> None:
     how.add_argument("--queue-size", type=int, default=32, help="loaded samples waiting for a free request slot")
     how.add_argument("--workers", type=int, default=2, help="decoder processes for preprocessing")
 
-    add_group(p, FrameOverrides)
+    frames = add_group(p, FrameOverrides, exclude=("max_frames",))
+    frames.add_argument("--max-frames", type=frame_budgets, metavar="N[,N...]",
+                        help="frame cap per video; several (16,32,64) run a frame-budget sweep: every budget in this "
+                             "one command, each video decoded once for all of them, each budget in its own run "
+                             "directory OUTPUT_DIR/max_frames-N")
     add_group(p, SamplingParams)
     add_group(p, VLLMSettings)
 
@@ -92,6 +96,18 @@ def add_options(p: argparse.ArgumentParser) -> None:
                             "otherwise CUDA_VISIBLE_DEVICES is left as it is")
 
     add_group(p, ServerSettings)
+
+
+def frame_budgets(text: str) -> tuple[int, ...]:
+    """`--max-frames 32` or `--max-frames 16,32,64`: positive whole numbers."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    try:
+        budgets = tuple(int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a frame count or a comma-separated list of them: {text!r}") from None
+    if not budgets or any(b <= 0 for b in budgets):
+        raise argparse.ArgumentTypeError(f"frame counts must be positive whole numbers: {text!r}")
+    return budgets
 
 
 def config_from_args(args: argparse.Namespace, shard: Shard | None = None) -> RunConfig:
@@ -123,7 +139,8 @@ def config_from_args(args: argparse.Namespace, shard: Shard | None = None) -> Ru
         mode=args.mode,
         thinking=args.thinking,
         sampling=from_args(SamplingParams, args),
-        frame_overrides=from_args(FrameOverrides, args).to_dict(),
+        frame_overrides=from_args(FrameOverrides, args, exclude=("max_frames",),
+                                  max_frames=args.max_frames[0] if args.max_frames else None).to_dict(),
         concurrency=args.concurrency,
         loaders=args.loaders,
         queue_size=args.queue_size,
@@ -143,6 +160,8 @@ def main(args: argparse.Namespace) -> int:
 
     shard = resolve_shard(args.shard)
     cfg = config_from_args(args, shard)
+    if args.max_frames and len(args.max_frames) > 1:
+        return sweep_main(args, cfg)
     if args.backend == "vllm":  # before anything touches CUDA: the engine processes inherit the restriction
         apply_devices(select_devices(args.gpus, cfg.engine.tensor_parallel_size * cfg.engine.data_parallel_size))
     # SIGTERM (a scheduler ending the job) stops the run as Ctrl-C does: finished lines kept, a partial summary.
@@ -191,4 +210,29 @@ def main(args: argparse.Namespace) -> int:
             print(f"shard {shard}: exit 0 under {launcher} although {failed} sample(s) failed, so the other shards "
                   f"keep running; `vbench-async merge {run_dir}` exits 1 while any sample failed.", file=sys.stderr)
             code = 0
+    return code
+
+
+def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
+    """`run --max-frames 16,32,64`: every budget's run, its table, and one site over all of them."""
+    from .plan_view import print_plan_lines
+    from ..sweep import run_sweep
+
+    signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
+    report, summaries = run_sweep(cfg, list(args.max_frames), on_plan=print_plan_lines)
+    if report:
+        print(f"frames for {len(args.max_frames)} budgets: {report['unique']} entries, {report['cached']} written in "
+              f"{report['passes']} decode pass(es), {report['reused']} reused, {report['failed']} failed")
+    code = 0
+    for budget, summary in zip(args.max_frames, summaries):
+        print(f"\nmax_frames={budget}: {summary['run_dir']}")
+        print_table(summary)
+        failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
+        code = code or (1 if failed or not summary["complete"] else 0)
+    if summaries and not args.no_site:
+        from ..leaderboard import build_site
+
+        base = Path(summaries[0]["run_dir"]).parent
+        site = build_site([Path(s["run_dir"]) for s in summaries], base / "leaderboard")
+        print(f"\nleaderboard of the sweep: {site / 'index.html'}")
     return code
