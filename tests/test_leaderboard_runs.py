@@ -96,6 +96,24 @@ def make_runs(root: Path) -> list[Path]:
     ]
 
 
+def windowed(samples: list[Sample], start: float = 1.0, end: float = 3.0) -> list[Sample]:
+    """The samples with a clip window on the first one (the demo suite has none)."""
+    import dataclasses
+
+    return [dataclasses.replace(samples[0], window=(start, end)), *samples[1:]]
+
+
+def make_frame_runs(root: Path, cache: FrameCache, keep: int = 5) -> list[Path]:
+    """Runs of demo-mc whose lines record real frames from `cache`: a right one, one with wrong answers (flipped
+    samples), and the same model at a smaller frame budget (a frame sweep). The first sample has a clip window."""
+    mc = [s for s in get_benchmark("demo-mc").load_samples(None) if isinstance(s, Sample)][:keep]
+    samples = {"demo-mc": windowed(mc)}
+    common = dict(benchmarks=("demo-mc",), samples=samples, cache=cache)
+    return [make_run(root / "frames-a", "model-a", right, **common),
+            make_run(root / "frames-b", "model-b", every_third_wrong, **common),
+            make_run(root / "frames-b8", "model-b", every_third_wrong, frame_overrides={"max_frames": 8}, **common)]
+
+
 def runs_under_test(root: Path) -> list[Path]:
     """The runs named by VBENCH_LEADERBOARD_RUNS (colon-separated run directories, e.g. tiny-model runs of
     `vbench-async run`), else the three runs of `make_runs`."""
