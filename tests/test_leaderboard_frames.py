@@ -161,3 +161,17 @@ def test_official_and_robust_readings_and_the_samples_where_they_differ(runs, tm
     assert f"{100 * (n - 2) / n:.2f}" in page and "100.00" in page  # official and robust headlines
     rows = _embedded(site / "samples" / "demo-mc.html", "sample-data")
     assert sum(1 for r in rows if r["official"] != r["robust"]) == 2
+
+
+def test_compare_command_names_the_differing_setting_and_the_flipped_samples(runs, capsys):
+    from vbench_async.cli import main
+
+    assert main(["compare", str(runs[0]), str(runs[2]), "--json"]) == 0
+    mc = json.loads(capsys.readouterr().out)["benchmarks"]["demo-mc"]
+    assert mc["config_differs"] and mc["differs_in"] == ["frames.max_frames"]
+    a = {x["sample_id"]: x["score"] for x in _lines(runs[0])}
+    b = {x["sample_id"]: x["score"] or 0.0 for x in _lines(runs[2])}
+    assert [f["sample_id"] for f in mc["flipped"]] == sorted(s for s in a if a[s] != b[s])
+    assert main(["compare", str(runs[0]), str(runs[2])]) == 0
+    table = capsys.readouterr().out
+    assert "config differs: frames.max_frames" in table and "flipped" in table

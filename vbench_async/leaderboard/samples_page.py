@@ -49,8 +49,8 @@ def reading_scores(results: list[dict[str, Any]], card: Any) -> dict[str, Any]:
 
     out: dict[str, Any] = {"official": None, "robust": None, "n_differ": 0, "n_both": 0}
     for name in ("official", "robust"):
-        if card is None or not any(isinstance(r.get(name), dict) for r in results):
-            continue
+        if card is None or all(tables.reading_value(r.get(name)) is None for r in results):
+            continue  # no line carries this reading (protocol "none", or lines from before readings existed)
         scored = [{**r, "score": _reading_or_score(r, name)} for r in results]
         out[name] = aggregate(scored, card.aggregation, (), card.metric if hasattr(card, "metric") else "").get("score")
     for r in results:
