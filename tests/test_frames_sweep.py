@@ -4,6 +4,7 @@ one a single-budget decode writes, and `run --max-frames A,B --mode preprocess` 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import numpy as np
@@ -75,3 +76,22 @@ def test_a_budget_listed_twice_is_refused(tmp_path):
     proc = run_cli("run", "--model", "tiny-qwen2.5-vl", "--benchmarks", "demo-mc", "--max-frames", "8,8",
                    "--output-dir", str(tmp_path / "out"), "--mode", "preprocess")
     assert proc.returncode != 0 and "twice" in proc.stderr and not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow  # two engine starts (transformers backend, tiny model): about a minute of CPU
+def test_a_sweep_runs_every_budget_into_its_own_run_directory(tmp_path):
+    out = tmp_path / "sweep"
+    proc = run_cli("run", "--model", "tiny-qwen2.5-vl", "--backend", "hf", "--benchmarks", "demo-mc",
+                   "--max-samples", "3", "--max-tokens", "4", "--max-frames", "4,8", "--no-progress",
+                   "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache"), timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for budget in (4, 8):
+        run = out / f"max_frames-{budget}"
+        summary = json.loads((run / "summary.json").read_text())
+        assert summary["complete"] and summary["benchmarks"]["demo-mc"]["n_total"] == 3
+        lines = [json.loads(x) for f in (run / "results").glob("*.jsonl") for x in f.read_text().splitlines()]
+        assert len(lines) == 3 and max(x["frames"]["n"] for x in lines) == budget
+        manifest = json.loads((run / "manifest.json").read_text())
+        assert manifest["benchmarks"]["demo-mc"]["frames"]["max_frames"] == budget
+    assert "frames for 2 budgets" in proc.stdout and "max_frames=8:" in proc.stdout
+    assert "score against frame budget" in (out / "leaderboard" / "benchmarks" / "demo-mc.html").read_text()

@@ -87,6 +87,8 @@ def test_the_sample_browser_gets_a_frame_strip_per_line(site, runs):
         with Image.open(jpg) as im:
             assert im.format == "JPEG" and im.width <= THUMB_WIDTH
     assert sum(p.stat().st_size for p in (site / "frames").iterdir()) < 2_000_000
+    exported = json.loads((site / "data" / "demo-mc.samples.json").read_text())
+    assert all(r["frames"]["cache_key"] and "source" not in r["frames"] for r in exported)  # no paths of the run's host
 
 
 def test_runs_that_saw_the_same_frames_share_their_thumbnails(runs, tmp_path):

@@ -103,7 +103,7 @@ def windowed(samples: list[Sample], start: float = 1.0, end: float = 3.0) -> lis
     return [dataclasses.replace(samples[0], window=(start, end)), *samples[1:]]
 
 
-def make_frame_runs(root: Path, cache: FrameCache, keep: int = 5) -> list[Path]:
+def make_frame_runs(root: Path, cache: FrameCache, keep: int = 4) -> list[Path]:
     """Runs of demo-mc whose lines record real frames from `cache`: a right one, one with wrong answers (flipped
     samples), and the same model at a smaller frame budget (a frame sweep). The first sample has a clip window."""
     mc = [s for s in get_benchmark("demo-mc").load_samples(None) if isinstance(s, Sample)][:keep]

@@ -16,11 +16,13 @@ _KEEP = ("run", "sample_id", "task_type", "question", "options", "answer", "outp
          "judge_verdict", "error_kind", "error", "prompt", "official", "robust")
 
 
-def sample_rows(records: list[dict[str, Any]], card: Any, thumbs: Thumbnailer | None) -> list[dict[str, Any]]:
-    """`records`: rows of tables.samples_table. `card`: the benchmark's card (None for an unknown benchmark)."""
+def sample_rows(records: list[dict[str, Any]], results: list[dict[str, Any]], card: Any,
+                thumbs: Thumbnailer | None) -> list[dict[str, Any]]:
+    """`records`: rows of tables.samples_table; `results`: the lines they came from, in the same order (their frame
+    records name the video file to fall back on). `card`: the benchmark's card (None for an unknown benchmark)."""
     out = []
-    for row in records:
-        strip = thumbs.strip(row.get("frames")) if thumbs is not None else None
+    for row, line in zip(records, results, strict=True):
+        strip = thumbs.strip(line.get("frames")) if thumbs is not None else None
         out.append({**{k: row.get(k) for k in _KEEP}, "categories": categories_of(row, card),
                     "frames": strip.to_dict() if strip is not None else None})
     return out

@@ -1,7 +1,8 @@
 """Write the static site: pages from the jinja2 templates in `leaderboards/`, the tables as CSV and JSON, the assets.
 
-A pure function of the result directories: no clock, no network, no absolute paths in the pages, so the same runs give
-byte-identical sites. Everything shown is escaped (autoescape on every template); data for the scripts is embedded as
+A pure function of the result directories (and of the frames their lines name, read from the frame cache or the
+videos for the thumbnails): no clock, no network, no absolute paths in the pages, so the same runs give byte-identical
+sites. Everything shown is escaped (autoescape on every template); data for the scripts is embedded as
 JSON in `<script type="application/json">` with `<`, `>` and `&` written as \\u escapes, so no result text (a model
 output holding `</script>`, say) can end the block. The pages work from file://: the scripts read embedded data, never
 fetch it.
@@ -147,7 +148,8 @@ def _benchmark_page(env, writer: "_Writer", runs: list[Run], bid: str, thumbs: T
     for row in tables.records(cats):
         breakdowns.setdefault(row["breakdown"], []).append(row)
     info = {"id": bid, "slug": s, "n_runs": len(holders)}
-    rows = sample_rows(tables.records(samples), _card(bid), thumbs)
+    rows = sample_rows(tables.records(samples), [x for r in holders for x in r.benchmarks[bid].results], _card(bid),
+                       thumbs)
     writer.text(f"benchmarks/{s}.html", env.get_template("benchmark.html.j2").render(
         root="../", bench=info, cells=cells, chart=chart, dchart=dchart, paired=paired_rows,
         breakdowns={k: _pivot(v, holders) for k, v in breakdowns.items()}, runs=holders,

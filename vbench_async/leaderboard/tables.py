@@ -132,10 +132,15 @@ def samples_table(runs: list[Run], bid: str) -> pd.DataFrame:
                          "error_kind": err.get("kind"), "error": err.get("message"),
                          "fields": dict(x.get("fields") or {}), "prompt": x.get("prompt"),
                          "official": reading_value(x.get("official")), "robust": reading_value(x.get("robust")),
-                         "frames": x.get("frames") if isinstance(x.get("frames"), dict) else None})
+                         "frames": _frames_seen(x.get("frames"))})
     return pd.DataFrame(rows, columns=["run", "model", "sample_id", "task_type", "video", "question", "options",
                                        "answer", "output", "extracted", "score", "well_formed", "judge_verdict",
                                        "error_kind", "error", "fields", "prompt", "official", "robust", "frames"])
+
+
+def _frames_seen(frames: Any) -> dict[str, Any] | None:
+    """A line's frame record for the export, without the video's path on the machine that ran it."""
+    return {k: v for k, v in frames.items() if k != "source"} if isinstance(frames, dict) else None
 
 
 def reading_value(reading: Any) -> float | None:
