@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import sys
 from pathlib import Path
@@ -75,10 +76,10 @@ def add_options(p: argparse.ArgumentParser) -> None:
     how.add_argument("--workers", type=int, default=2, help="decoder processes for preprocessing")
 
     frames = add_group(p, FrameOverrides, exclude=("max_frames",))
-    frames.add_argument("--max-frames", type=frame_budgets, metavar="N[,N...]",
-                        help="frame cap per video; several (16,32,64) run a frame-budget sweep: every budget in this "
-                             "one command, each video decoded once for all of them, each budget in its own run "
-                             "directory OUTPUT_DIR/max_frames-N")
+    cap = next(f for f in dataclasses.fields(FrameOverrides) if f.name == "max_frames")
+    frames.add_argument("--max-frames", dest="max_frames", type=frame_budgets, action=_Budgets, default=None,
+                        metavar="N[,N...]", help=cap.metadata["help"])
+    p.set_defaults(frame_budgets=None)
     add_group(p, SamplingParams)
     add_group(p, VLLMSettings)
 
@@ -110,6 +111,15 @@ def frame_budgets(text: str) -> tuple[int, ...]:
     return budgets
 
 
+class _Budgets(argparse.Action):
+    """`--max-frames 32` or `16,32,64`: the first is the run's frame cap (`max_frames`); all of them, in
+    `frame_budgets`, a sweep's budgets."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, values[0])
+        namespace.frame_budgets = values
+
+
 def config_from_args(args: argparse.Namespace, shard: Shard | None = None) -> RunConfig:
     """The RunConfig of parsed `run` options (also `plan`'s)."""
     from ..backends.base import SamplingParams
@@ -139,8 +149,7 @@ def config_from_args(args: argparse.Namespace, shard: Shard | None = None) -> Ru
         mode=args.mode,
         thinking=args.thinking,
         sampling=from_args(SamplingParams, args),
-        frame_overrides=from_args(FrameOverrides, args, exclude=("max_frames",),
-                                  max_frames=args.max_frames[0] if args.max_frames else None).to_dict(),
+        frame_overrides=from_args(FrameOverrides, args).to_dict(),
         concurrency=args.concurrency,
         loaders=args.loaders,
         queue_size=args.queue_size,
@@ -160,7 +169,7 @@ def main(args: argparse.Namespace) -> int:
 
     shard = resolve_shard(args.shard)
     cfg = config_from_args(args, shard)
-    if args.max_frames and len(args.max_frames) > 1:
+    if args.frame_budgets and len(args.frame_budgets) > 1:
         return sweep_main(args, cfg)
     if args.backend == "vllm":  # before anything touches CUDA: the engine processes inherit the restriction
         apply_devices(select_devices(args.gpus, cfg.engine.tensor_parallel_size * cfg.engine.data_parallel_size))
@@ -219,12 +228,13 @@ def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
     from ..sweep import run_sweep
 
     signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
-    report, summaries = run_sweep(cfg, list(args.max_frames), on_plan=print_plan_lines)
+    budgets = list(args.frame_budgets)
+    report, summaries = run_sweep(cfg, budgets, on_plan=print_plan_lines)
     if report:
-        print(f"frames for {len(args.max_frames)} budgets: {report['unique']} entries, {report['cached']} written in "
+        print(f"frames for {len(budgets)} budgets: {report['unique']} entries, {report['cached']} written in "
               f"{report['passes']} decode pass(es), {report['reused']} reused, {report['failed']} failed")
     code = 0
-    for budget, summary in zip(args.max_frames, summaries):
+    for budget, summary in zip(budgets, summaries):
         print(f"\nmax_frames={budget}: {summary['run_dir']}")
         print_table(summary)
         failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
