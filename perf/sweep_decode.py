@@ -5,9 +5,9 @@ decode pass per video (`decode_video_specs`, what `run --max-frames 16,32,64` do
     PYTHONPATH=. .venv/bin/python perf/sweep_decode.py [--videos 4] [--seconds 60] [--repeats 3]
 
 Clips are 640x360 H.264 at 30 fps (tests/support/videos.py, `natural=True`). Frames follow a 2 fps preset capped at
-each budget, at most 200,704 px. Times are the best of --repeats, the two ways run alternately (the machine is shared). Resizing
-(bicubic, antialiased) is the same work either way; the sweep saves the repeated opening, seeking and decoding. Checks that both ways give
-identical frames. Ends with one SUMMARY line.
+each budget, at most 200,704 px. Times are the best of --repeats, the two ways run alternately (the machine is
+shared). Resizing (bicubic, antialiased) is the same work either way; the sweep saves the repeated opening, seeking
+and decoding. Checks that both ways give identical frames. Ends with one SUMMARY line.
 """
 
 from __future__ import annotations
