@@ -17,7 +17,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
               "backends.base", "scoring.base"),
     "stages": ("frames", "scoring", "benchmarks", "backends", "workload", "demo", "models"),
     "results": ("results", "sharding"),
-    "passes": ("pipeline", "runner", "judge", "launcher", "train", "serve"),
+    "passes": ("pipeline", "runner", "sweep", "judge", "launcher", "train", "serve"),
     "presentation": ("leaderboard", "cli", "__main__"),
 }
 

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from conftest import ENGINE_GROUP, stop
-from test_leaderboard_runs import XSS, runs_under_test, with_hostile_output
+from test_leaderboard_runs import XSS, make_frame_runs, runs_under_test, with_hostile_output
+from vbench_async.frames.cache import FrameCache
 from vbench_async.leaderboard import build_site
 
 pytestmark = ENGINE_GROUP  # shares the tiny-model demo run (qwen25_runs) with the other engine tests
@@ -97,6 +98,16 @@ def site(tmp_path_factory, qwen25_runs) -> dict[str, Any]:
     hostile, bid, sid = with_hostile_output(runs[0], root / "runs-extra" / "hostile")
     out = build_site([*runs, hostile], root / "site")
     return {"dir": out, "hostile_benchmark": bid, "hostile_sample": sid}
+
+
+@pytest.fixture(scope="module")
+def frames_site(tmp_path_factory, qwen25_runs) -> Path:
+    """A site of runs whose lines record their frames: three demo-mc runs over a real frame cache (one at a smaller
+    frame budget) and the tiny-model vLLM run, whose cache evicted most entries (its strips come from the videos)."""
+    root = tmp_path_factory.mktemp("browser-frames")
+    with FrameCache(root / "cache", workers=2) as cache:
+        runs = make_frame_runs(root / "runs", cache)
+    return build_site([*runs, qwen25_runs[0] / "a"], root / "site")
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +205,8 @@ def test_sample_browser_filters_and_shows_html_as_text(page, site, tmp_path):
     ids = page.js("Array.from(document.querySelectorAll('#samples tbody td.mono')).map(c => c.textContent)")
     assert site["hostile_sample"] in ids
     assert page.js("typeof window.__pwned") == "undefined"  # neither the script nor onerror ran
-    assert page.js("document.querySelectorAll('#samples tbody b, #samples tbody img, #samples tbody i').length") == 0
+    assert page.js("document.querySelectorAll('#samples tbody b, #samples tbody img:not(.thumb), #samples tbody i')"
+                   ".length") == 0
 
     for outcome in ("wrong", "correct", "failed"):
         expected = sum(1 for r in rows if _outcome(r) == outcome)
@@ -224,3 +236,52 @@ def test_every_page_loads_cleanly(page, site):
     page.js("console.error('probe')")
     assert page.errors() == ["probe"]
     page.events.clear()
+
+
+# Resolves when every image on the page has loaded or failed; then: per table row, how many images decoded.
+_IMAGES_PER_ROW = """(async () => {
+  const imgs = Array.from(document.querySelectorAll('img.thumb'));
+  await Promise.all(imgs.map(i => i.complete ? 0 : new Promise(r => { i.onload = r; i.onerror = r; })));
+  return Array.from(document.querySelectorAll('TABLE tbody tr')).map(tr =>
+    Array.from(tr.querySelectorAll('img.thumb')).filter(i => i.complete && i.naturalWidth > 0).length);
+})()"""
+
+
+def test_sample_pages_show_the_frames_each_video_sample_received(page, frames_site):
+    origins = set()
+    for html in sorted((frames_site / "samples").glob("*.html")):
+        page.goto(html.as_uri())
+        rows = _embedded(page, "sample-data")
+        origins |= {r["frames"]["origin"] for r in rows if r["frames"]}
+        # Every sample here has a video: each line that got as far as loading frames has its strip.
+        assert rows and all(r["frames"] and not r["frames"]["missing"] for r in rows if not r["error_kind"])
+        shown, expected = [], []
+        for run in dict.fromkeys(r["run"] for r in rows):  # one run at a time: one page of rows each
+            page.js(f"(e => {{ e.value = {json.dumps(run)}; e.dispatchEvent(new Event('change')); }})"
+                    "(document.getElementById('run'))")
+            shown += page.js(_IMAGES_PER_ROW.replace("TABLE", "#samples"))
+            expected += [bool(r["frames"]) for r in rows if r["run"] == run]
+        assert len(shown) == len(rows) and sum(expected) >= len(rows) // 2, html.name
+        assert all(n >= 1 for n, has in zip(shown, expected) if has), html.name  # a decoded image per video sample
+        assert page.errors() == [], html.name
+    # The vLLM run's cache evicted most entries: they come from another cache holding the same key, or its videos.
+    assert origins and origins <= {"frame cache", "video file"}
+    page.goto((frames_site / "samples" / "demo-mc.html").as_uri())
+    assert page.js("document.querySelectorAll('.timeline .window').length") >= 1  # the clip window is marked
+
+
+def test_compare_page_lists_flipped_samples_with_their_frames(page, frames_site, tmp_path):
+    page.goto((frames_site / "index.html").as_uri())
+    links = page.js("Array.from(document.querySelectorAll('#compares a')).map(a => a.getAttribute('href'))")
+    assert "compare/frames-a--frames-b.html" in links
+    page.goto((frames_site / "compare" / "frames-a--frames-b.html").as_uri())
+    ids = page.js("Array.from(document.querySelectorAll('table.flipped tbody td.mono')).map(c => c.textContent)")
+    assert ids == ["mc-0000", "mc-0003"]  # model-b answered these wrong (every_third_wrong), model-a right
+    per_row = page.js(_IMAGES_PER_ROW.replace("TABLE", "table.flipped"))
+    assert len(per_row) == 2 and min(per_row) >= 1
+    assert page.js("document.querySelectorAll('svg rect.bar').length") >= 2  # accuracy by category, both runs
+    shot = base64.b64decode(page.send("Page.captureScreenshot", format="png")["data"])
+    out_dir = Path(os.environ.get("VBENCH_SCREENSHOT_DIR", tmp_path))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "compare.png").write_bytes(shot)
+    assert page.errors() == []

@@ -19,6 +19,7 @@ from typing import Callable
 from vbench_async.backends.base import Completion, SamplingParams
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.errors import SampleError
+from vbench_async.frames.cache import FrameCache
 from vbench_async.models import ModelRef
 from vbench_async.pipeline import Pipeline, WorkItem
 from vbench_async.results.manifest import plain
@@ -48,13 +49,15 @@ def every_third_wrong(sample: Sample, i: int) -> str | SampleError:
 
 
 def make_run(run_dir: Path, model_name: str, answer: Answer, benchmarks=BENCHMARKS, keep: int | None = None,
-             frame_overrides: dict | None = None, samples: dict[str, list[Sample]] | None = None) -> Path:
+             frame_overrides: dict | None = None, samples: dict[str, list[Sample]] | None = None,
+             cache: FrameCache | None = None) -> Path:
     """Write a result directory as `vbench-async run` does. `keep`: only the first N samples (a partial run);
-    `samples`: the samples of a benchmark, instead of its own (for cards whose data is not at hand)."""
+    `samples`: the samples of a benchmark, instead of its own (for cards whose data is not at hand); `cache`: a real
+    frame cache the samples' videos are decoded into, so each line records the frames a model would have received."""
     model = ModelRef(name=model_name, path=f"/models/{model_name}", family="qwen2.5-vl",
                      fingerprint=hashlib.sha256(model_name.encode()).hexdigest()[:24])
     cfg = RunConfig(model=model_name, output_dir=run_dir, sampling=SamplingParams(seed=7),
-                    frame_overrides=frame_overrides or {})
+                    frame_overrides=frame_overrides or {}, cache_dir=cache.root if cache is not None else None)
     builder = Pipeline(backend=None, load_video=None, load_image=None, score=score, sampling=cfg.sampling)
     plans = []
     for bid in benchmarks:
@@ -69,11 +72,15 @@ def make_run(run_dir: Path, model_name: str, answer: Answer, benchmarks=BENCHMAR
                 out = answer(s, i)
                 prompt = bench.render_prompt(s)
                 item = WorkItem(sample=s, prompt=prompt, store=store)
+                seen = None
+                if cache is not None and s.video:
+                    video = bench.video_path(s, None)
+                    seen = cache.get_or_decode(video, spec, s.window).seen(video).to_dict()
                 if isinstance(out, SampleError):
-                    line = builder._result(item, prompt, None, out)
+                    line = builder._result(item, prompt, None, out, seen)
                 else:
                     line = builder._result(item, prompt, Completion(text=out, prompt_tokens=100, output_tokens=9,
-                                                            finish_reason="stop", latency_s=0.1), None)
+                                                            finish_reason="stop", latency_s=0.1), None, seen)
                 store.append(line)
         plans.append(BenchmarkPlan(bench, store, spec, config, n_total=len(todo), entries=[]))
     write_run_outputs(run_dir, model, plain(cfg), {}, plans, {"backend": {"backend": "vllm"}}, time.time() - 5)
@@ -87,6 +94,24 @@ def make_runs(root: Path) -> list[Path]:
         make_run(root / "noisy", "model-noisy", every_third_wrong),
         make_run(root / "partial", "model-partial", right, keep=4),
     ]
+
+
+def windowed(samples: list[Sample], start: float = 1.0, end: float = 3.0) -> list[Sample]:
+    """The samples with a clip window on the first one (the demo suite has none)."""
+    import dataclasses
+
+    return [dataclasses.replace(samples[0], window=(start, end)), *samples[1:]]
+
+
+def make_frame_runs(root: Path, cache: FrameCache, keep: int = 4) -> list[Path]:
+    """Runs of demo-mc whose lines record real frames from `cache`: a right one, one with wrong answers (flipped
+    samples), and the same model at a smaller frame budget (a frame sweep). The first sample has a clip window."""
+    mc = [s for s in get_benchmark("demo-mc").load_samples(None) if isinstance(s, Sample)][:keep]
+    samples = {"demo-mc": windowed(mc)}
+    common = dict(benchmarks=("demo-mc",), samples=samples, cache=cache)
+    return [make_run(root / "frames-a", "model-a", right, **common),
+            make_run(root / "frames-b", "model-b", every_third_wrong, **common),
+            make_run(root / "frames-b8", "model-b", every_third_wrong, frame_overrides={"max_frames": 8}, **common)]
 
 
 def runs_under_test(root: Path) -> list[Path]:

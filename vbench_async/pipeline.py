@@ -165,12 +165,14 @@ class Pipeline:
         loop = asyncio.get_running_loop()
         for group in pending:  # a shared iterator: each group goes to exactly one loader
             video_input: VideoInput | None = None
+            seen: dict[str, Any] | None = None  # what the model receives, recorded in each result line
             group_error: SampleError | None = None
             if group.video is not None and any(it.error is None for it in group.items):
                 t0 = time.perf_counter()
                 try:
                     cached = await loop.run_in_executor(pool, self.load_video, group.video, group.spec, group.window)
                     video_input = VideoInput(frames=cached.frames, metadata=cached.hf_metadata(), uuid=cached.key)
+                    seen = cached.seen(group.video).to_dict()
                 except SampleError as exc:
                     if exc.kind in ENVIRONMENT_KINDS:  # a full disk, a read-only cache: stop, record nothing
                         raise environment_fault("frame cache", None, str(exc)) from None
@@ -196,7 +198,7 @@ class Pipeline:
                         item.error = exc
                     except Exception as exc:  # noqa: BLE001 - an image the loader did not foresee: this sample's
                         item.error = SampleError("image_error", f"{type(exc).__name__}: {exc}")
-                await queue.put((item, video_input, images))
+                await queue.put((item, video_input, images, seen))
 
     async def _worker(self, queue: asyncio.Queue) -> None:
         while True:
@@ -207,10 +209,11 @@ class Pipeline:
             entry = await queue.get()
             if entry is _DONE:
                 return
-            item, video, images = entry
-            await self._evaluate(item, video, images)
+            item, video, images, seen = entry
+            await self._evaluate(item, video, images, seen)
 
-    async def _evaluate(self, item: WorkItem, video: VideoInput | None, images: tuple[ImageInput, ...]) -> None:
+    async def _evaluate(self, item: WorkItem, video: VideoInput | None, images: tuple[ImageInput, ...],
+                        seen: dict[str, Any] | None = None) -> None:
         completion: Completion | None = None
         error = item.error
         prompt = ""
@@ -243,21 +246,21 @@ class Pipeline:
             except Exception as exc:  # an exception type the backend did not expect, on one request: that sample's
                 log.exception("request %s failed", request.request_id)  # failure, not the whole run's
                 error = SampleError("engine_error", f"{type(exc).__name__}: {exc}")
-        result = self._result(item, prompt, completion, error)
+        result = self._result(item, prompt, completion, error, seen)
         try:
             item.store.append(result)
         except InvalidResult as exc:  # a scorer's bad value (a score of 5.0): stored as that sample's failure
             log.error("%s", exc)
-            result = self._result(item, prompt, completion, SampleError("result_invalid", str(exc)))
+            result = self._result(item, prompt, completion, SampleError("result_invalid", str(exc)), seen)
             item.store.append(result)
         self._count(result, completion)
 
     def _result(self, item: WorkItem, prompt: str, completion: Completion | None,
-                error: SampleError | None) -> Result:
+                error: SampleError | None, seen: dict[str, Any] | None = None) -> Result:
         s = item.sample
         result = Result(sample_id=s.sample_id, benchmark=s.benchmark, config_hash=item.store.config_hash,
                         task_type=s.task_type, question=s.question, options=list(s.options), answer=s.answer,
-                        video=s.video, fields=dict(s.fields), prompt=prompt)
+                        video=s.video, fields=dict(s.fields), prompt=prompt, frames=seen)
         if completion is not None:
             result.output = completion.text
             result.prompt_tokens = completion.prompt_tokens

@@ -110,7 +110,7 @@ def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
     from .results import summaries
 
     loaded, not_run = _load(cfg)
-    cache = _cache(cfg)
+    cache = frame_cache(cfg)
     selection = _shard_selection(cfg, model, loaded, run_dir) if cfg.shard else None
     plans = [_plan(b, model, cfg, run_dir, samples, selection, cache.decoder) for b, samples in loaded]
     del loaded  # the plans hold what is still to run; finished samples need not stay in memory
@@ -186,7 +186,7 @@ def _load(cfg: RunConfig) -> tuple[list[tuple[Benchmark, list[Sample | SampleErr
     return loaded, not_run
 
 
-def _cache(cfg: RunConfig) -> FrameCache:
+def frame_cache(cfg: RunConfig) -> FrameCache:
     from .frames import FrameCache
     from .frames.budget import gb_to_bytes
 
@@ -207,10 +207,30 @@ def plan(cfg: RunConfig) -> WorkloadPlan:
 
     model = models.resolve(cfg.model)
     loaded, not_run = _load(cfg)
-    cache = _cache(cfg)
+    cache = frame_cache(cfg)
     run_dir = run_dir_for(cfg, model)
     plans = [_plan(b, model, cfg, run_dir, samples, decoder=cache.decoder, skip_done=False) for b, samples in loaded]
     return workload_plan(cfg, model, plans, cache, not_run, strict=True)
+
+
+def video_jobs(cfg: RunConfig, model: ModelRef, overrides: list[dict[str, int | float]]) -> list[VideoJob]:
+    """The frame jobs of the selection's samples under each of the frame settings `overrides` (a sweep's budgets),
+    with the samples loaded once; samples whose video path is unsafe are left to the runs to record."""
+    from .frames import VideoJob
+
+    data_root, outside = cfg.selection.data_root, cfg.selection.allow_outside_root
+    jobs = []
+    for bench, samples in _load(cfg)[0]:
+        specs = [bench.frame_spec(model.family, o) for o in overrides]
+        for s in samples:
+            if not isinstance(s, Sample) or not s.video:
+                continue
+            try:
+                video = bench.video_path(s, data_root, allow_outside=outside)
+            except SampleError:
+                continue
+            jobs.extend(VideoJob(video=video, spec=spec, window=s.window, benchmark=bench.id) for spec in specs)
+    return jobs
 
 
 def workload_plan(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache,

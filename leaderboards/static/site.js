@@ -71,12 +71,83 @@
     return cell;
   }
 
+  var FOLD = 600;  // outputs longer than this many characters are folded
+
+  function el(tag, cls, text) {
+    var node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function seconds(t) { return t === null || t === undefined ? "?" : (Math.round(t * 10) / 10) + " s"; }
+
+  // The frames the model received: thumbnails with their times, and a timeline of the video with the clip window.
+  function frameStrip(f, root) {
+    var box = el("div", "frames");
+    if (f.missing) { box.appendChild(el("div", "sub", f.missing)); return box; }
+    var strip = el("div", "strip");
+    var w = f.window || null;
+    f.thumbs.forEach(function (t) {
+      var fig = el("figure", "thumb");
+      var img = document.createElement("img");
+      img.className = "thumb";
+      img.alt = "frame " + t.i + " at " + seconds(t.t);
+      img.src = root + t.src;
+      fig.appendChild(img);
+      fig.appendChild(el("figcaption", "", seconds(t.t)));
+      strip.appendChild(fig);
+    });
+    box.appendChild(strip);
+    if (f.duration) {
+      var line = el("div", "timeline");
+      line.title = "video: 0 – " + seconds(f.duration) + (w ? "; clip window " + seconds(w[0]) + " – " +
+                   seconds(w[1] === null ? f.duration : w[1]) : "");
+      if (w) {
+        var span = el("span", "window");
+        var start = Math.max(0, w[0] || 0), end = w[1] === null || w[1] === undefined ? f.duration : w[1];
+        span.style.left = (100 * start / f.duration) + "%";
+        span.style.width = Math.max(0.5, 100 * (end - start) / f.duration) + "%";
+        line.appendChild(span);
+      }
+      f.thumbs.forEach(function (t) {
+        var tick = el("span", "tick");
+        tick.style.left = (100 * Math.min(1, (t.t || 0) / f.duration)) + "%";
+        line.appendChild(tick);
+      });
+      box.appendChild(line);
+    }
+    var shown = f.thumbs.length < f.n ? f.thumbs.length + " of " : "";
+    box.appendChild(el("div", "sub", shown + f.n + " frame" + (f.n === 1 ? "" : "s") + " sent" +
+      (f.size ? " at " + f.size[1] + "×" + f.size[0] : "") + (w ? ", clip " + seconds(w[0]) + " – " +
+      (w[1] === null ? "end" : seconds(w[1])) : "") + (f.origin ? " · from the " + f.origin : "")));
+    return box;
+  }
+
+  function folded(text, cls) {
+    var cell = el("td", cls);
+    if (text === null || text === undefined) return cell;
+    text = String(text);
+    if (text.length <= FOLD) { cell.textContent = text; return cell; }
+    var d = el("details");
+    d.appendChild(el("summary", "", text.slice(0, 200) + "… (" + text.length + " characters)"));
+    d.appendChild(el("div", "", text));
+    cell.appendChild(d);
+    return cell;
+  }
+
   function initSamples(table) {
     var rows = readJSON("sample-data") || [];
     var labels = readJSON("run-labels") || {};
-    rows.forEach(function (r) { r._text = haystack(r); r._outcome = outcome(r); });
+    var root = table.getAttribute("data-root") || "";
+    rows.forEach(function (r) {
+      r._text = haystack(r); r._outcome = outcome(r);
+      r._differ = !r.error_kind && r.official !== null && r.robust !== null && r.official !== undefined &&
+                  r.robust !== undefined && r.official !== r.robust;
+    });
     var q = document.getElementById("q"), run = document.getElementById("run");
     var which = document.getElementById("outcome"), count = document.getElementById("count");
+    var cat = document.getElementById("category"), readings = document.getElementById("readings");
     var pageLabel = document.getElementById("page");
     var prev = document.getElementById("prev"), next = document.getElementById("next");
     var page = 0, shown = rows;
@@ -91,18 +162,29 @@
         tr.className = "outcome-" + r._outcome;
         tr.appendChild(td(labels[r.run] || r.run));
         tr.appendChild(td(r.sample_id, "mono"));
-        var qcell = td(r.question, "text");
+        var qcell = el("td", "text");
+        if (r.frames) qcell.appendChild(frameStrip(r.frames, root));
+        qcell.appendChild(el("div", "question", r.question));
         if (r.options && r.options.length) {
           var list = document.createElement("ul");
           r.options.forEach(function (o) { var li = document.createElement("li"); li.textContent = o; list.appendChild(li); });
           qcell.appendChild(list);
         }
+        if (r.prompt) {
+          var p = el("details", "prompt");
+          p.appendChild(el("summary", "", "prompt as sent"));
+          p.appendChild(el("div", "text", r.prompt));
+          qcell.appendChild(p);
+        }
         tr.appendChild(qcell);
-        tr.appendChild(td(r.answer, "text"));
-        tr.appendChild(td(r.output, "text output"));
-        tr.appendChild(td(r.extracted, "text"));
+        tr.appendChild(td(r.answer, "text truth"));
+        tr.appendChild(folded(r.output, "text output"));
+        var hit = r._outcome === "correct" ? " hit" : (r._outcome === "wrong" || r._outcome === "partial" ? " miss" : "");
+        tr.appendChild(td(r.extracted, "text extracted" + hit));
         var s = r.score === null || r.score === undefined ? "–" : (Math.round(r.score * 1000) / 1000).toString();
-        tr.appendChild(td(s + (r.judge_verdict ? " (judge: " + r.judge_verdict + ")" : ""), "num"));
+        var scell = td(s + (r.judge_verdict ? " (judge: " + r.judge_verdict + ")" : ""), "num");
+        if (r._differ) scell.appendChild(el("div", "sub differ", "official " + r.official + " · robust " + r.robust));
+        tr.appendChild(scell);
         tr.appendChild(td(r.error_kind ? r.error_kind + ": " + (r.error || "") : "", "text error"));
         body.appendChild(tr);
       });
@@ -114,16 +196,25 @@
 
     function apply() {
       var needle = q.value.trim().toLowerCase(), r = run.value, o = which.value;
+      var c = cat ? cat.value : "", d = readings ? readings.value : "";
       shown = rows.filter(function (row) {
-        return (!r || row.run === r) && (!o || row._outcome === o) && (!needle || row._text.indexOf(needle) >= 0);
+        return (!r || row.run === r) && (!o || row._outcome === o) && (!needle || row._text.indexOf(needle) >= 0) &&
+               (!c || (row.categories || []).indexOf(c) >= 0) && (!d || row._differ);
       });
       page = 0;
       render();
     }
 
+    // Filters may come in the address (`samples/x.html?readings=differ&run=r`), as the benchmark page links them.
+    var params = new URLSearchParams(window.location.search);
+    [["run", run], ["outcome", which], ["category", cat], ["readings", readings]].forEach(function (p) {
+      var v = params.get(p[0]);
+      if (v !== null && p[1] && Array.prototype.some.call(p[1].options, function (o) { return o.value === v; })) {
+        p[1].value = v;
+      }
+    });
     q.addEventListener("input", apply);
-    run.addEventListener("change", apply);
-    which.addEventListener("change", apply);
+    [run, which, cat, readings].forEach(function (e) { if (e) e.addEventListener("change", apply); });
     document.getElementById("filters").addEventListener("submit", function (e) { e.preventDefault(); });
     prev.addEventListener("click", function () { page -= 1; render(); });
     next.addEventListener("click", function () { page += 1; render(); });

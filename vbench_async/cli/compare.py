@@ -18,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Compare run A with run B benchmark by benchmark, on the sample ids both hold: the mean difference (A - B) "
             "with a 95%% confidence interval clustered by video, a paired t-test, and an exact sign test (McNemar's "
-            "exact test when every score is 0 or 1). Samples only one run holds are counted and left out. Judge "
+            "exact test when every score is 0 or 1), and how many samples flipped (their ids in --json). Samples only "
+            "one run holds are counted and left out; where the runs' settings differ, the note names them. Judge "
             "verdicts, where a judge pass ran, are used as the scores."
         ),
     )
@@ -30,8 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def compare_runs(run_a: Path, run_b: Path, benchmarks: list[str] | None = None) -> dict:
-    """{benchmark: PairedComparison as a dict, plus config_differs} for the benchmarks both runs hold."""
-    from ..leaderboard.load import load_runs
+    """{benchmark: PairedComparison as a dict, plus config_differs, the settings that differ (`differs_in`) and the
+    flipped samples (id, A's and B's score)} for the benchmarks both runs hold."""
+    from ..leaderboard.compare_pages import flipped_samples
+    from ..leaderboard.load import differing_settings, load_runs
     from ..results.stats import paired_compare, values_by_id
 
     a, b = load_runs([run_a, run_b])
@@ -49,7 +52,11 @@ def compare_runs(run_a: Path, run_b: Path, benchmarks: list[str] | None = None) 
         va, ca = values_by_id(a.benchmarks[bid].results)
         vb, cb = values_by_id(b.benchmarks[bid].results)
         row = paired_compare(va, vb, {**cb, **ca}).to_dict()
-        row["config_differs"] = a.benchmarks[bid].config_group != b.benchmarks[bid].config_group
+        ba, bb = a.benchmarks[bid], b.benchmarks[bid]
+        row["config_differs"] = ba.config_group != bb.config_group
+        row["differs_in"] = differing_settings([ba.config, bb.config]) if ba.config and bb.config else []
+        row["flipped"] = [{"sample_id": f["sample_id"], "a": f["score_a"], "b": f["score_b"]}
+                          for f in flipped_samples(ba, bb)]
         out[bid] = row
     return {"run_a": a.label, "run_b": b.label, "benchmarks": out}
 
@@ -66,7 +73,7 @@ def main(args: argparse.Namespace) -> int:
         print()
         return 0
     print(f"A = {result['run_a']}   B = {result['run_b']}   (scores in %, difference A - B)")
-    rows = [("benchmark", "n", "A", "B", "A-B", "95% CI", "p(t)", "A>B/A<B", "p(exact)", "note")]
+    rows = [("benchmark", "n", "A", "B", "A-B", "95% CI", "p(t)", "A>B/A<B", "p(exact)", "flipped", "note")]
     for bid, r in result["benchmarks"].items():
         d = r["diff"]
         ci = "-" if d["ci_low"] is None else f"[{100 * d['ci_low']:+.1f}, {100 * d['ci_high']:+.1f}]"
@@ -74,9 +81,9 @@ def main(args: argparse.Namespace) -> int:
         if r["only_a"] or r["only_b"]:
             note.append(f"unpaired {r['only_a']}+{r['only_b']}")
         if r["config_differs"]:
-            note.append("config differs")
+            note.append("config differs" + (f": {', '.join(r['differs_in'])}" if r["differs_in"] else ""))
         rows.append((bid, str(r["n"]), _f(r["mean_a"], ".1f", 100), _f(r["mean_b"], ".1f", 100),
                      _f(d["value"], "+.1f", 100), ci, _f(r["p_t"], ".3g"), f"{r['n_a_better']}/{r['n_b_better']}",
-                     f"{r['p_sign']:.3g} ({r['sign_test_name']})", ", ".join(note)))
-    print_rows(rows, left=(0, 9))
+                     f"{r['p_sign']:.3g} ({r['sign_test_name']})", str(len(r["flipped"])), ", ".join(note)))
+    print_rows(rows, left=(0, 10))
     return 0

@@ -17,7 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Write a static site from one or more result directories (each written by `vbench-async run`): a sortable "
             "models x benchmarks table with 95%% confidence intervals and suite averages, a page per benchmark with "
-            "category breakdowns, paired comparisons and charts, a per-sample browser, each run's manifest, and CSV "
+            "category breakdowns, paired comparisons and charts, a per-sample browser with the frames each model "
+            "received, side-by-side pages of two runs (the samples that flipped), each run's manifest, and CSV "
             "and JSON exports of every table. It needs no server: open SITE_DIR/index.html from disk. Partial runs, "
             "failed samples and runs made with different settings are marked, never mixed silently."
         ),
@@ -28,6 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", type=Path, required=True, metavar="SITE_DIR",
                    help="folder for the site (created; must be empty or an earlier site)")
     add_include_option(p)
+    p.add_argument("--cache-dir", type=Path, action="append", metavar="DIR",
+                   help="frame cache to draw the sample browser's frame strips from (repeatable); the runs' own "
+                        "caches and the default one are looked in too, then the video files")
+    p.add_argument("--no-frames", action="store_true", help="no frame strips (a smaller site)")
     p.set_defaults(func=main)
 
 
@@ -50,6 +55,6 @@ def main(args: argparse.Namespace) -> int:
     from ..leaderboard import build_site
 
     run_dirs = expand_run_dirs(args.run_dirs)
-    site = build_site(run_dirs, args.output)
+    site = build_site(run_dirs, args.output, cache_dirs=args.cache_dir, frames=not args.no_frames)
     print(f"leaderboard of {len(run_dirs)} run(s): {site / 'index.html'}")
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import sys
 from pathlib import Path
@@ -78,7 +79,11 @@ def add_options(p: argparse.ArgumentParser) -> None:
     how.add_argument("--queue-size", type=int, default=32, help="loaded samples waiting for a free request slot")
     how.add_argument("--workers", type=int, default=2, help="decoder processes for preprocessing")
 
-    add_group(p, FrameOverrides)
+    frames = add_group(p, FrameOverrides, exclude=("max_frames",))
+    cap = next(f for f in dataclasses.fields(FrameOverrides) if f.name == "max_frames")
+    frames.add_argument("--max-frames", dest="max_frames", type=frame_budgets, action=_Budgets, default=None,
+                        metavar="N[,N...]", help=cap.metadata["help"])
+    p.set_defaults(frame_budgets=None)
     add_group(p, SamplingParams)
     add_group(p, VLLMSettings)
 
@@ -102,6 +107,27 @@ def add_options(p: argparse.ArgumentParser) -> None:
                         help="submit the run as a job to `vbench-async serve` at URL and wait for it; the server's "
                              "backend, engine and frame cache are used (their options here are ignored)")
     remote.add_argument("--server-token", help="the server's token (default: $VBENCH_ASYNC_SERVE_TOKEN)")
+
+
+def frame_budgets(text: str) -> tuple[int, ...]:
+    """`--max-frames 32` or `--max-frames 16,32,64`: positive whole numbers."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    try:
+        budgets = tuple(int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a frame count or a comma-separated list of them: {text!r}") from None
+    if not budgets or any(b <= 0 for b in budgets):
+        raise argparse.ArgumentTypeError(f"frame counts must be positive whole numbers: {text!r}")
+    return budgets
+
+
+class _Budgets(argparse.Action):
+    """`--max-frames 32` or `16,32,64`: the first is the run's frame cap (`max_frames`); all of them, in
+    `frame_budgets`, a sweep's budgets."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, values[0])
+        namespace.frame_budgets = values
 
 
 def config_from_args(args: argparse.Namespace, shard: Shard | None = None) -> RunConfig:
@@ -159,6 +185,8 @@ def main(args: argparse.Namespace) -> int:
         return run_on_server(args)
     shard = resolve_shard(args.shard)
     cfg = config_from_args(args, shard)
+    if args.frame_budgets and len(args.frame_budgets) > 1:
+        return sweep_main(args, cfg)
     if args.backend == "vllm":  # before anything touches CUDA: the engine processes inherit the restriction
         apply_devices(select_devices(args.gpus, cfg.engine.tensor_parallel_size * cfg.engine.data_parallel_size))
     # SIGTERM (a scheduler ending the job) stops the run as Ctrl-C does: finished lines kept, a partial summary.
@@ -207,4 +235,30 @@ def main(args: argparse.Namespace) -> int:
             print(f"shard {shard}: exit 0 under {launcher} although {failed} sample(s) failed, so the other shards "
                   f"keep running; `vbench-async merge {run_dir}` exits 1 while any sample failed.", file=sys.stderr)
             code = 0
+    return code
+
+
+def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
+    """`run --max-frames 16,32,64`: every budget's run, its table, and one site over all of them."""
+    from .plan_view import print_plan_lines
+    from ..sweep import run_sweep
+
+    signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
+    budgets = list(args.frame_budgets)
+    report, summaries = run_sweep(cfg, budgets, on_plan=print_plan_lines)
+    if report:
+        print(f"frames for {len(budgets)} budgets: {report['unique']} entries, {report['cached']} written in "
+              f"{report['passes']} decode pass(es), {report['reused']} reused, {report['failed']} failed")
+    code = 0
+    for budget, summary in zip(budgets, summaries):
+        print(f"\nmax_frames={budget}: {summary['run_dir']}")
+        print_table(summary)
+        failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
+        code = code or (1 if failed or not summary["complete"] else 0)
+    if summaries and not args.no_site:
+        from ..leaderboard import build_site
+
+        base = Path(summaries[0]["run_dir"]).parent
+        site = build_site([Path(s["run_dir"]) for s in summaries], base / "leaderboard")
+        print(f"\nleaderboard of the sweep: {site / 'index.html'}")
     return code

@@ -154,6 +154,27 @@ class FrameCache:
             return DEFERRED
         return self._decode(key, Path(video), spec, window, retry_failed)
 
+    def ensure_specs(
+        self, video: Path, specs: list[FrameSpec], window: Window | None = None, *, retry_failed: bool | None = None
+    ) -> list[str]:
+        """`ensure` for several specs of one video and window (a frame-budget sweep): the missing entries are all
+        sampled from one decode pass over the video. One outcome per spec."""
+        keys = [self.key(video, s, window) for s in specs]
+        missing = [(k, s) for k, s in zip(keys, specs) if not self._valid(k)]
+        if len(missing) < 2 or (self.budget is not None and self.budget.full()):  # nothing to share
+            return [self.ensure(video, s, window, retry_failed=retry_failed) for s in specs]
+        retry = self.retry_failed if retry_failed is None else retry_failed
+        for k, _ in missing:
+            record = None if retry else FailureRecord.read(self.layout.failure_path(k))
+            if record is not None and record.kind in FINAL_KINDS:
+                raise record.error()
+        (key, spec), extra = missing[0], missing[1:]
+        outcome = self._decode_now(key, Path(video), spec, window, extra)
+        if outcome is not None:
+            raise FrameError(*outcome)
+        fresh = {k for k, _ in missing}
+        return [DECODED if k in fresh else REUSED for k in keys]
+
     def reserve(self, jobs: Iterable[_Job]) -> int:
         """Note the videos queued requests will load (one reservation per distinct path, spec and window, as the
         pipeline groups them): the budget never evicts them until `get_or_decode` has loaded them. Also records
@@ -237,8 +258,10 @@ class FrameCache:
             raise FrameError(*outcome)
         return DECODED
 
-    def _decode_now(self, key: str, video: Path, spec: FrameSpec, window: Window | None) -> tuple[str, str] | None:
-        if self._valid(key):  # another process may have finished it meanwhile
+    def _decode_now(self, key: str, video: Path, spec: FrameSpec, window: Window | None,
+                    extra: list[tuple[str, FrameSpec]] = ()) -> tuple[str, str] | None:
+        """Decode `key` (and the `extra` (key, spec) entries of the same video and window, in the same pass)."""
+        if not extra and self._valid(key):  # another process may have finished it meanwhile
             return None
         out = self.layout.entry_path(key)
         job = {
@@ -249,6 +272,7 @@ class FrameCache:
             "decoder": self.decoder,
             "codec": self.codec,
             "out": str(out),
+            "extra": [{"spec": s.to_dict(), "out": str(self.layout.entry_path(k))} for k, s in extra],
         }
         with self._lock:
             self.decodes += 1
@@ -257,27 +281,30 @@ class FrameCache:
         except WorkerStartError as exc:
             return (WORKER_ERROR, str(exc))  # not the video's fault: not recorded
         if reply.get("ok"):
-            self.layout.failure_path(key).unlink(missing_ok=True)
-            if self.budget is not None:
-                self.budget.used(key, int(reply.get("bytes") or 0))
-                self.budget.enforce(keep=key)
+            for k, _ in [(key, spec), *extra]:
+                self.layout.failure_path(k).unlink(missing_ok=True)
+                if self.budget is not None:
+                    size = int(reply.get("bytes") or 0) if not extra else _size(self.layout.entry_path(k))
+                    self.budget.used(k, size)
+                    self.budget.enforce(keep=k)
             return None
         for leftover in out.parent.glob(f"{writer_tag(reply.get('pid'))}*"):  # a killed worker's partial file
             leftover.unlink(missing_ok=True)
         kind, message = reply.get("kind", DECODE_ERROR), reply.get("message", "unknown decode failure")
         if kind not in FINAL_KINDS:  # load, a crash or the environment: not the video's fault, so not recorded
             return (kind, message)
-        record = FailureRecord(
-            key=key,
-            kind=kind,
-            message=message,
-            decoder=self.decoder,
-            video=str(video),
-            time=time.time(),
-            window=normalize_window(window),
-            spec=spec.key_fields(),
-        )
-        write_text_atomic(self.layout.failure_path(key), record.to_json())
+        for k, s in [(key, spec), *extra]:  # the video's fault: every spec of it failed alike
+            record = FailureRecord(
+                key=k,
+                kind=kind,
+                message=message,
+                decoder=self.decoder,
+                video=str(video),
+                time=time.time(),
+                window=normalize_window(window),
+                spec=s.key_fields(),
+            )
+            write_text_atomic(self.layout.failure_path(k), record.to_json())
         return (kind, message)
 
     def set_max_workers(self, n: int) -> None:
@@ -293,6 +320,13 @@ class FrameCache:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _touch(path: Path) -> None:

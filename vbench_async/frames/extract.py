@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import stat
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -41,72 +41,102 @@ def decode_video(
     threads: int = 1,
 ) -> tuple[np.ndarray, VideoMeta]:
     """Frames (T, H, W, 3) uint8 and their metadata. Raises FrameError for any bad input."""
+    return decode_video_specs(path, [spec], window, decoder, threads)[0]
+
+
+def decode_video_specs(
+    path: Path,
+    specs: list[FrameSpec],
+    window: Window | None = None,
+    decoder: str = DEFAULT_DECODER,
+    threads: int = 1,
+) -> list[tuple[np.ndarray, VideoMeta]]:
+    """The frames of each spec, from one opening and one pass over the video (a frame-budget sweep's 16, 32 and 64
+    frames share their decoded source frames). Raises FrameError for any bad input."""
     started = time.perf_counter()
     window = normalize_window(window)
     check_video_file(path)
     try:
         video = open_video(path, decoder, threads)
         try:
-            frames, meta = _sample(video, path, spec, window, decoder)
+            out = _sample(video, path, specs, window, decoder)
         finally:
             video.close()
     except FrameError:
         raise
     except Exception as exc:  # decoder libraries raise many types; all mean "this file did not decode"
         raise FrameError(DECODE_ERROR, f"{decoder} failed on {path.name}: {type(exc).__name__}: {exc}") from exc
-    return frames, replace(meta, decode_seconds=round(time.perf_counter() - started, 4))
+    seconds = round(time.perf_counter() - started, 4)
+    return [(frames, replace(meta, decode_seconds=seconds)) for frames, meta in out]
 
 
-def _sample(video, path: Path, spec: FrameSpec, window: Window | None, decoder: str) -> tuple[np.ndarray, VideoMeta]:
+@dataclass
+class _Target:
+    """One spec's output while the video is read: which slots each source frame fills, and frames awaiting resize."""
+
+    spec: FrameSpec
+    indices: list[int]
+    requested: int
+    slots: dict[int, list[int]] = field(default_factory=dict)
+    out: np.ndarray | None = None
+    pending: list[tuple[int, np.ndarray]] = field(default_factory=list)
+
+    def flush(self) -> None:
+        assert self.out is not None
+        _resize_into(self.out, self.pending, self.slots)
+        self.pending.clear()
+
+
+def _sample(video, path: Path, specs: list[FrameSpec], window: Window | None,
+            decoder: str) -> list[tuple[np.ndarray, VideoMeta]]:
     info = video.info
     if info.total_frames <= 0:
         raise FrameError(VIDEO_EMPTY, f"{path.name}: the video stream has no frames")
     first, last, count = frame_range(info.total_frames, info.fps, window)
-    plan = spec.frame_count(count, info.fps)
-    indices = linspace_indices(first, last, plan.n)
-    slots: dict[int, list[int]] = {}
-    for slot, index in enumerate(indices):
-        slots.setdefault(index, []).append(slot)
+    targets = []
+    for spec in specs:
+        plan = spec.frame_count(count, info.fps)
+        t = _Target(spec, linspace_indices(first, last, plan.n), plan.requested)
+        for slot, index in enumerate(t.indices):
+            t.slots.setdefault(index, []).append(slot)
+        targets.append(t)
 
-    out: np.ndarray | None = None
-    source_size = (0, 0)
-    pending: list[tuple[int, np.ndarray]] = []
-
-    def flush() -> None:
-        assert out is not None
-        _resize_into(out, pending, slots)
-        pending.clear()
-
-    for index, rgb in video.read(sorted(slots)):
-        if out is None:
-            source_size = rgb.shape[:2]
-            height, width = spec.frame_size(source_size[0], source_size[1], plan.n)
-            out = np.empty((plan.n, height, width, 3), np.uint8)
-        pending.append((index, rgb))
-        if len(pending) == RESIZE_BATCH:
-            flush()
-    if out is None:
-        raise FrameError(VIDEO_EMPTY, f"{path.name}: no frame could be decoded")
-    flush()
-
-    meta = VideoMeta(
-        fps=info.fps,
-        total_num_frames=count,
-        frames_indices=tuple(indices),
-        duration=count / info.fps,
-        width=int(source_size[1]),
-        height=int(source_size[0]),
-        resized_height=out.shape[1],
-        resized_width=out.shape[2],
-        source_total_frames=info.total_frames,
-        source_duration=info.total_frames / info.fps,
-        window=window,
-        window_frames=(first, last) if window is not None else None,
-        requested_frames=plan.requested,
-        decoder=decoder,
-        spec=spec.key_fields(),
-    )
-    return out, meta
+    source_size: tuple[int, ...] = ()  # of the first decoded frame, as the metadata reports it
+    wanted = sorted({i for t in targets for i in t.slots})
+    for index, rgb in video.read(wanted):
+        source_size = source_size or rgb.shape[:2]
+        for t in targets:
+            if index not in t.slots:
+                continue
+            if t.out is None:
+                height, width = t.spec.frame_size(source_size[0], source_size[1], len(t.indices))
+                t.out = np.empty((len(t.indices), height, width, 3), np.uint8)
+            t.pending.append((index, rgb))
+            if len(t.pending) == RESIZE_BATCH:
+                t.flush()
+    results = []
+    for t in targets:
+        if t.out is None:
+            raise FrameError(VIDEO_EMPTY, f"{path.name}: no frame could be decoded")
+        t.flush()
+        results.append((t.out, VideoMeta(
+            fps=info.fps,
+            total_num_frames=count,
+            frames_indices=tuple(t.indices),
+            duration=count / info.fps,
+            width=int(source_size[1]),
+            height=int(source_size[0]),
+            resized_height=t.out.shape[1],
+            resized_width=t.out.shape[2],
+            source_total_frames=info.total_frames,
+            source_duration=info.total_frames / info.fps,
+            window=window,
+            window_frames=(first, last) if window is not None else None,
+            requested_frames=t.requested,
+            decoder=decoder,
+            spec=t.spec.key_fields(),
+        )))
+    return results
 
 
 def _resize_into(out: np.ndarray, decoded: list[tuple[int, np.ndarray]], slots: dict[int, list[int]]) -> None:

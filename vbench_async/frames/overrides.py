@@ -9,7 +9,9 @@ from dataclasses import dataclass, field, fields
 class FrameOverrides:
     """None keeps the benchmark card's value. The fields' `help` is their command-line text (`cli/options.py`)."""
 
-    max_frames: int | None = field(default=None, metadata={"help": "frame cap per video"})
+    max_frames: int | None = field(default=None, metadata={
+        "help": "frame cap per video (`run` takes several, 16,32,64: a frame-budget sweep, each budget in its own run "
+                "directory OUTPUT_DIR/max_frames-N, each video decoded once for all of them)"})
     nframes: int | None = field(default=None, metadata={"help": "exact frame count (Qwen2.5-style sampling)"})
     fps: float | None = field(default=None, metadata={"help": "sampling rate in frames per second"})
     max_pixels: int | None = field(default=None, metadata={"help": "per-frame pixel cap"})

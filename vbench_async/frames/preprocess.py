@@ -41,6 +41,7 @@ class PreprocessReport:
     reused: int = 0  # already in the cache
     deferred: int = 0  # not warmed: the cache budget is taken by entries queued requests need (decoded on demand)
     failed: int = 0
+    passes: int = 0  # decode passes run: one per video and window, however many specs (budgets) it filled
     seconds: float = 0.0
     failures: list[VideoFailure] = field(default_factory=list)
 
@@ -91,25 +92,35 @@ def preprocess(
         report.failures.append(VideoFailure(video, kind, str(error), count))
 
     cache.set_max_workers(workers)
+    # The specs wanted of one video and window (a frame-budget sweep's budgets) come from one decode pass.
+    by_video: dict[tuple[str, Window | None], list[tuple[VideoJob, int]]] = {}
+    for job, count in todo.values():
+        by_video.setdefault((str(job.video), job.window), []).append((job, count))
     bar = _progress_bar(len(todo), progress)
     pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="preprocess")
+
+    def ensure(group: list[tuple[VideoJob, int]]) -> list[str]:
+        first = group[0][0]
+        if len(group) == 1:
+            return [cache.ensure(first.video, first.spec, first.window, retry_failed=retry_failed)]
+        return cache.ensure_specs(first.video, [j.spec for j, _ in group], first.window, retry_failed=retry_failed)
+
     try:
-        futures = {
-            pool.submit(cache.ensure, job.video, job.spec, job.window, retry_failed=retry_failed): (job, count)
-            for job, count in todo.values()
-        }
+        futures = {pool.submit(ensure, group): group for group in by_video.values()}
         for future in as_completed(futures):
             if stop is not None and stop.is_set():
                 break
-            job, count = futures[future]
+            group = futures[future]
             try:
-                outcome = future.result()
-                if outcome == DECODED:
-                    report.cached += 1
-                elif outcome == DEFERRED:
-                    report.deferred += 1
-                else:
-                    report.reused += 1
+                outcomes = future.result()
+                report.passes += DECODED in outcomes
+                for outcome in outcomes:
+                    if outcome == DECODED:
+                        report.cached += 1
+                    elif outcome == DEFERRED:
+                        report.deferred += 1
+                    else:
+                        report.reused += 1
             except OSError as exc:
                 if not is_environment_oserror(exc):
                     raise
@@ -117,9 +128,9 @@ def preprocess(
             except FrameError as exc:
                 if exc.kind in ENVIRONMENT_KINDS:  # every other video would fail the same way: stop now
                     raise environment_fault("frame cache", cache.root, str(exc)) from None
-                report.failures.append(VideoFailure(str(job.video), exc.kind, str(exc), count))
+                report.failures.extend(VideoFailure(str(job.video), exc.kind, str(exc), count) for job, count in group)
             if bar is not None:
-                bar.update(1)
+                bar.update(len(group))
                 bar.set_postfix(cached=report.cached, reused=report.reused, failed=len(report.failures))
     finally:
         pool.shutdown(wait=True, cancel_futures=True)  # on Ctrl-C: only the decodes already running finish

@@ -8,6 +8,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..result import FramesSeen
+
 FORMAT_VERSION = "vbf1"  # bump when the entry layout or the sampling/resize code changes the frames
 
 # Consumers hand these to vLLM / the HF processor so cached frames are neither re-sampled nor re-resized.
@@ -88,6 +90,17 @@ class CachedVideo:
             "height": m.height,
             "video_backend": m.decoder,
         }
+
+    def seen(self, source: Any = None) -> FramesSeen:
+        """What a model given these frames receives, for the result line (`source`: the video file read)."""
+        m = self.meta
+        return FramesSeen(
+            n=m.num_frames, indices=list(m.frames_indices),
+            timestamps=[round(i / m.fps, 3) for i in m.frames_indices] if m.fps > 0 else [],
+            size=[m.resized_height, m.resized_width], source_size=[m.height, m.width], fps=m.fps,
+            duration=round(m.source_duration, 3), cache_key=self.key,
+            window=list(m.window) if m.window is not None else None, requested=m.requested_frames,
+            source=str(source) if source is not None else None)
 
     def processor_kwargs(self) -> dict[str, bool]:
         return dict(PROCESSOR_KWARGS)

@@ -2,7 +2,9 @@
 
 Protocol: JSON lines. The worker first prints {"ready": true, "pid": N}; then for each job line
 {"id", "video", "spec", "window", "decoder", "codec", "out"} it decodes, writes the cache entry itself (atomically) and
-answers {"id", "ok": true, "bytes", "decode_seconds"} or {"id", "ok": false, "kind", "message"}. Frames never
+answers {"id", "ok": true, "bytes", "decode_seconds"} or {"id", "ok": false, "kind", "message"}. A job may add
+"extra": [{"spec", "out"}, ...]: more specs of the same video and window, sampled from the same single decode pass
+(a frame-budget sweep); "bytes" is then the sum over all entries written. Frames never
 cross the pipe (no pickling; the parent reads the entry from disk). The worker exits when stdin closes.
 """
 
@@ -25,7 +27,7 @@ def _send(channel: TextIO, message: dict[str, Any]) -> None:
 
 def handle(job: dict[str, Any]) -> dict[str, Any]:
     from ..failure_kinds import CACHE_UNWRITABLE
-    from .extract import decode_video
+    from .extract import decode_video_specs
     from .errors import DECODE_ERROR, FrameError
     from .spec import FrameSpec
     from .store import write_entry
@@ -34,23 +36,26 @@ def handle(job: dict[str, Any]) -> dict[str, Any]:
         return {"id": job.get("id"), "ok": False, "kind": kind, "message": message}
 
     try:
-        spec = FrameSpec.from_dict(job["spec"])
+        targets = [(job["spec"], job["out"])] + [(x["spec"], x["out"]) for x in job.get("extra") or []]
+        specs = [FrameSpec.from_dict(spec) for spec, _ in targets]
         window = tuple(job["window"]) if job.get("window") is not None else None
         threads = int(os.environ.get(THREADS_ENV, "1"))
-        frames, meta = decode_video(Path(job["video"]), spec, window, job["decoder"], threads)
+        decoded = decode_video_specs(Path(job["video"]), specs, window, job["decoder"], threads)
     except FrameError as exc:
         return failed(exc.kind, str(exc))
     except MemoryError:
         return failed(DECODE_ERROR, "out of memory while decoding")
     except Exception as exc:  # a bug or an odd file: report it, keep serving
         return failed(DECODE_ERROR, f"{type(exc).__name__}: {exc}")
-    try:
-        size = write_entry(Path(job["out"]), frames, meta, job.get("codec", "raw"))
-    except Exception as exc:  # the cache directory's fault (full disk, lost mount, permissions), not the video's
-        # (safetensors reports a failed write as its own error type, with the OS message inside)
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
-        return failed(CACHE_UNWRITABLE, f"{reason} (writing {job['out']})")
-    return {"id": job.get("id"), "ok": True, "bytes": size, "decode_seconds": meta.decode_seconds}
+    size = 0
+    for (_, out), (frames, meta) in zip(targets, decoded, strict=True):
+        try:
+            size += write_entry(Path(out), frames, meta, job.get("codec", "raw"))
+        except Exception as exc:  # the cache directory's fault (full disk, lost mount, permissions), not the video's
+            # (safetensors reports a failed write as its own error type, with the OS message inside)
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
+            return failed(CACHE_UNWRITABLE, f"{reason} (writing {out})")
+    return {"id": job.get("id"), "ok": True, "bytes": size, "decode_seconds": decoded[0][1].decode_seconds}
 
 
 def main() -> int:

@@ -67,3 +67,58 @@ def diff_chart(title: str, items: list[tuple[str, float | None, float | None, fl
     ticks = [(x(f * extent), f"{100 * f * extent:+.1f}") for f in (-1.0, -0.5, 0.0, 0.5, 1.0)]
     return Chart(title, LABEL_W + PLOT_W + 60, int(TOP + ROW_H * max(len(rows), 1) + 8), rows, ticks, zero=x(0.0),
                  kind="diff")
+
+
+@dataclass(frozen=True)
+class Point:
+    x: float
+    y: float
+    lo: float | None
+    hi: float | None
+    label: str  # "32 frames: 45.0"
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    points: list[Point]
+    path: str  # SVG polyline points
+
+
+@dataclass(frozen=True)
+class LineChart:
+    title: str
+    width: int
+    height: int
+    series: list[Series]
+    xticks: list[tuple[float, str]]
+    yticks: list[tuple[float, str]]
+    kind: str = "lines"
+
+
+LINE_H = 220  # plot height of a line chart
+
+
+def line_chart(title: str, series: dict[str, list[tuple[float, float, float | None, float | None]]],
+               unit: str) -> LineChart:
+    """series: label -> [(x, score, ci_low, ci_high)] with scores in [0, 1]; x on a log2 axis (frame budgets double)."""
+    import math
+
+    xs = sorted({p[0] for pts in series.values() for p in pts if p[0] > 0})
+    lo, hi = math.log2(xs[0]), math.log2(xs[-1])
+    span = hi - lo or 1.0
+    left, top = 60, TOP
+
+    def px(v: float) -> float:
+        return left + (math.log2(v) - lo) / span * PLOT_W
+
+    def py(v: float) -> float:
+        return top + (1.0 - min(max(v, 0.0), 1.0)) * LINE_H
+
+    out = []
+    for label, pts in series.items():
+        points = [Point(px(x), py(y), py(a) if a is not None else None, py(b) if b is not None else None,
+                        f"{x:g} {unit}: {100 * y:.1f}") for x, y, a, b in pts if x > 0]
+        out.append(Series(label, points, " ".join(f"{p.x:.1f},{p.y:.1f}" for p in points)))
+    return LineChart(title, left + PLOT_W + LABEL_W, int(top + LINE_H + 30), out,
+                     [(px(x), f"{x:g}") for x in xs], [(py(t / 100), f"{t}") for t in range(0, 101, 20)])

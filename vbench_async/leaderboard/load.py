@@ -40,6 +40,7 @@ class BenchRun:
     config: dict[str, Any] | None  # the comparable part of the result config (None without a manifest)
     judge: dict[str, Any] | None = None
     config_group: str | None = None  # "A", "B", ... when runs disagree on the config
+    config_note: str = ""  # the settings that differ between the variants, with this run's values
     problem: str | None = None  # what is wrong with the stored run (no result file, unknown benchmark)
     stored_complete: bool = True  # False when the run that wrote the summary was interrupted
     n_bad_lines: int = 0  # lines of the result file left out as invalid
@@ -89,7 +90,7 @@ class BenchRun:
         if self.aggregate.get("n_needs_judge"):
             out.append(f"{self.aggregate['n_needs_judge']} need judge")
         if self.config_group:
-            out.append(f"config {self.config_group}")
+            out.append(f"config {self.config_group}" + (f": {self.config_note}" if self.config_note else ""))
         return out
 
 
@@ -207,8 +208,33 @@ def mark_config_groups(runs: list[Run]) -> None:
         keys = [json.dumps(c.config, sort_keys=True, default=str) if c.config is not None else None for c in cells]
         distinct = list(dict.fromkeys(k for k in keys if k is not None))
         if len(distinct) > 1 or (None in keys and len(cells) > 1):
+            differ = differing_settings([c.config for c in cells if c.config is not None])
             for c, k in zip(cells, keys):
                 c.config_group = "?" if k is None else chr(ord("A") + distinct.index(k))
+                c.config_note = "no manifest" if c.config is None else ", ".join(
+                    f"{name}={json.dumps(_setting(c.config, name), sort_keys=True, default=str)}" for name in differ)
+
+
+def differing_settings(configs: list[dict[str, Any]]) -> list[str]:
+    """Dotted names of the settings (one level into nested ones: `frames.max_frames`) that differ among `configs`."""
+    def flat(cfg: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in cfg.items():
+            if isinstance(v, dict):
+                out.update({f"{k}.{kk}": vv for kk, vv in v.items()})
+            else:
+                out[k] = v
+        return out
+
+    flats = [flat(c) for c in configs]
+    names = list(dict.fromkeys(n for f in flats for n in f))
+    return [n for n in names if len({json.dumps(f.get(n), sort_keys=True, default=str) for f in flats}) > 1]
+
+
+def _setting(cfg: dict[str, Any], dotted: str) -> Any:
+    head, _, tail = dotted.partition(".")
+    v = cfg.get(head)
+    return v.get(tail) if tail and isinstance(v, dict) else v
 
 
 def benchmark_ids(runs: list[Run]) -> list[str]:

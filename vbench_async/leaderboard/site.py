@@ -1,7 +1,8 @@
 """Write the static site: pages from the jinja2 templates in `leaderboards/`, the tables as CSV and JSON, the assets.
 
-A pure function of the result directories: no clock, no network, no absolute paths in the pages, so the same runs give
-byte-identical sites. Everything shown is escaped (autoescape on every template); data for the scripts is embedded as
+A pure function of the result directories (and of the frames their lines name, read from the frame cache or the
+videos for the thumbnails): no clock, no network, no absolute paths in the pages, so the same runs give byte-identical
+sites. Everything shown is escaped (autoescape on every template); data for the scripts is embedded as
 JSON in `<script type="application/json">` with `<`, `>` and `&` written as \\u escapes, so no result text (a model
 output holding `</script>`, say) can end the block. The pages work from file://: the scripts read embedded data, never
 fetch it.
@@ -21,11 +22,14 @@ from ..resources import data_dir
 from ..results.rundir import safe_name
 from . import tables
 from .charts import diff_chart, score_chart
+from .compare_pages import budget_chart, pair_sections, pairs
 from .csv_cells import safe_cell
 from .load import Run, benchmark_ids, load_runs
+from .samples_page import category_options, reading_scores, sample_rows
+from .thumbnails import FOLDER as FRAMES_FOLDER, Thumbnailer
 
 MARKER = ".vbench-async-site"  # says "this folder is ours": only then are stale pages removed
-OWNED = ("benchmarks", "samples", "runs", "data", "static")
+OWNED = ("benchmarks", "samples", "runs", "data", "static", "compare", FRAMES_FOLDER)
 
 
 def json_script(obj: Any) -> Markup:
@@ -54,8 +58,12 @@ def slug(benchmark_id: str) -> str:
     return safe_name(benchmark_id).replace("@", "_at_")
 
 
-def build_site(run_dirs: list[Path], out_dir: Path) -> Path:
-    """Render the site for `run_dirs` into `out_dir`; returns `out_dir` (open `out_dir/index.html`)."""
+def build_site(run_dirs: list[Path], out_dir: Path, cache_dirs: list[Path] | None = None,
+               frames: bool = True) -> Path:
+    """Render the site for `run_dirs` into `out_dir`; returns `out_dir` (open `out_dir/index.html`).
+
+    Frame strips are made from the frame caches in `cache_dirs`, the runs' own caches (their manifests say where) and
+    the default cache, in that order; `frames=False` leaves them out."""
     if not run_dirs:
         raise UserError("give at least one result directory")
     out_dir = Path(out_dir)
@@ -64,12 +72,23 @@ def build_site(run_dirs: list[Path], out_dir: Path) -> Path:
     writer = _Writer(out_dir)
     env = environment()
     bids = benchmark_ids(runs)
+    thumbs = Thumbnailer(writer.bytes, _cache_roots(runs, cache_dirs)) if frames else None
 
     main = tables.main_table(runs)
     writer.table("leaderboard", main)
+    readings = {(r.id, bid): reading_scores(b) for r in runs for bid, b in r.benchmarks.items()}
+    pair_list = pairs(runs)
     pages = []
     for bid in bids:
-        pages.append(_benchmark_page(env, writer, runs, bid))
+        pages.append(_benchmark_page(env, writer, runs, bid, thumbs, readings, {p.slug for p in pair_list}))
+    compares = []
+    for pair in pair_list:
+        sections = pair_sections(pair, thumbs)
+        if sections:
+            compares.append({"slug": pair.slug, "a": pair.a, "b": pair.b,
+                             "n_flipped": sum(s["n_flipped"] for s in sections)})
+            writer.text(f"compare/{pair.slug}.html", env.get_template("compare.html.j2").render(
+                root="../", a=pair.a, b=pair.b, sections=sections))
     writer.json("data/runs.json", [{"run": r.id, "model": r.label, "dir_name": r.dir.name, "summary": r.summary,
                                     "manifest": r.manifest} for r in runs])
     for r in runs:
@@ -77,8 +96,8 @@ def build_site(run_dirs: list[Path], out_dir: Path) -> Path:
             root="../", run=r, facts=_facts(r), manifest_text=_pretty(r.manifest),
             summary_text=_pretty(r.summary)))
     writer.text("index.html", env.get_template("index.html.j2").render(
-        root="", runs=runs, benchmarks=pages, grid=_grid(runs, main), columns=_columns(main, bids),
-        suite_charts=_suite_charts(runs, main)))
+        root="", runs=runs, benchmarks=pages, grid=_grid(runs, main, readings), columns=_columns(main, bids),
+        suite_charts=_suite_charts(runs, main), compares=compares))
     static = data_dir("leaderboards") / "static"
     for f in sorted(static.iterdir()):
         if f.is_file():
@@ -87,7 +106,29 @@ def build_site(run_dirs: list[Path], out_dir: Path) -> Path:
     return out_dir
 
 
-def _benchmark_page(env, writer: "_Writer", runs: list[Run], bid: str) -> dict[str, Any]:
+def _card(bid: str) -> Any:
+    from ..benchmarks import get_benchmark
+
+    try:
+        return get_benchmark(bid).card
+    except UserError:
+        return None
+
+
+def _cache_roots(runs: list[Run], given: list[Path] | None) -> list[Path]:
+    from ..frames.layout import default_cache_dir
+
+    found = [Path(p) for p in given or []]
+    for r in runs:
+        cache = ((r.manifest or {}).get("run_config") or {}).get("cache_dir")
+        if isinstance(cache, str) and cache:
+            found.append(Path(cache).expanduser())
+    found.append(default_cache_dir())
+    return list(dict.fromkeys(found))
+
+
+def _benchmark_page(env, writer: "_Writer", runs: list[Run], bid: str, thumbs: Thumbnailer | None,
+                    readings: dict[tuple[str, str], dict[str, Any]], compare_slugs: set[str]) -> dict[str, Any]:
     s = slug(bid)
     cats, paired = tables.category_table(runs, bid), tables.paired_table(runs, bid)
     samples = tables.samples_table(runs, bid)
@@ -107,11 +148,15 @@ def _benchmark_page(env, writer: "_Writer", runs: list[Run], bid: str) -> dict[s
     for row in tables.records(cats):
         breakdowns.setdefault(row["breakdown"], []).append(row)
     info = {"id": bid, "slug": s, "n_runs": len(holders)}
+    rows = sample_rows(tables.records(samples), [x for r in holders for x in r.benchmarks[bid].results], _card(bid),
+                       thumbs)
     writer.text(f"benchmarks/{s}.html", env.get_template("benchmark.html.j2").render(
         root="../", bench=info, cells=cells, chart=chart, dchart=dchart, paired=paired_rows,
-        breakdowns={k: _pivot(v, holders) for k, v in breakdowns.items()}, runs=holders))
+        breakdowns={k: _pivot(v, holders) for k, v in breakdowns.items()}, runs=holders,
+        readings={r.id: readings[(r.id, bid)] for r in holders}, budget=budget_chart(bid, holders),
+        compare_slugs=compare_slugs))
     writer.text(f"samples/{s}.html", env.get_template("samples.html.j2").render(
-        root="../", bench=info, runs=holders, rows=_sample_rows(samples),
+        root="../", bench=info, runs=holders, rows=rows, categories=category_options(rows),
         labels={r.id: r.label for r in holders}))
     return info
 
@@ -125,20 +170,16 @@ def _pivot(rows: list[dict[str, Any]], runs: list[Run]) -> list[dict[str, Any]]:
     return [{"group": g["group"], "cells": [g["cells"].get(r.id) for r in runs]} for g in by_group.values()]
 
 
-def _sample_rows(df: pd.DataFrame) -> list[dict[str, Any]]:
-    keep = ("run", "sample_id", "task_type", "question", "options", "answer", "output", "extracted", "score",
-            "judge_verdict", "error_kind", "error")
-    return [{k: row[k] for k in keep} for row in tables.records(df)]
-
-
 def _columns(main: pd.DataFrame, bids: list[str]) -> list[dict[str, Any]]:
     suites = [c for c in dict.fromkeys(main.loc[main["kind"] == "suite", "column"])] if not main.empty else []
     return [{"id": b, "kind": "benchmark", "slug": slug(b)} for b in bids] + \
            [{"id": s, "kind": "suite", "slug": None} for s in suites]
 
 
-def _grid(runs: list[Run], main: pd.DataFrame) -> list[dict[str, Any]]:
-    cells: dict[tuple[str, str], dict[str, Any]] = {(r["run"], r["column"]): r for r in tables.records(main)}
+def _grid(runs: list[Run], main: pd.DataFrame,
+          readings: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    cells: dict[tuple[str, str], dict[str, Any]] = {
+        (r["run"], r["column"]): {**r, "readings": readings.get((r["run"], r["column"]))} for r in tables.records(main)}
     columns = list(dict.fromkeys(main["column"])) if not main.empty else []
     return [{"run": r, "cells": [cells.get((r.id, c)) for c in columns]} for r in runs]
 

@@ -160,11 +160,17 @@ def samples_table(runs: list[Run], bid: str) -> pd.DataFrame:
                          "readings_differ": str(x.get("sample_id")) in differ,
                          "well_formed": x.get("well_formed"), "judge_verdict": judge.get("verdict"),
                          "error_kind": err.get("kind"), "error": err.get("message"),
-                         "fields": dict(x.get("fields") or {})})
+                         "fields": dict(x.get("fields") or {}), "prompt": x.get("prompt"),
+                         "frames": _frames_seen(x.get("frames"))})
     return pd.DataFrame(rows, columns=["run", "model", "sample_id", "task_type", "video", "question", "options",
                                        "answer", "output", "extracted", "score", "official_score",
                                        "official_extracted", "robust_score", "readings_differ", "well_formed",
-                                       "judge_verdict", "error_kind", "error", "fields"])
+                                       "judge_verdict", "error_kind", "error", "fields", "prompt", "frames"])
+
+
+def _frames_seen(frames: Any) -> dict[str, Any] | None:
+    """A line's frame record for the export, without the video's path on the machine that ran it."""
+    return {k: v for k, v in frames.items() if k != "source"} if isinstance(frames, dict) else None
 
 
 def records(df: pd.DataFrame) -> list[dict[str, Any]]:

@@ -1,0 +1,160 @@
+"""Frame strips for the sample browser: small JPEG thumbnails of the frames a model received, written into the site.
+
+A result line's `frames` record (result.FramesSeen) names the frame-cache entry that held the frames and the source
+frame numbers. The thumbnails are made from that entry; when the entry is gone (evicted by a cache budget, another
+machine) the same source frames are decoded again from the video file the run read. Each thumbnail is named by the
+hash of its bytes, so runs, samples and benchmarks that saw the same frames share one file, and a site's size grows
+with the distinct frames shown, not with the number of samples.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+THUMB_WIDTH = 160  # pixels; the strip is for recognising scenes, not for reading text
+JPEG_QUALITY = 70
+MAX_PER_SAMPLE = 32  # a strip shows at most this many frames, evenly chosen, and says how many were sent
+FOLDER = "frames"  # the site's thumbnail folder
+
+
+@dataclass
+class Strip:
+    """What the page draws for one sample: thumbnails (site-relative paths) with their times, and the clip window."""
+
+    thumbs: list[dict[str, Any]]  # {"src", "t" (seconds), "i" (source frame)}
+    n: int  # frames the model received
+    duration: float | None
+    window: list[float | None] | None
+    size: list[int] | None  # [height, width] as sent
+    origin: str | None  # "frame cache" / "video file"; None when no frames could be found
+    missing: str | None = None  # why no thumbnails are shown
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"thumbs": self.thumbs, "n": self.n, "duration": self.duration, "window": self.window,
+                "size": self.size, "origin": self.origin, "missing": self.missing}
+
+
+@dataclass
+class Thumbnailer:
+    """Makes strips for result lines, writing each distinct thumbnail once through `write(rel_path, bytes)`."""
+
+    write: Callable[[str, bytes], None]
+    cache_roots: list[Path]
+    decoder: str | None = None
+    written_bytes: int = 0
+    _by_key: dict[str, tuple[str | None, list[str] | None, str | None]] = field(default_factory=dict)
+    _names: set[str] = field(default_factory=set)
+
+    def strip(self, seen: Any) -> Strip | None:
+        """The strip for a result line's `frames` record; None when the line has none (no video, an old line)."""
+        if not isinstance(seen, dict):
+            return None
+        try:
+            indices = [int(i) for i in seen["indices"]]
+            times = [float(t) for t in seen.get("timestamps") or []]
+            key = str(seen["cache_key"])
+        except (KeyError, TypeError, ValueError):
+            return Strip([], 0, None, None, None, None, "the line's frame record is malformed")
+        chosen = _even(len(indices), MAX_PER_SAMPLE)
+        if key not in self._by_key:
+            self._by_key[key] = self._thumbnails(key, indices, seen.get("source"), chosen)
+        origin, names, missing = self._by_key[key]
+        thumbs = [] if names is None else [
+            {"src": f"{FOLDER}/{name}", "t": times[slot] if slot < len(times) else None, "i": indices[slot]}
+            for slot, name in zip(chosen, names)]
+        window = seen.get("window")
+        return Strip(thumbs=thumbs, n=len(indices), duration=_num(seen.get("duration")),
+                     window=list(window) if isinstance(window, (list, tuple)) else None,
+                     size=list(seen["size"]) if isinstance(seen.get("size"), list) else None,
+                     origin=origin, missing=missing)
+
+    def _thumbnails(self, key: str, indices: list[int], source: Any,
+                    chosen: list[int]) -> tuple[str | None, list[str] | None, str | None]:
+        frames = self._from_cache(key, indices)
+        origin = "frame cache"
+        if frames is None and source:
+            frames, origin = _from_video(Path(str(source)), [indices[s] for s in chosen], self.decoder), "video file"
+            if frames is not None:
+                chosen = list(range(len(chosen)))  # decoded exactly the chosen frames, in order
+        if frames is None:
+            why = "not in the frame cache" + (" and the video file is unreadable" if source else "")
+            return None, None, f"frames {why}"
+        return origin, [self._save(frames[s]) for s in chosen], None
+
+    def _from_cache(self, key: str, indices: list[int]) -> np.ndarray | None:
+        from ..frames.layout import CacheLayout
+        from ..frames.store import CorruptEntry, read_entry
+
+        for root in self.cache_roots:
+            path = CacheLayout(root).entry_path(key)
+            if not path.is_file():
+                continue
+            try:
+                frames, meta = read_entry(path)
+            except (CorruptEntry, OSError) as exc:
+                log.warning("frame strip: unreadable cache entry %s: %s", path, exc)
+                continue
+            if list(meta.frames_indices) == indices:  # the entry holds exactly the frames the line names
+                return frames
+        return None
+
+    def _save(self, frame: np.ndarray) -> str:
+        data = encode_thumbnail(frame)
+        name = hashlib.sha256(data).hexdigest()[:20] + ".jpg"
+        if name not in self._names:
+            self._names.add(name)
+            self.written_bytes += len(data)
+        self.write(f"{FOLDER}/{name}", data)
+        return name
+
+
+def encode_thumbnail(frame: np.ndarray, width: int = THUMB_WIDTH) -> bytes:
+    """One RGB uint8 frame as a JPEG `width` pixels wide (never enlarged); deterministic bytes for the same frame."""
+    from PIL import Image
+
+    image = Image.fromarray(np.ascontiguousarray(frame[..., :3]), "RGB")
+    if image.width > width:
+        image = image.resize((width, max(1, round(image.height * width / image.width))), Image.Resampling.BILINEAR)
+    buf = io.BytesIO()
+    image.save(buf, format="JPEG", quality=JPEG_QUALITY, optimize=True)
+    return buf.getvalue()
+
+
+def _from_video(path: Path, indices: list[int], decoder: str | None) -> np.ndarray | None:
+    """The given source frames decoded from the video file, in the given order; None if the file does not yield them."""
+    from ..frames.decoders import DEFAULT_DECODER, open_video
+
+    if not path.is_file():
+        return None
+    try:
+        video = open_video(path, decoder or DEFAULT_DECODER)
+        try:
+            got = dict(video.read(sorted(set(indices))))
+        finally:
+            video.close()
+    except Exception as exc:  # noqa: BLE001 - decoder libraries raise many types; the page says "unreadable"
+        log.warning("frame strip: cannot decode %s: %s", path, exc)
+        return None
+    if any(i not in got for i in indices):
+        return None
+    return np.stack([got[i] for i in indices]) if indices else None
+
+
+def _even(n: int, at_most: int) -> list[int]:
+    """Up to `at_most` slots of `n`, evenly spread, first and last included."""
+    if n <= at_most:
+        return list(range(n))
+    return sorted({round(i * (n - 1) / (at_most - 1)) for i in range(at_most)})
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None

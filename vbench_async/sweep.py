@@ -1,0 +1,55 @@
+"""Frame-budget sweeps: `run --max-frames 16,32,64` evaluates every budget in one command.
+
+Each budget is an ordinary run in its own directory (OUTPUT_DIR/max_frames-N, with its own result files, summary and
+manifest), so resuming, merging and the leaderboard treat it like any other run. The frame cache is filled for all
+budgets first, with each video opened and decoded once for all of them (FrameCache.ensure_specs); the runs then read
+their frames from the cache. Each budget's run starts its own engine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import UserError
+from .runner import RunConfig, frame_cache, run, run_dir_for, video_jobs
+
+log = logging.getLogger(__name__)
+
+
+def budget_dir(base: Path, budget: int) -> Path:
+    return base / f"max_frames-{budget}"
+
+
+def sweep_configs(cfg: RunConfig, budgets: list[int]) -> list[RunConfig]:
+    """One run configuration per budget, each writing into its own directory under the sweep's OUTPUT_DIR."""
+    from . import models
+
+    if len(set(budgets)) != len(budgets):
+        raise UserError(f"--max-frames lists a budget twice: {','.join(map(str, budgets))}")
+    if cfg.shard is not None:
+        raise UserError("a frame-budget sweep runs unsharded; shard each budget's run separately instead")
+    base = run_dir_for(cfg, models.resolve(cfg.model))
+    return [dataclasses.replace(cfg, frame_overrides={**cfg.frame_overrides, "max_frames": b},
+                                output_dir=budget_dir(base, b)) for b in budgets]
+
+
+def run_sweep(cfg: RunConfig, budgets: list[int],
+              on_plan: Callable[..., None] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(the shared preprocessing report, one summary per budget). With mode `preprocess` only the cache is filled."""
+    from . import models
+    from .frames import preprocess
+
+    cfgs = sweep_configs(cfg, budgets)
+    model = models.resolve(cfg.model)
+    report: dict[str, Any] = {}
+    if cfg.mode != "eval":
+        with frame_cache(cfg) as cache:
+            jobs = video_jobs(cfg, model, [c.frame_overrides for c in cfgs])
+            report = preprocess(jobs, cache, workers=cfg.preprocess_workers, progress=cfg.progress).to_dict()
+    if cfg.mode == "preprocess":
+        return report, []
+    # The cache holds every budget's frames now: each run reads them (a miss is still decoded on demand).
+    return report, [run(dataclasses.replace(c, mode="eval"), on_plan=on_plan) for c in cfgs]
