@@ -12,7 +12,7 @@ import numpy as np
 from .decoders import DEFAULT_DECODER, open_video
 from .errors import DECODE_ERROR, VIDEO_EMPTY, VIDEO_MISSING, FrameError
 from .resize import resize_frames
-from .spec import FrameSpec, Window, frame_range, linspace_indices, normalize_window
+from .spec import FrameSpec, Window, frame_range, normalize_window
 from .video import VideoMeta
 
 RESIZE_BATCH = 8  # decoded frames resized together (bounds memory at source resolution)
@@ -63,7 +63,7 @@ def _sample(video, path: Path, spec: FrameSpec, window: Window | None, decoder: 
         raise FrameError(VIDEO_EMPTY, f"{path.name}: the video stream has no frames")
     first, last, count = frame_range(info.total_frames, info.fps, window)
     plan = spec.frame_count(count, info.fps)
-    indices = linspace_indices(first, last, plan.n)
+    indices = spec.indices(first, last, plan.n)  # the family's selection rule
     slots: dict[int, list[int]] = {}
     for slot, index in enumerate(indices):
         slots.setdefault(index, []).append(slot)
