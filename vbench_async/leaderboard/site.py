@@ -22,6 +22,7 @@ from ..results.rundir import safe_name
 from . import tables
 from .charts import diff_chart, score_chart
 from .csv_cells import safe_cell
+from .families import grouped, run_family
 from .load import Run, benchmark_ids, load_runs
 
 MARKER = ".vbench-async-site"  # says "this folder is ours": only then are stale pages removed
@@ -140,7 +141,8 @@ def _columns(main: pd.DataFrame, bids: list[str]) -> list[dict[str, Any]]:
 def _grid(runs: list[Run], main: pd.DataFrame) -> list[dict[str, Any]]:
     cells: dict[tuple[str, str], dict[str, Any]] = {(r["run"], r["column"]): r for r in tables.records(main)}
     columns = list(dict.fromkeys(main["column"])) if not main.empty else []
-    return [{"run": r, "cells": [cells.get((r.id, c)) for c in columns]} for r in runs]
+    return [{"run": r, "family": run_family(r), "cells": [cells.get((r.id, c)) for c in columns]}
+            for r in grouped(runs)]  # grouped by model family
 
 
 def _suite_charts(runs: list[Run], main: pd.DataFrame) -> list[Any]:

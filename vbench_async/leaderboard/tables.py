@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..results.stats import Estimate, combine_independent, paired_compare, values_by_id
+from .families import bench_frames, grouped, run_family
 from .load import Run, benchmark_ids
 
 
@@ -37,16 +38,18 @@ def suites_for(bids: list[str]) -> dict[str, list[str]]:
 
 
 def main_table(runs: list[Run]) -> pd.DataFrame:
-    """One row per run and benchmark (long form): score, CI, counts, markers; suite averages as extra rows."""
+    """One row per run and benchmark (long form): score, CI, counts, markers; suite averages as extra rows. Runs are
+    grouped by model family; each row says the frame settings it was run with."""
     rows = []
     bids = benchmark_ids(runs)
     suites = suites_for(bids)
-    for r in runs:
+    for r in grouped(runs):
         for bid in bids:
             b = r.benchmarks.get(bid)
             if b is None:
                 continue
-            rows.append({"run": r.id, "model": r.label, "column": bid, "kind": "benchmark", "score": b.score,
+            rows.append({"run": r.id, "model": r.label, "family": run_family(r), "frames": bench_frames(b),
+                         "column": bid, "kind": "benchmark", "score": b.score,
                          **_ci("", b.estimate), "n_total": len(b.results), "n_expected": b.n_expected,
                          "n_failed": int(b.aggregate.get("n_failed") or 0),
                          "n_needs_judge": int(b.aggregate.get("n_needs_judge") or 0), "complete": b.complete,
@@ -64,14 +67,17 @@ def main_table(runs: list[Run]) -> pd.DataFrame:
             judge = sum(int(c.aggregate.get("n_needs_judge") or 0) for c in cells)
             markers = ([] if all(c.complete for c in cells) else ["partial"]) + \
                 ([f"{failed} failed"] if failed else []) + ([f"{judge} need judge"] if judge else [])
-            rows.append({"run": r.id, "model": r.label, "column": f"avg: {suite}", "kind": "suite",
+            rows.append({"run": r.id, "model": r.label, "family": run_family(r),
+                         "frames": "; ".join(dict.fromkeys(bench_frames(c) for c in cells)),
+                         "column": f"avg: {suite}", "kind": "suite",
                          "score": avg.value, **_ci("", avg), "n_total": sum(len(c.results) for c in cells),
                          "n_expected": sum(c.n_expected for c in cells),
                          "n_failed": failed, "n_needs_judge": judge,
                          "complete": all(c.complete for c in cells), "config_group": ",".join(groups) or None,
                          "markers": "; ".join(markers + (["config differs"] if groups else [])),
                          "metric": "mean of benchmark scores", "headline": ", ".join(members)})
-    return pd.DataFrame(rows, columns=["run", "model", "column", "kind", "score", "se", "ci_low", "ci_high",
+    return pd.DataFrame(rows, columns=["run", "model", "family", "frames", "column", "kind", "score", "se", "ci_low",
+                                       "ci_high",
                                        "n_total", "n_expected", "n_failed", "n_needs_judge", "complete",
                                        "config_group", "markers", "metric", "headline"])
 
