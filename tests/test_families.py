@@ -95,6 +95,9 @@ def test_resolution_comes_from_the_checkpoint_config_not_the_name(tmp_path: Path
     llava = models.resolve(str(_config_dir(tmp_path / "lo", {"model_type": "llava_onevision",
                                                                 "vision_config": {"image_size": 384}})))
     assert llava.family == "llava-onevision" and dict(llava.frame_settings) == {"side": 384}
+    # preprocess --model reads the same settings, so it fills the cache entries `run` will look up.
+    assert models.frames_for(str(d)) == ("internvl", {"side": 336})
+    assert models.frames_for("Qwen/Qwen2.5-VL-7B-Instruct") == ("qwen2.5-vl", {})
     with pytest.raises(UserError, match="image_size"):
         models.resolve(str(_config_dir(tmp_path / "bad", {"model_type": "internvl", "vision_config": {}})))
     with pytest.raises(UserError, match="not supported"):
@@ -111,8 +114,6 @@ def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_cached_frames_through_the_processor_match_the_rules(tiny: str, clip: Path, tmp_path: Path) -> None:
     """The family's spec (side from the tiny config) on a real mp4 via the real cache; the real processor with the
     family's hand-off sees exactly those frames, and its prompt length is the planner's count."""
-    from transformers import AutoProcessor
-
     ref = models.resolve(str(ensure_tiny_model(tiny)))
     fam = families.get(ref.family)
     spec = FrameSpec(family=ref.family, fps=2.0, max_frames=8, max_pixels=65536, **dict(ref.frame_settings))
@@ -122,14 +123,15 @@ def test_cached_frames_through_the_processor_match_the_rules(tiny: str, clip: Pa
     assert list(video.meta.frames_indices) == REFERENCE_INDICES[ref.family](0, 74, n)
     if fam.frames.resize == "fixed":
         assert video.frames.shape[1:3] == (spec.side, spec.side) == (112, 112)
-    processor = AutoProcessor.from_pretrained(ref.path)
+    counter = PromptCounter(ref.path, ref.family)
+    processor = counter.processor
     text = processor.apply_chat_template(chat_messages("What moves?", 1), tokenize=False, add_generation_prompt=True)
     batch = processor(text=[text], videos=[video.frames], video_metadata=[video.hf_metadata()], return_tensors="pt",
                       **fam.handoff.hf_processor_kwargs)
     assert FRAMES_SEEN[ref.family](batch) == n
     shape = VideoGeometry(frames=n, height=video.frames.shape[1], width=video.frames.shape[2],
                           indices=tuple(video.meta.frames_indices), fps=video.meta.fps)
-    counted = PromptCounter(ref.path, ref.family).count("What moves?", [shape])
+    counted = counter.count("What moves?", [shape])
     assert counted.prompt_tokens == batch["input_ids"].shape[1]
     assert 0 < counted.visual_tokens < counted.prompt_tokens
 

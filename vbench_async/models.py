@@ -56,6 +56,18 @@ def resolve(model: str) -> ModelRef:
                     frame_settings=tuple(sorted(settings.items())))
 
 
+def frames_for(model: str) -> tuple[str, dict[str, Any]]:
+    """(family, the checkpoint's frame settings) for `preprocess --model`: what `run` uses for the same model. A local
+    directory or tiny model is read like `resolve` does; a hub id is named by family_from_model (no download)."""
+    from .frames.spec import family_from_model
+
+    local = Path(model).expanduser()
+    if model.startswith("tiny-") or local.is_dir():
+        ref = resolve(str(local) if local.is_dir() else model)
+        return ref.family, dict(ref.frame_settings)
+    return family_from_model(model), {}
+
+
 def fingerprint_dir(directory: Path) -> str:
     """Hash of file names, sizes and the head and tail of each file: changes when weights change, costs milliseconds."""
     h = hashlib.blake2b(digest_size=12)

@@ -4,6 +4,7 @@ registered family must have an entry in both (tests/test_families.py fails other
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import numpy as np
@@ -27,14 +28,14 @@ def _llava(first: int, last: int, n: int) -> list[int]:
 
 
 def _glm(first: int, last: int, n: int) -> list[int]:
-    # The authors' sampling as shipped in transformers, for a source whose n frames are duration x 2 fps.
-    from transformers import Glm4vVideoProcessor
-    from transformers.video_utils import VideoMetadata
-
+    # Glm4vVideoProcessor.sample_frames (the authors' sampling in transformers) for a source whose duration x 2 fps is
+    # n: [min(max_frame_idx, ceil(i * source_fps / 2)) for i in range(n)], duplicates dropped, an odd count padded.
     count = last - first + 1
-    fps = count / (n / 2)  # a source at this rate lasts n / 2 s: the reference takes n frames at 2 fps
-    meta = VideoMetadata(total_num_frames=count, fps=fps, duration=count / fps)
-    return [first + int(i) for i in Glm4vVideoProcessor().sample_frames(meta, fps=2)]
+    source_fps = count / (n / 2)
+    picked = list(dict.fromkeys(min(count - 1, int(math.ceil(i * source_fps / 2))) for i in range(n)))
+    if len(picked) & 1:
+        picked.append(picked[-1])
+    return [first + i for i in picked]
 
 
 REFERENCE_INDICES: dict[str, Callable[[int, int, int], list[int]]] = {

@@ -102,6 +102,15 @@ class Family:
 PRESAMPLED = {"do_resize": False, "do_sample_frames": False}
 
 
+def side_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A fixed-size family's frame side: its vision tower's input size in config.json (an int or [h, w])."""
+    size = (config.get("vision_config") or {}).get("image_size")
+    side = size[0] if isinstance(size, (list, tuple)) and size else size
+    if not isinstance(side, int) or isinstance(side, bool) or side <= 0:
+        raise ValueError("config.json has no vision_config.image_size")
+    return {"side": side}
+
+
 def count_runs(ids: Sequence[int], target: Sequence[int]) -> int:
     """Non-overlapping occurrences of the token run `target` in `ids`."""
     if len(target) == 1:

@@ -34,14 +34,13 @@ def check_config(config: Mapping[str, Any]) -> dict[str, Any]:
 
 class Glm4vTokens:
     def __init__(self, processor: Any):
-        tok = self.tokenizer = processor.tokenizer
+        self.tokenizer = processor.tokenizer
         video = processor.video_processor
         self.patch, self.merge, self.temporal = int(video.patch_size), int(video.merge_size), int(
             video.temporal_patch_size)
         self.image_processor = processor.image_processor
         self.video_target = (int(processor.video_token_id),)
         self.image_id = int(processor.image_token_id)
-        self.tokenizer = tok
 
     def frame_tokens(self, height: int, width: int) -> int:
         return (height // self.patch) * (width // self.patch) // self.merge**2

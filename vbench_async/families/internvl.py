@@ -10,23 +10,15 @@ vLLM (interns1.py) build that same prompt from pre-sampled frames.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any
 
-from .base import PRESAMPLED, Family, FrameRules, Handoff, Reference, VideoShape
+from .base import PRESAMPLED, Family, FrameRules, Handoff, Reference, VideoShape, side_from_config
 
 
 def segment_middles(first: int, last: int, n: int) -> list[int]:
     """The card's get_index: int(first + seg/2 + round(seg * i)) with seg = (last - first) / n."""
     seg = float(last - first) / n
     return [int(first + seg / 2 + round(seg * i)) for i in range(n)]
-
-
-def side_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    size = (config.get("vision_config") or {}).get("image_size")
-    side = size[0] if isinstance(size, (list, tuple)) else size
-    if not isinstance(side, int) or side <= 0:
-        raise ValueError("config.json has no vision_config.image_size")
-    return {"side": side}
 
 
 class InternVLTokens:

@@ -10,9 +10,9 @@ optional "time instruction" is not part of the default protocol).
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any
 
-from .base import PRESAMPLED, Family, FrameRules, Handoff, Reference, VideoShape
+from .base import PRESAMPLED, Family, FrameRules, Handoff, Reference, VideoShape, side_from_config
 
 
 def linspace_floor(first: int, last: int, n: int) -> list[int]:
@@ -20,13 +20,6 @@ def linspace_floor(first: int, last: int, n: int) -> list[int]:
     import numpy as np
 
     return np.linspace(first, last, n, dtype=int).tolist()
-
-
-def side_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    side = (config.get("vision_config") or {}).get("image_size")
-    if not isinstance(side, int) or side <= 0:
-        raise ValueError("config.json has no vision_config.image_size")
-    return {"side": side}
 
 
 class LlavaOnevisionTokens:
