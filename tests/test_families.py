@@ -134,6 +134,12 @@ def test_cached_frames_through_the_processor_match_the_rules(tiny: str, clip: Pa
     counted = counter.count("What moves?", [shape])
     assert counted.prompt_tokens == batch["input_ids"].shape[1]
     assert 0 < counted.visual_tokens < counted.prompt_tokens
+    # A still image (no video in the request: the processor resizes or tiles it itself) is counted as well.
+    image = video.frames[0][:90, :150]
+    text = processor.apply_chat_template(chat_messages("What is shown?", 0, 1), tokenize=False,
+                                         add_generation_prompt=True)
+    batch = processor(text=[text], images=[image], return_tensors="pt")
+    assert counter.count("What is shown?", [], [image.shape[:2]]).prompt_tokens == batch["input_ids"].shape[1]
 
 
 def test_list_models_shows_every_family_its_rules_and_reference(capsys: pytest.CaptureFixture) -> None:
