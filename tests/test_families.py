@@ -70,6 +70,8 @@ def test_qwen_cache_keys_are_unchanged_and_families_differ() -> None:
     qwen = FrameSpec(family="qwen2.5-vl", fps=2.0, max_frames=32).key_fields()
     assert set(qwen) == {"factor", "nframes", "fps", "min_frames", "max_frames", "min_pixels", "max_pixels",
                          "total_pixels"}
+    assert "side" not in FrameSpec(family="qwen3-vl").to_dict()  # Qwen run configs (config hashes) unchanged
+    assert FrameSpec.from_dict(FrameSpec(family="internvl", side=112).to_dict()).side == 112
     intern = FrameSpec(family="internvl", side=112).key_fields()
     llava = FrameSpec(family="llava-onevision", side=112).key_fields()
     assert intern["side"] == 112 and intern["temporal"] == 1 and intern != llava  # selection rules differ

@@ -253,7 +253,10 @@ class FrameSpec:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if out["side"] is None:  # smart-resize families: their run configs (and config hashes) stay as they were
+            del out["side"]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "FrameSpec":
