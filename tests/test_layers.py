@@ -15,7 +15,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "types": ("", "errors", "failure_kinds", "samples", "legacy_records", "result", "jsonstream", "resources",
               "process_exit", "compat",
               "backends.base", "scoring.base"),
-    "stages": ("frames", "scoring", "benchmarks", "backends", "workload", "demo", "models"),
+    "stages": ("frames", "scoring", "benchmarks", "backends", "workload", "demo", "models", "families"),
     "results": ("results", "sharding"),
     "passes": ("pipeline", "runner", "sweep", "judge", "launcher", "train", "serve"),
     "presentation": ("leaderboard", "cli", "__main__"),

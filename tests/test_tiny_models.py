@@ -1,4 +1,5 @@
-"""Tiny Qwen-VL checkpoints: they build deterministically, load with transformers offline, and generate from video."""
+"""Tiny checkpoints: every family's builds deterministically; the Qwen-VL ones load with transformers offline and
+generate from video (the other families' are checked in tests/test_families.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import numpy as np
 import pytest
 
 from vbench_async.demo._atomic import build_once
-from vbench_async.demo.tiny_models import TINY_MODELS, ensure_tiny_model, model_dir, resolve_model
+from vbench_async.demo.tiny_models import (QWEN_TINY_MODELS, TINY_MODELS, ensure_tiny_model, model_dir,
+                                           resolve_model)
 from vbench_async.errors import UserError
 
 
@@ -30,7 +32,7 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_layout_and_vocab(home: Path) -> None:
     from transformers import AutoConfig, AutoTokenizer
 
-    for name in TINY_MODELS:
+    for name in QWEN_TINY_MODELS:
         d = model_dir(name, home)
         for f in ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
                   "processor_config.json", "chat_template.jinja"):
@@ -53,7 +55,7 @@ def _frames(n: int, h: int, w: int) -> np.ndarray:
     return np.random.default_rng(0).integers(0, 256, (n, h, w, 3), dtype=np.uint8)
 
 
-@pytest.mark.parametrize("name", TINY_MODELS)
+@pytest.mark.parametrize("name", QWEN_TINY_MODELS)
 def test_generate_from_cached_frames(home: Path, name: str) -> None:
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor

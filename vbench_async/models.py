@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
+from . import families
 from .errors import UserError
-
-# config.json model_type -> frame-pipeline family (decides the resize factor and the processor's metadata rules)
-FAMILIES = {
-    "qwen2_vl": "qwen2-vl",
-    "qwen2_5_vl": "qwen2.5-vl",
-    "qwen3_vl": "qwen3-vl",
-    "qwen3_vl_moe": "qwen3-vl",
-}
 
 
 @dataclass(frozen=True)
@@ -24,6 +17,13 @@ class ModelRef:
     path: str  # local directory or hub id, what engines load
     family: str
     fingerprint: str  # content hash of a local dir, or "hub:<id>@<revision>"
+    # FrameSpec fields the checkpoint's config decides (e.g. a fixed-size family's frame side), as sorted pairs
+    frame_settings: tuple[tuple[str, int], ...] = ()
+
+    def frame_overrides(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The checkpoint's frame settings, then the user's `overrides` (None values ignored): what goes over a
+        benchmark card's frame settings."""
+        return {**dict(self.frame_settings), **{k: v for k, v in (overrides or {}).items() if v is not None}}
 
     @property
     def display_name(self) -> str:
@@ -45,22 +45,27 @@ def resolve(model: str) -> ModelRef:
         cfg_file = local / "config.json"
         if not cfg_file.exists():
             raise UserError(f"{local} has no config.json: not a Hugging Face model directory")
-        model_type = json.loads(cfg_file.read_text()).get("model_type", "")
+        config = families.model_config(str(local))
         fingerprint = fingerprint_dir(local)
     else:
-        try:
-            from transformers import AutoConfig
-
-            model_type = AutoConfig.from_pretrained(str(path)).model_type
-        except OSError as exc:
-            raise UserError(f"cannot load the config of {path!r}: {exc}") from exc
+        config = families.model_config(str(path))
         fingerprint = f"hub:{path}@{hub_revision(str(path))}"
-    family = FAMILIES.get(model_type)
-    if family is None:
-        raise UserError(
-            f"model type {model_type!r} of {model!r} is not supported; supported: {', '.join(sorted(FAMILIES))}"
-        )
-    return ModelRef(name=model, path=str(path), family=family, fingerprint=fingerprint)
+    family = families.for_config(config, model)  # config.json's model_type decides, never the name
+    settings = families.frame_settings(family, config, model)
+    return ModelRef(name=model, path=str(path), family=family.name, fingerprint=fingerprint,
+                    frame_settings=tuple(sorted(settings.items())))
+
+
+def frames_for(model: str) -> tuple[str, dict[str, Any]]:
+    """(family, the checkpoint's frame settings) for `preprocess --model`: what `run` uses for the same model. A local
+    directory or tiny model is read like `resolve` does; a hub id is named by family_from_model (no download)."""
+    from .frames.spec import family_from_model
+
+    local = Path(model).expanduser()
+    if model.startswith("tiny-") or local.is_dir():
+        ref = resolve(str(local) if local.is_dir() else model)
+        return ref.family, dict(ref.frame_settings)
+    return family_from_model(model), {}
 
 
 def fingerprint_dir(directory: Path) -> str:

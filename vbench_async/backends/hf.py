@@ -1,7 +1,8 @@
 """transformers `generate`: the reference path, and the backend for machines without vLLM.
 
 One request at a time in a worker thread (HF generate is not re-entrant); slow but simple and exact. The frames and
-their source metadata go to the processor with do_sample_frames=False and do_resize=False, as for vLLM.
+their source metadata go to the processor with the family's hand-off kwargs (do_sample_frames=False, do_resize=False),
+as for vLLM.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 from typing import Any
 
 from ..errors import EngineDead, SampleError
+from ..families import handoff_for
 from .base import Completion, Request, messages_for
 
 
@@ -53,8 +55,7 @@ class HFBackend:
         if request.videos:
             kwargs["videos"] = [v.frames for v in request.videos]
             kwargs["video_metadata"] = [dict(v.metadata) for v in request.videos]
-            kwargs["do_sample_frames"] = False
-            kwargs["do_resize"] = False
+            kwargs.update(handoff_for(self.model_path).hf_processor_kwargs)  # the family's hand-off
         if request.images:
             kwargs["images"] = [img.pixels for img in request.images]
         batch = self.processor(**kwargs)

@@ -1,7 +1,7 @@
 """In-process vLLM `AsyncLLM` backend (vLLM V1; `AsyncLLMEngine` is an alias of the same class).
 
-Videos go in as `(frames, metadata)` tuples with `do_sample_frames=False` and `do_resize=False`: the frame cache already
-sampled and resized them, and the metadata (source fps, source frame indices) is what Qwen3-VL's timestamps and
+Videos go in as `(frames, metadata)` tuples with the processor kwargs the model's family declares (every family here:
+`do_sample_frames=False` and `do_resize=False`): the frame cache already sampled and resized them, and the metadata (source fps, source frame indices) is what Qwen3-VL's timestamps and
 Qwen2.5-VL's temporal M-RoPE are computed from. The cache key is passed as the multimodal uuid, so repeated questions on
 one video reuse vLLM's processed-input cache and the prefix cache.
 """
@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import EngineDead, SampleError
+from ..families import handoff_for
 from .base import Completion, Request, messages_for
 from .guard import OrphanGuard
 
@@ -219,7 +220,7 @@ class VLLMBackend:
         if request.videos:
             mm["video"] = [(v.frames, {**v.metadata, "do_sample_frames": False}) for v in request.videos]
             uuids["video"] = [v.uuid for v in request.videos]
-            inp["mm_processor_kwargs"] = {"do_resize": False, "do_sample_frames": False}
+            inp["mm_processor_kwargs"] = dict(handoff_for(self.model).vllm_processor_kwargs)
         if request.images:
             mm["image"] = [img.pixels for img in request.images]
             uuids["image"] = [img.uuid for img in request.images]

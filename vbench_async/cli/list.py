@@ -1,4 +1,5 @@
-"""`vbench-async list`: the benchmarks (task types, suites, presets, record counts when data is present) and suites."""
+"""`vbench-async list`: the benchmarks (task types, suites, presets, record counts when data is present) and suites;
+with --models, the model families (frame rules, engine hand-off, chat quirks, references)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from .include import add_include_option
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "list",
-        help="list benchmarks and suites",
+        help="list benchmarks and suites (or, with --models, the model families)",
         description="List the benchmark cards with their task types, suites and presets. Record counts appear for "
-                    "benchmarks whose annotations are found under the data root.",
+                    "benchmarks whose annotations are found under the data root. --models lists the model families "
+                    "instead: their frame rules, tiny test model and the reference each follows.",
     )
+    p.add_argument("--models", action="store_true", help="list the model families instead of the benchmarks")
     p.add_argument("--suite", help="only the benchmarks of this suite (a built-in name or a suite YAML file)")
     p.add_argument("--data-root", type=Path,
                    help="folder (or YAML data map) holding annotation files and videos; default $VBENCH_DATA_ROOT "
@@ -46,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
     from ..benchmarks import list_suites, load_suite
     from ..benchmarks.registry import suite_files
 
+    if args.models:
+        return _print_families(args.json)
     rows = _rows(args)
     suites = {name: load_suite(path) for name, path in suite_files().items()}
     if args.json:
@@ -62,4 +67,25 @@ def run(args: argparse.Namespace) -> int:
     print(f"\n{len(rows)} benchmarks; records '-' = annotations not found under the data root.")
     print("Suites: " + "; ".join(f"{n} ({len(suites[n][1])})" for n in list_suites()))
     print("Use a preset as <id>@<preset>, e.g. videomme@64f.")
+    return 0
+
+
+def _print_families(as_json: bool) -> int:
+    from .. import families
+
+    rows = [f.describe() for f in families.registry().values()]
+    if as_json:
+        print(json.dumps({"families": rows}, indent=2))
+        return 0
+    for r in rows:
+        f = r["frames"]
+        print(f"{r['family']}  (model_type {', '.join(r['model_types'])}; test model {r['tiny_model']})")
+        for label, value in (("count", f["count"]), ("selection", f["selection"]), ("resolution", f["resolution"]),
+                             ("temporal patch", str(f["temporal_patch"])), ("timestamps", f["timestamps"]),
+                             ("chat", r["chat"]),
+                             ("reference", f"{r['reference']['source']}: {r['reference']['url']}"),
+                             ("follows", r["reference"]["follows"])):
+            print(f"  {label:<15}{value}")
+        print()
+    print(f"{len(rows)} families; a checkpoint's family comes from its config.json model_type.")
     return 0

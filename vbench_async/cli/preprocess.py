@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
+from .. import families
 from ..errors import UserError
 
-FAMILIES = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl")
+FAMILIES = tuple(families.names())
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -67,8 +67,9 @@ def main(args: argparse.Namespace) -> int:
     from ..benchmarks.selection import Selection
     from ..frames.overrides import FrameOverrides
     from .options import from_args
-    from ..frames import DEFAULT_DECODER, FrameCache, VideoJob, default_cache_dir, family_from_model, preprocess
+    from ..frames import DEFAULT_DECODER, FrameCache, VideoJob, default_cache_dir, preprocess
     from ..frames.budget import gb_to_bytes
+    from ..models import frames_for
     from ..launcher import resolve_shard
     from ..sharding import shard_slice
 
@@ -81,10 +82,11 @@ def main(args: argparse.Namespace) -> int:
         max_bytes = None if args.cache_max_gb is None else gb_to_bytes(args.cache_max_gb)
     except ValueError as exc:
         raise UserError(f"--cache-max-gb: {exc}") from None
-    family = args.family or (family_from_model(os.path.expanduser(args.model)) if args.model else None)
-    if family is None:
+    if not (args.family or args.model):
         raise UserError("say which model the frames are for: --model PATH_OR_ID or --family " + "|".join(FAMILIES))
-    overrides = from_args(FrameOverrides, args).to_dict()
+    # The checkpoint's own frame settings (a fixed-size family's side) under the flags, exactly as `run` has them.
+    family, settings = (args.family, {}) if args.family else frames_for(args.model)
+    overrides = {**settings, **{k: v for k, v in from_args(FrameOverrides, args).to_dict().items() if v is not None}}
     benchmarks = selection.resolve()
     loaded = [(bench, bench.frame_spec(family, overrides), selection.samples(bench)) for bench in benchmarks]
     shard = resolve_shard(args.shard)

@@ -48,7 +48,8 @@ def add_options(p: argparse.ArgumentParser) -> None:
     add_include_option(what)
     what.add_argument("--model", required=True,
                       help="model directory, hub id, or a built-in tiny model: tiny-qwen2-vl, tiny-qwen2.5-vl, "
-                           "tiny-qwen3-vl (random weights, for testing the pipeline)")
+                           "tiny-qwen3-vl, tiny-internvl, tiny-llava-onevision, tiny-glm-4.1v (random weights, for "
+                           "testing the pipeline; `vbench-async list --models` shows the families)")
 
     out = p.add_argument_group("output")
     out.add_argument("--output-dir", type=Path, help="run directory (default: runs/<model name>)")

@@ -1,8 +1,9 @@
-"""Tiny random-weight Qwen-VL checkpoints, built locally and deterministically on first use.
+"""Tiny random-weight checkpoints of every registered family, built locally and deterministically on first use.
 
 `--model tiny-qwen2.5-vl` runs the whole evaluation path (processor, vLLM engine, scoring) in seconds on a CPU. The
 weights are random, so answers are noise; what matters is that every stage sees a real checkpoint of the family.
-Sizes follow what vLLM's CPU backend accepts (attention head_dim 64). Build recipe: docs/environment-*-cpu.md.
+Sizes follow what vLLM's CPU backend accepts (attention head_dim 64). Build recipe: docs/environment-*-cpu.md. The
+Qwen recipes are here; the other families' are in tiny_families.py.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from typing import Any
 
 from ..errors import UserError
 from ._atomic import build_once, default_home
+from .tiny_families import RECIPES
 
-TINY_MODELS = ("tiny-qwen2-vl", "tiny-qwen2.5-vl", "tiny-qwen3-vl")
+QWEN_TINY_MODELS = ("tiny-qwen2-vl", "tiny-qwen2.5-vl", "tiny-qwen3-vl")
+TINY_MODELS = QWEN_TINY_MODELS + tuple(RECIPES)
 TINY_MODEL_VERSION = 2  # bump when anything below changes what gets written (2: weights stored in bf16)
 SEED = 1234
 
@@ -82,7 +85,7 @@ def model_dir(name: str, home: Path | None = None) -> Path:
 
 def ensure_tiny_model(name: str, home: Path | None = None) -> Path:
     """Return the directory of tiny model `name`, building it first if needed (atomic, safe under races)."""
-    if name not in _FAMILIES:
+    if name not in TINY_MODELS:
         raise UserError(f"unknown tiny model {name!r}; available: {', '.join(TINY_MODELS)}")
     return build_once(model_dir(name, home), lambda tmp: _build(name, tmp))
 
@@ -93,7 +96,7 @@ def resolve_model(name_or_path: str) -> Path | str:
     tiny-* names give a built tiny model; an existing directory is returned as a Path; a hub id such as
     `Qwen/Qwen2.5-VL-7B-Instruct` is returned unchanged. Unknown tiny names and missing local paths raise UserError.
     """
-    if name_or_path in _FAMILIES:
+    if name_or_path in TINY_MODELS:
         return ensure_tiny_model(name_or_path)
     path = Path(name_or_path).expanduser()
     if path.is_dir():
@@ -120,7 +123,12 @@ def _build(name: str, out: Path) -> None:
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # "Writing model shards" bars are noise in a CLI run
     try:
-        _write_checkpoint(name, out)
+        if name in RECIPES:
+            RECIPES[name](out, SEED)
+        else:
+            _write_checkpoint(name, out)
+        (out / "vbench_tiny_model.json").write_text(
+            json.dumps({"name": name, "version": TINY_MODEL_VERSION, "seed": SEED}, indent=1) + "\n")
     finally:
         if bars:
             hf_logging.enable_progress_bar()
@@ -165,6 +173,3 @@ def _write_checkpoint(name: str, out: Path) -> None:
         chat_template=chat_template(fam.default_system, fam.bare_video_pad),
     )
     processor.save_pretrained(out)
-    (out / "vbench_tiny_model.json").write_text(
-        json.dumps({"name": name, "version": TINY_MODEL_VERSION, "seed": SEED}, indent=1) + "\n"
-    )

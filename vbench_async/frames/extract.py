@@ -12,7 +12,7 @@ import numpy as np
 from .decoders import DEFAULT_DECODER, open_video
 from .errors import DECODE_ERROR, VIDEO_EMPTY, VIDEO_MISSING, FrameError
 from .resize import resize_frames
-from .spec import FrameSpec, Window, frame_range, linspace_indices, normalize_window
+from .spec import FrameSpec, Window, frame_range, normalize_window
 from .video import VideoMeta
 
 RESIZE_BATCH = 8  # decoded frames resized together (bounds memory at source resolution)
@@ -96,7 +96,7 @@ def _sample(video, path: Path, specs: list[FrameSpec], window: Window | None,
     targets = []
     for spec in specs:
         plan = spec.frame_count(count, info.fps)
-        t = _Target(spec, linspace_indices(first, last, plan.n), plan.requested)
+        t = _Target(spec, spec.indices(first, last, plan.n), plan.requested)
         for slot, index in enumerate(t.indices):
             t.slots.setdefault(index, []).append(slot)
         targets.append(t)

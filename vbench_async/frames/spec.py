@@ -6,6 +6,8 @@ deliberate differences only where the reference raises: a video shorter than the
 video or a 1-frame window are clamped to what the video has (the last frame repeated up to the temporal patch)
 and recorded (`FrameCount.clamped`); a max_pixels below the default per-frame floor lowers the floor.
 The per-video budget applies to every family (the predecessor's Qwen2.5 path ignored it when max_pixels was set).
+Which rules apply is the family's (vbench_async/families): its resize multiple or fixed side, its temporal patch and
+its frame selection; the Qwen rules above are the default and the math for "smart"-resize families.
 """
 
 from __future__ import annotations
@@ -18,23 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from .. import families
 from ..errors import UserError
+from ..families.qwen_common import linspace_pick
 from .errors import ASPECT_RATIO, WINDOW_INVALID, FrameError
 
-# Spatial resize factor (patch size x spatial merge 2) per model family.
-FAMILY_FACTORS = {"qwen2-vl": 28, "qwen2.5-vl": 28, "qwen3-vl": 32}
-_FAMILY_ALIASES = {
-    "qwen2_vl": "qwen2-vl",
-    "qwen2vl": "qwen2-vl",
-    "qwen2_5_vl": "qwen2.5-vl",
-    "qwen2.5vl": "qwen2.5-vl",
-    "qwen25-vl": "qwen2.5-vl",
-    "qwen3_vl": "qwen3-vl",
-    "qwen3vl": "qwen3-vl",
-    "qwen3.5-vl": "qwen3-vl",  # Qwen3.5 keeps Qwen3-VL's 16 px patches
-    "qwen3_5": "qwen3-vl",
-}
-FRAME_FACTOR = 2  # temporal patch: frames go to the model in pairs
+FRAME_FACTOR = 2  # the Qwen temporal patch: frames go to the model in pairs (a family's own is FrameRules.temporal)
 VIDEO_MIN_TOKENS, VIDEO_MAX_TOKENS = 128, 768  # per frame, in units of factor**2 pixels
 IMAGE_MIN_TOKENS, IMAGE_MAX_TOKENS = 4, 16384
 DEFAULT_SEQ_TOKENS = 128000  # qwen-vl-utils' MODEL_SEQ_LEN; the default video budget is 90 % of it
@@ -110,14 +101,12 @@ def frame_range(total_frames: int, fps: float, window: Window | None) -> tuple[i
 
 def linspace_indices(first: int, last: int, n: int) -> list[int]:
     """round(linspace(first, last, n)) computed exactly as the reference does (torch float32, half to even)."""
-    import torch
-
-    return torch.linspace(first, last, n).round().long().tolist()
+    return linspace_pick(first, last, n)
 
 
 @dataclass(frozen=True)
 class FrameCount:
-    n: int  # frames to sample (even, at least FRAME_FACTOR)
+    n: int  # frames to sample (a multiple of the family's temporal patch, at least one patch)
     requested: int  # what the rule asked for before the video's length capped it
 
     @property
@@ -132,7 +121,8 @@ class FrameSpec:
     Pixel fields given as None are filled with the family defaults at construction: video frames between 128
     and 768 tokens (the floor drops to max_pixels when that is lower), a per-video budget of 90 % of 128k tokens,
     images between 4 and 16384 tokens (a token is factor**2 pixels). Image budgets are independent of video
-    budgets and do not affect cached frames.
+    budgets and do not affect cached frames. A fixed-size family (InternVL, LLaVA-OneVision) resizes every frame to a
+    `side` x `side` square, the checkpoint's vision input size (models.resolve reads it from config.json).
     """
 
     family: str
@@ -145,19 +135,23 @@ class FrameSpec:
     total_pixels: int | None = None  # per video
     image_min_pixels: int | None = None
     image_max_pixels: int | None = None
+    side: int | None = None  # fixed-size families: the square frame side (default: the family's reference size)
 
     def __post_init__(self) -> None:
-        family = _FAMILY_ALIASES.get(str(self.family).lower(), str(self.family).lower())
-        if family not in FAMILY_FACTORS:
-            raise ValueError(f"unknown model family {self.family!r}; expected one of {sorted(FAMILY_FACTORS)}")
-        object.__setattr__(self, "family", family)
+        rules = families.get(self.family).frames  # ValueError for an unknown family
+        object.__setattr__(self, "family", families.canonical(self.family))
+        if rules.resize == "fixed":
+            object.__setattr__(self, "side", rules.default_side if self.side is None else self.side)
+            _check_int("side", self.side, 1)
+        elif self.side is not None:
+            raise ValueError(f"side is for fixed-size families; {self.family} resizes within a pixel budget")
         if not (isinstance(self.fps, (int, float)) and math.isfinite(self.fps) and self.fps > 0):
             raise ValueError(f"fps must be a positive number, got {self.fps!r}")
         object.__setattr__(self, "fps", float(self.fps))
-        _check_int("max_frames", self.max_frames, FRAME_FACTOR)
+        _check_int("max_frames", self.max_frames, self.temporal)
         _check_int("min_frames", self.min_frames, 1)
         if self.nframes is not None:
-            _check_int("nframes", self.nframes, FRAME_FACTOR)
+            _check_int("nframes", self.nframes, self.temporal)
         token = self.factor**2
         # A max_pixels below the family's floor lowers the floor with it (the reference would assert instead).
         floor = VIDEO_MIN_TOKENS * token
@@ -182,45 +176,72 @@ class FrameSpec:
             )
 
     @property
+    def rules(self) -> families.FrameRules:
+        return families.get(self.family).frames
+
+    @property
     def factor(self) -> int:
-        """Spatial resize factor: frame sides are multiples of it."""
-        return FAMILY_FACTORS[self.family]
+        """Spatial resize factor: frame sides are multiples of it (the side itself for fixed-size families)."""
+        rules = self.rules
+        return rules.factor if rules.resize == "smart" else self.side
+
+    @property
+    def temporal(self) -> int:
+        """Frames per temporal patch: frame counts are multiples of it."""
+        return self.rules.temporal
 
     # -- the rules ----------------------------------------------------------------------------------------
     def frame_count(self, total_frames: int, source_fps: float) -> FrameCount:
         """How many frames to take from `total_frames` source frames at `source_fps` (smart_nframes)."""
+        t = self.temporal
         if self.nframes is not None:
-            requested = round_by_factor(self.nframes, FRAME_FACTOR)
+            requested = round_by_factor(self.nframes, t)
         else:
-            low = ceil_by_factor(self.min_frames, FRAME_FACTOR)
-            high = floor_by_factor(self.max_frames, FRAME_FACTOR)
+            low = ceil_by_factor(self.min_frames, t)
+            high = floor_by_factor(self.max_frames, t)
             wanted = total_frames / source_fps * self.fps
-            requested = floor_by_factor(min(max(wanted, low), high), FRAME_FACTOR)
-        n = min(requested, floor_by_factor(total_frames, FRAME_FACTOR))
+            requested = floor_by_factor(min(max(wanted, low), high), t)
+        n = min(requested, floor_by_factor(total_frames, t))
         # A 1-frame video (or window) still yields one temporal patch: the frame is repeated.
-        return FrameCount(n=max(n, FRAME_FACTOR), requested=requested)
+        return FrameCount(n=max(n, t), requested=requested)
+
+    def indices(self, first: int, last: int, n: int) -> list[int]:
+        """The n source frames the family's selection rule takes from frames first..last."""
+        return self.rules.pick(first, last, n)
 
     def frame_cap(self, n: int) -> float:
         """Per-frame pixel ceiling for an n-frame video: the total budget spread over the frames, within limits."""
         limit = max(
-            min(VIDEO_MAX_TOKENS * self.factor**2, self.total_pixels / n * FRAME_FACTOR),
+            min(VIDEO_MAX_TOKENS * self.factor**2, self.total_pixels / n * self.temporal),
             int(self.min_pixels * 1.05),
         )
         return min(self.max_pixels, limit)
 
     def frame_size(self, height: int, width: int, n: int) -> tuple[int, int]:
         """Resized (height, width) of each frame of an n-frame video."""
+        if self.rules.resize == "fixed":
+            if min(height, width) <= 0:
+                raise FrameError(ASPECT_RATIO, f"frame size {width}x{height} is empty")
+            return self.side, self.side
         return smart_resize(height, width, self.factor, self.min_pixels, self.frame_cap(n))
 
     def image_size(self, height: int, width: int) -> tuple[int, int]:
-        """Resized (height, width) of a still image (independent image budget)."""
+        """Resized (height, width) of a still image (independent image budget). Fixed-size families keep the image
+        as it is: their processors tile it themselves."""
+        if self.rules.resize == "fixed":
+            return height, width
         return smart_resize(height, width, self.factor, self.image_min_pixels, self.image_max_pixels)
 
     # -- identity -----------------------------------------------------------------------------------------
     def key_fields(self) -> dict[str, Any]:
         """Exactly the settings that change the cached frames (not the family name, not image budgets)."""
         exact = self.nframes is not None
-        return {
+        rules = self.rules
+        # Only what differs from the Qwen rules is added, so the Qwen families' cache keys stay what they were.
+        family_rules = {k: v for k, v, default in (("side", self.side, None), ("temporal", rules.temporal, 2),
+                                                   ("selection", rules.pick.__name__, "linspace_pick"))
+                        if v != default}
+        return {**family_rules,
             "factor": self.factor,
             "nframes": self.nframes,
             "fps": None if exact else self.fps,
@@ -232,7 +253,10 @@ class FrameSpec:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if out["side"] is None:  # smart-resize families: their run configs (and config hashes) stay as they were
+            del out["side"]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "FrameSpec":
@@ -252,19 +276,18 @@ def _check_int(name: str, value: Any, minimum: int) -> None:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
-_MODEL_TYPES = {"qwen2_vl": "qwen2-vl", "qwen2_5_vl": "qwen2.5-vl", "qwen3_vl": "qwen3-vl", "qwen3_vl_moe": "qwen3-vl"}
-
-
 def family_from_model(model: str) -> str:
-    """Model family of a hub id or local checkpoint ("Qwen/Qwen2.5-VL-7B-Instruct" -> "qwen2.5-vl")."""
+    """Model family of a hub id or local checkpoint ("Qwen/Qwen2.5-VL-7B-Instruct" -> "qwen2.5-vl"). A local
+    checkpoint's config.json decides; only Qwen hub ids are recognised by name."""
     config = Path(model) / "config.json"
     if config.is_file():
         try:
             model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type", "")
         except (OSError, json.JSONDecodeError) as exc:
             raise UserError(f"cannot read {config}: {exc}") from exc
-        if model_type in _MODEL_TYPES:
-            return _MODEL_TYPES[model_type]
+        found = families.for_model_type(model_type)
+        if found is not None:
+            return found.name
         if str(model_type).startswith("qwen3"):
             return "qwen3-vl"
     name = Path(model).name.lower()
@@ -274,4 +297,4 @@ def family_from_model(model: str) -> str:
         return "qwen2.5-vl"
     if re.search(r"qwen2[-_]?vl", name):
         return "qwen2-vl"
-    raise UserError(f"cannot tell the model family of {model!r}; pass --family ({', '.join(FAMILY_FACTORS)})")
+    raise UserError(f"cannot tell the model family of {model!r}; pass --family ({', '.join(families.names())})")

@@ -24,6 +24,7 @@ from . import tables
 from .charts import diff_chart, score_chart
 from .compare_pages import budget_chart, pair_sections, pairs
 from .csv_cells import safe_cell
+from .families import grouped, run_family
 from .load import Run, benchmark_ids, load_runs
 from .samples_page import category_options, reading_scores, sample_rows
 from .thumbnails import FOLDER as FRAMES_FOLDER, Thumbnailer
@@ -181,7 +182,8 @@ def _grid(runs: list[Run], main: pd.DataFrame,
     cells: dict[tuple[str, str], dict[str, Any]] = {
         (r["run"], r["column"]): {**r, "readings": readings.get((r["run"], r["column"]))} for r in tables.records(main)}
     columns = list(dict.fromkeys(main["column"])) if not main.empty else []
-    return [{"run": r, "cells": [cells.get((r.id, c)) for c in columns]} for r in runs]
+    return [{"run": r, "family": run_family(r), "cells": [cells.get((r.id, c)) for c in columns]}
+            for r in grouped(runs)]  # grouped by model family
 
 
 def _suite_charts(runs: list[Run], main: pd.DataFrame) -> list[Any]:

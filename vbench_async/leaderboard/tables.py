@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..results.stats import Estimate, combine_independent, paired_compare, values_by_id
 from ..results.summaries import reading_value
+from .families import bench_frames, grouped, run_family
 from .load import BenchRun, Run, benchmark_ids
 
 
@@ -37,7 +38,7 @@ def suites_for(bids: list[str]) -> dict[str, list[str]]:
     return out
 
 
-MAIN_COLUMNS = ["run", "model", "column", "kind", "score", "se", "ci_low", "ci_high", "reading", "robust_score",
+MAIN_COLUMNS = ["run", "model", "family", "frames", "column", "kind", "score", "se", "ci_low", "ci_high", "reading", "robust_score",
                 "robust_ci_low", "robust_ci_high", "n_readings_differ", "n_official_guessed", "n_total", "n_expected",
                 "n_failed", "n_needs_judge", "complete", "status", "subset", "config_group", "markers", "metric",
                 "headline", "headline_reported_instead", "unavailable_breakdowns"]
@@ -49,7 +50,8 @@ def _benchmark_row(r: Run, bid: str, b: BenchRun) -> dict[str, Any]:
     agg = b.aggregate
     basis = agg.get("headline_basis") or {}
     robust = _ci("robust_", b.robust_estimate)
-    return {"run": r.id, "model": r.label, "column": bid, "kind": "benchmark", "score": b.score,
+    return {"run": r.id, "model": r.label, "family": run_family(r), "frames": bench_frames(b), "column": bid,
+            "kind": "benchmark", "score": b.score,
             **_ci("", b.estimate), "reading": agg.get("reading"), "robust_score": b.robust_score,
             "robust_ci_low": robust["robust_ci_low"], "robust_ci_high": robust["robust_ci_high"],
             "n_readings_differ": agg.get("n_readings_differ"), "n_official_guessed": agg.get("n_official_guessed"),
@@ -65,11 +67,11 @@ def _benchmark_row(r: Run, bid: str, b: BenchRun) -> dict[str, Any]:
 
 def main_table(runs: list[Run]) -> pd.DataFrame:
     """One row per run and benchmark (long form): score, CI, robust score, counts, markers; suite averages as extra
-    rows (of the headlines)."""
+    rows (of the headlines). Runs are grouped by model family; each row says the frame settings it was run with."""
     rows = []
     bids = benchmark_ids(runs)
     suites = suites_for(bids)
-    for r in runs:
+    for r in grouped(runs):
         for bid in bids:
             b = r.benchmarks.get(bid)
             if b is not None:
@@ -88,7 +90,9 @@ def main_table(runs: list[Run]) -> pd.DataFrame:
             complete = all(c.complete for c in cells)
             markers = ([] if complete else ["partial"]) + (["subset"] if subset else []) + \
                 ([f"{failed} failed"] if failed else []) + ([f"{judge} need judge"] if judge else [])
-            rows.append({"run": r.id, "model": r.label, "column": f"avg: {suite}", "kind": "suite",
+            rows.append({"run": r.id, "model": r.label, "family": run_family(r),
+                         "frames": "; ".join(dict.fromkeys(bench_frames(c) for c in cells)),
+                         "column": f"avg: {suite}", "kind": "suite",
                          "score": avg.value, **_ci("", avg), "n_total": sum(len(c.results) for c in cells),
                          "n_expected": sum(c.n_expected for c in cells),
                          "n_failed": failed, "n_needs_judge": judge,

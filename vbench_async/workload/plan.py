@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import SampleError
 from ..frames.keys import cache_key
-from ..frames.spec import FrameSpec, frame_range, linspace_indices
+from ..frames.spec import FrameSpec, frame_range
 from .probe import HeaderStore, VideoHeader, image_size
 from .sizing import EnginePlan, size_engine
 from .tokens import ModelLimits, PromptCounter, VideoGeometry
@@ -124,16 +124,17 @@ def video_geometry(header: VideoHeader, spec: FrameSpec, window: Any) -> VideoGe
     first, last, count = frame_range(header.total_frames, header.fps, window)
     n = spec.frame_count(count, header.fps).n
     height, width = spec.frame_size(header.height, header.width, n)
-    return VideoGeometry(frames=n, height=height, width=width, indices=tuple(_indices(first, last, n)), fps=header.fps)
+    return VideoGeometry(frames=n, height=height, width=width, indices=tuple(_indices(spec, first, last, n)),
+                         fps=header.fps)
 
 
-_INDICES: dict[tuple[int, int, int], list[int]] = {}
+_INDICES: dict[tuple[str, int, int, int], list[int]] = {}
 
 
-def _indices(first: int, last: int, n: int) -> list[int]:
-    key = (first, last, n)
+def _indices(spec: FrameSpec, first: int, last: int, n: int) -> list[int]:
+    key = (spec.family, first, last, n)  # the family decides the selection rule
     if key not in _INDICES:
-        _INDICES[key] = linspace_indices(first, last, n)
+        _INDICES[key] = spec.indices(first, last, n)
     return _INDICES[key]
 
 

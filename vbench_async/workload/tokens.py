@@ -1,25 +1,18 @@
-"""Exact prompt lengths without an engine: the chat template and tokenizer of the model, and each family's rule for
-what replaces a video or image placeholder.
-
-The rules are vLLM's (vllm/model_executor/models/qwen2_vl.py, qwen3_vl.py), which the engine applies to the frames the
-cache hands it (`do_resize=False`, `do_sample_frames=False`):
-- Qwen2-VL / Qwen2.5-VL: the `<|video_pad|>` token becomes (T / temporal_patch) * (H / patch) * (W / patch) / merge^2
-  video tokens; an image's `<|image_pad|>` becomes (H / patch) * (W / patch) / merge^2 tokens.
-- Qwen3-VL: the placeholder becomes, per temporal patch, the tokens of the text "<t.t seconds>" (t: the mean source
-  time of the patch's frames), `<|vision_start|>`, the patch's tokens, `<|vision_end|>`. The placeholder replaced is
-  the bare `<|video_pad|>` when the processor overrides `replace_video_token` (transformers >= 5.10), else the
-  `<|vision_start|><|video_pad|><|vision_end|>` triple, exactly as vLLM decides.
-tests/test_workload_tokens.py compares these counts with the prompt lengths vLLM reports.
+"""Exact prompt lengths without an engine: the chat template and tokenizer of the model, and its family's rule for
+what replaces a video or image placeholder (vbench_async/families: each family's `visual_tokens`, e.g. the Qwen rules
+in families/qwen_common.py). tests/test_workload_tokens.py and tests/test_families_e2e.py compare these counts with
+the prompt lengths the engines report.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Sequence
 
+from .. import families
 from ..backends.base import chat_messages
+from ..families.base import VideoShape, count_runs
+from ..families.qwen_common import timestamps
 
 _DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2, "fp8": 1, "float8_e4m3fn": 1}
 
@@ -57,16 +50,9 @@ def model_limits(model_path: str, on_cpu: bool = False) -> ModelLimits:
     )
 
 
-@dataclass(frozen=True)
-class VideoGeometry:
-    """What the engine receives for one video: frame count and size after sampling and resizing, and the source
-    frame numbers and rate the Qwen3-VL timestamps come from."""
-
-    frames: int
-    height: int
-    width: int
-    indices: tuple[int, ...]
-    fps: float
+# What the engine receives for one video: frame count and size after sampling and resizing, and the source frame
+# numbers and rate that timestamps come from.
+VideoGeometry = VideoShape
 
 
 @dataclass(frozen=True)
@@ -80,28 +66,14 @@ class PromptCounter:
     """Counts prompt tokens exactly as the engine will, from the model directory's processor files."""
 
     def __init__(self, model_path: str, family: str):
-        from transformers import AutoProcessor, ProcessorMixin
+        from transformers import AutoProcessor
 
         self.family = family
         self.processor = AutoProcessor.from_pretrained(model_path)
         self.tokenizer = self.processor.tokenizer
-        video = self.processor.video_processor
-        image = self.processor.image_processor
-        self.patch, self.merge, self.temporal = int(video.patch_size), int(video.merge_size), int(
-            video.temporal_patch_size)
-        self.image_patch, self.image_merge = int(image.patch_size), int(image.merge_size)
-        size = image.size
-        self.image_min_pixels = int(size.get("shortest_edge") or size.get("min_pixels") or 0)
-        self.image_max_pixels = int(size.get("longest_edge") or size.get("max_pixels") or 0)
-        ids = self.tokenizer.convert_tokens_to_ids
-        self.video_id, self.image_id = ids("<|video_pad|>"), ids("<|image_pad|>")
-        start, end = ids("<|vision_start|>"), ids("<|vision_end|>")
-        # vLLM's own test (Qwen3VLMultiModalProcessor._expands_only_video_token).
-        mixin_impl = getattr(ProcessorMixin, "replace_video_token", None)
-        proc_impl = getattr(type(self.processor), "replace_video_token", None)
-        bare = proc_impl is not None and proc_impl is not mixin_impl
-        self.video_target: tuple[int, ...] = (
-            (self.video_id,) if family != "qwen3-vl" or bare else (start, self.video_id, end))
+        self.rule = families.get(family).visual_tokens(self.processor)
+        self.video_target: tuple[int, ...] = tuple(self.rule.video_target)
+        self.image_id = self.rule.image_id
 
     # -- pieces ----------------------------------------------------------------------------------------------------
     def render(self, prompt: str, n_videos: int, n_images: int) -> str:
@@ -113,34 +85,18 @@ class PromptCounter:
         """Token ids of rendered prompts, as the engine's processor tokenizes them (one batched call)."""
         return self.tokenizer(texts)["input_ids"] if texts else []
 
-    def frame_tokens(self, height: int, width: int) -> int:
-        """Tokens of one temporal patch of a video frame of this size."""
-        return (height // self.patch) * (width // self.patch) // self.merge**2
-
     def video_tokens(self, video: VideoGeometry) -> int:
         """Embeddings of one video (what its encoder output, and the encoder cache, hold)."""
-        return math.ceil(video.frames / self.temporal) * self.frame_tokens(video.height, video.width)
+        return self.rule.video_tokens(video)
 
     def video_replacement(self, video: VideoGeometry) -> int:
         """Length of the token run that replaces the video's placeholder in the prompt."""
-        if self.family != "qwen3-vl":
-            return self.video_tokens(video)
-        per_patch = self.frame_tokens(video.height, video.width)
-        return sum(self._timestamp_len(t) + 2 + per_patch for t in timestamps(video.indices, video.fps, self.temporal))
+        return self.rule.video_replacement(video)
 
     def image_tokens(self, height: int, width: int, resize: bool) -> int:
         """Embeddings of one image of this (already loaded and resized) size; `resize`: the engine's processor resizes
         it again (it does when the request has no video, whose do_resize=False would cover images too)."""
-        if resize:
-            from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
-
-            height, width = smart_resize(height, width, factor=self.image_patch * self.image_merge,
-                                         min_pixels=self.image_min_pixels, max_pixels=self.image_max_pixels)
-        return (height // self.image_patch) * (width // self.image_patch) // self.image_merge**2
-
-    @lru_cache(maxsize=65536)
-    def _timestamp_len(self, seconds: float) -> int:
-        return len(self.tokenizer.encode(f"<{seconds:.1f} seconds>", add_special_tokens=False))
+        return self.rule.image_tokens(height, width, resize)
 
     # -- a whole prompt --------------------------------------------------------------------------------------------
     def count(self, prompt: str, videos: Sequence[VideoGeometry] = (),
@@ -161,23 +117,4 @@ class PromptCounter:
         return PromptCount(visual_tokens=sum(items), prompt_tokens=total, largest_item_tokens=max(items, default=0))
 
 
-def timestamps(indices: Sequence[int], fps: float, temporal: int = 2) -> list[float]:
-    """Seconds of each temporal patch (Qwen3-VL): the mean source time of its first and last frame, the last frame
-    repeated to fill the final patch."""
-    times = [i / fps for i in indices]
-    times += [times[-1]] * (-len(times) % temporal)
-    return [(times[i] + times[i + temporal - 1]) / 2 for i in range(0, len(times), temporal)]
-
-
-def count_runs(ids: Sequence[int], target: Sequence[int]) -> int:
-    """Non-overlapping occurrences of the token run `target` in `ids`."""
-    if len(target) == 1:
-        return list(ids).count(target[0])
-    n, i, k = 0, 0, len(target)
-    while i <= len(ids) - k:
-        if list(ids[i:i + k]) == list(target):
-            n, i = n + 1, i + k
-        else:
-            i += 1
-    return n
-
+__all__ = ["ModelLimits", "model_limits", "VideoGeometry", "PromptCount", "PromptCounter", "timestamps", "count_runs"]

@@ -1,0 +1,38 @@
+"""Model families on the leaderboard: which family each run's model belongs to, and the frame settings a benchmark
+was run with, in the few words shown next to its score."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .load import BenchRun, Run
+
+UNKNOWN = "unknown"
+
+
+def run_family(run: Run) -> str:
+    """The family the run recorded (summary, else manifest); "unknown" for runs from before families were recorded."""
+    model = (run.manifest or {}).get("model") or {}
+    return str((run.summary or {}).get("family") or model.get("family") or UNKNOWN)
+
+
+def frame_label(frames: Mapping[str, Any] | None) -> str:
+    """ "8 f, 112 px" / "2 fps, 4-32 f, <=65536 px": the settings that decide which frames and how large."""
+    if not frames:
+        return ""
+    if frames.get("nframes"):
+        count = f"{frames['nframes']} f"
+    else:
+        count = f"{frames.get('fps'):g} fps, {frames.get('min_frames')}-{frames.get('max_frames')} f"
+    size = f"{frames['side']} px" if frames.get("side") else f"<={frames.get('max_pixels')} px"
+    return f"{count}, {size}"
+
+
+def bench_frames(bench: BenchRun) -> str:
+    return frame_label((bench.config or {}).get("frames"))
+
+
+def grouped(runs: list[Run]) -> list[Run]:
+    """Runs grouped by family (families in first-seen order; runs keep their order within a family)."""
+    order = list(dict.fromkeys(run_family(r) for r in runs))
+    return sorted(runs, key=lambda r: order.index(run_family(r)))
