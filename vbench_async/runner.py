@@ -13,6 +13,7 @@ import functools
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -342,12 +343,17 @@ def _evaluate(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache
         starter = asyncio.create_task(backend.start())
         if mode == "both":
             stop = threading.Event()  # Ctrl-C: the decoding thread ends after the decodes in flight
+            # Its own thread, not the loop's default executor, which asyncio.run joins on the way out: Ctrl-C must
+            # not wait for a decode in flight.
+            thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preprocess")
             try:
-                rep = await loop.run_in_executor(None, lambda: preprocess(
+                rep = await loop.run_in_executor(thread, lambda: preprocess(
                     jobs(), cache, workers=cfg.preprocess_workers, progress=cfg.progress, stop=stop))
             except asyncio.CancelledError:
                 stop.set()
                 raise
+            finally:
+                thread.shutdown(wait=False)
             stats["preprocess"] = rep.to_dict()
         await starter
         stats["startup_s"] = round(time.perf_counter() - t0, 3)
