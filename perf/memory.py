@@ -37,7 +37,7 @@ TARGET = 0.20
 
 def build_suite(folder: Path, n_questions: int, template: list[dict]) -> Path:
     """`n_questions` records cycling over the template questions (and so over their videos); returns a data map."""
-    from hostile import unified_suite  # tests/hostile.py: the data map the reliability tests use
+    from support.hostile import unified_suite  # the data map the reliability tests use
 
     records = []
     for i in range(n_questions):

@@ -27,7 +27,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 
 def build(folder: Path, records: int, videos: int, contents: int) -> Path:
-    from videos import write_video  # tests/videos.py: real H.264 files
+    from support.videos import write_video  # tests/support/videos.py: real H.264 files
 
     clips = [write_video(folder / "clips" / f"c{i}.mp4", seconds=20 + i, fps=10, width=160, height=96, seed=i)
              for i in range(contents)]

@@ -276,6 +276,7 @@ def _plan(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_dir: Path, 
     done = store.completed_ids(retry_failed=cfg.retry_failed) if skip_done else set()
     render = functools.partial(benchmark.render_prompt, thinking=cfg.thinking)
     data_root, outside = cfg.selection.data_root, cfg.selection.allow_outside_root
+    video_of = _memo_video_path(benchmark, data_root, outside)
     entries = []
     for s in samples:
         if isinstance(s, SampleError):  # malformed record: still one result line, with its error
@@ -289,13 +290,33 @@ def _plan(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_dir: Path, 
         item = WorkItem(sample=s, prompt=render, store=store)  # the prompt is rendered when the request is built
         video, images = None, []
         try:
-            video = benchmark.video_path(s, data_root, allow_outside=outside) if s.video else None
+            video = video_of(s) if s.video else None
             images = benchmark.image_paths(s, data_root, allow_outside=outside) if s.images else []
         except SampleError as exc:
             item.error = exc
         entries.append(PlanEntry(item, video, spec if video else None, s.window if video else None, images or []))
     return BenchmarkPlan(benchmark, store, spec, config, n_total=len(samples), entries=entries,
                          sample_ids=frozenset(s.sample_id for s in samples))
+
+
+def _memo_video_path(benchmark: Benchmark, data_root: Path | None, outside: bool) -> Callable[[Sample], Path]:
+    """`benchmark.video_path`, checked once per distinct path: resolving symlinks is a few system calls per path
+    component, and 100,000 questions typically share a few thousand videos."""
+    known: dict[tuple[str, bool], Path | SampleError] = {}
+
+    def video_path(s: Sample) -> Path:
+        key = (s.video, "clip_source" in s.fields)  # all video_path reads of the sample
+        if key not in known:
+            try:
+                known[key] = benchmark.video_path(s, data_root, allow_outside=outside)
+            except SampleError as exc:
+                known[key] = exc
+        found = known[key]
+        if isinstance(found, SampleError):
+            raise SampleError(found.kind, str(found))  # a fresh one per sample (a re-raise would grow its traceback)
+        return found
+
+    return video_path
 
 
 def _execute(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache,
