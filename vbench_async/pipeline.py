@@ -127,6 +127,9 @@ class Progress(Protocol):
 
 
 class Pipeline:
+    writer = ResultWriter  # what appends and fsyncs result lines (perf/pipeline.py swaps in the inline one to compare)
+    scorer = staticmethod(lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="score"))
+
     def __init__(
         self,
         backend: Backend,
@@ -162,9 +165,9 @@ class Pipeline:
         # Threads (not processes) suffice: cache loads release the GIL in file I/O and numpy copies, and cache misses
         # are decoded in a separate worker process by the frame cache itself (with a timeout).
         pool = ThreadPoolExecutor(max_workers=self.loaders, thread_name_prefix="frames")
-        self._scorer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="score")
+        self._scorer = self.scorer()
         try:
-            with ResultWriter() as self._writer:
+            with self.writer() as self._writer:
                 async with asyncio.TaskGroup() as tg:
                     loaders = [tg.create_task(self._loader(pending, queue, pool)) for _ in range(self.loaders)]
                     workers = [tg.create_task(self._worker(queue)) for _ in range(self.concurrency)]
