@@ -4,8 +4,8 @@ and how long planning takes at each size (`runner._plan` for every benchmark plu
 parsing, prompt rendering, the chat template, tokenizing, video headers).
 
 What is measured is the harness, not the engine: the backend in this script answers every request at once with a
-fixed text (`InstantBackend`, defined here and nowhere else), so the numbers are the pipeline's own memory: samples,
-work items, the bounded frame queue, result lines, summaries. Engine memory does not depend on the suite size (its KV
+fixed text (`InstantBackend`, defined here; perf/pipeline.py reuses it), so the numbers are the pipeline's own
+memory: samples, work items, the bounded frame queue, result lines, summaries. Engine memory does not depend on the suite size (its KV
 cache is fixed at start-up). Each size runs in a fresh interpreter; the RSS is the process's peak (ru_maxrss), and
 "growth" is its relative increase from the small suite to the large one (target: < 20%).
 
@@ -54,7 +54,8 @@ def build_suite(folder: Path, n_questions: int, template: list[dict]) -> Path:
 
 
 class InstantBackend:
-    """Answers at once, without a model: isolates the harness's memory. Only for this measurement."""
+    """Answers at once, without a model: isolates the harness's memory (and, in perf/pipeline.py's writer comparison,
+    the loop's own costs). Only for these measurements."""
 
     name = "instant (harness only, no model)"
 

@@ -156,27 +156,6 @@ class InlineExecutor(concurrent.futures.Executor):
         return future
 
 
-class InstantBackend:
-    """Answers every request at once with a fixed text: the loop's own costs, not an engine's. Only for (w)."""
-
-    name = "instant"
-
-    async def start(self) -> None:
-        pass
-
-    async def close(self) -> None:
-        pass
-
-    def describe(self) -> dict:
-        return {"backend": self.name}
-
-    async def generate(self, request):
-        from vbench_async.backends.base import Completion
-
-        await asyncio.sleep(0)  # one loop turn, as a network or engine answer takes
-        return Completion(text="The answer is <answer>A</answer>", prompt_tokens=100, output_tokens=8)
-
-
 def writer_side_by_side(work: Path, questions: int, concurrency: int, reps: int = 3) -> dict[str, dict]:
     """(w): the same loop with the old inline writer and scorer, and with the threads; best of `reps` each."""
     from vbench_async.backends.base import SamplingParams
@@ -184,6 +163,9 @@ def writer_side_by_side(work: Path, questions: int, concurrency: int, reps: int 
     from vbench_async.pipeline import Pipeline, PlanEntry, WorkItem, group_by_video
     from vbench_async.results.store import ResultStore
     from vbench_async.samples import Sample
+
+    sys.path.insert(0, str(REPO / "perf"))
+    from memory import InstantBackend  # answers at once: the loop's own costs, not an engine's
 
     bench = get_benchmark("mmvu")
     samples = [Sample(benchmark="mmvu", sample_id=f"q{i:06d}", task_type="multiple choice",
@@ -248,7 +230,8 @@ def main() -> None:
         i, t = w["inline"], w["threads"]
         print(f"SUMMARY writer questions={args.writer_questions} concurrency={args.concurrency} "
               f"inline_fsync_s={i['wall_s']:.2f} writer_thread_s={t['wall_s']:.2f} "
-              f"speedup={i['wall_s'] / t['wall_s']:.2f}x loop_delay_max_ms={i['max_lag_ms']:.1f}->{t['max_lag_ms']:.1f} "
+              f"speedup={i['wall_s'] / t['wall_s']:.2f}x "
+              f"loop_delay_max_ms={i['max_lag_ms']:.1f}->{t['max_lag_ms']:.1f} "
               f"loop_delay_mean_ms={i['mean_lag_ms']:.2f}->{t['mean_lag_ms']:.2f} "
               f"lines_per_fsync={i['lines_per_fsync']:.1f}->{t['lines_per_fsync']:.1f}")
         return

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -330,7 +331,10 @@ def _execute(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache:
     mode = cfg.mode
     if mode == "auto":
         unique = {(str(j.video), j.spec, j.window) for j in jobs()}
-        cached = sum(1 for (v, s, w) in unique if cache.has(Path(v), s, w))  # headers only: no frames are read
+        # Headers only, no frames read; in parallel: each check fingerprints its video (hashing is C code that
+        # releases the GIL), and a suite of thousands of videos must not hash them one by one before it starts.
+        with ThreadPoolExecutor(max_workers=min(16, (os.cpu_count() or 1) * 4), thread_name_prefix="probe") as pool:
+            cached = sum(pool.map(lambda u: cache.has(Path(u[0]), u[1], u[2]), unique))
         mode = "eval" if not unique or cached >= 0.9 * len(unique) else "both"
         log.info("mode auto -> %s (%d of %d videos cached)", mode, cached, len(unique))
 
