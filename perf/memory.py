@@ -6,8 +6,8 @@ parsing, prompt rendering, the chat template, tokenizing, video headers).
 What is measured is the harness, not the engine: the backend in this script answers every request at once with a
 fixed text (`InstantBackend`, defined here; perf/pipeline.py reuses it), so the numbers are the pipeline's own
 memory: samples, work items, the bounded frame queue, result lines, summaries. Engine memory does not depend on the
-suite size (its KV cache is fixed at start-up). Each size runs in a fresh interpreter; the RSS is the process's peak (ru_maxrss), and
-"growth" is its relative increase from the small suite to the large one (target: < 20%).
+suite size (its KV cache is fixed at start-up). Each size runs in a fresh interpreter; the RSS is the process's peak
+(ru_maxrss), and "growth" is its relative increase from the small suite to the large one (target: < 20%).
 
 The suites are records pointing at a few small generated videos (many questions per video, as real benchmarks have),
 all through the real code of `vbench-async run` (`runner.run`) with the built-in tiny Qwen2.5-VL model's settings.
