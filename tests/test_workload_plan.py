@@ -121,7 +121,8 @@ def test_the_plans_cache_bytes_are_what_the_cache_will_write(tmp_path):
     from vbench_async.frames import FrameCache
     from vbench_async.frames.budget import PLANNING_RATIO
     from vbench_async.frames.worker import handle
-    from vbench_async.workload.plan import estimate_cache
+    from vbench_async.workload.plan import estimate_cache, video_geometry
+    from vbench_async.workload.probe import probe_video
 
     spec = get_benchmark("mmvu").frame_spec("qwen2.5-vl", {"max_frames": 8, "max_pixels": 16384})
     cache = FrameCache(tmp_path / "cache")
@@ -135,7 +136,8 @@ def test_the_plans_cache_bytes_are_what_the_cache_will_write(tmp_path):
                        "decoder": cache.decoder, "codec": cache.codec, "out": str(path)})["ok"]
         return cache.get(clips[i], spec).frames.nbytes, path.stat().st_size
 
-    raw_size = 8 * 96 * 128 * 3  # what the plan's geometry gives for these clips (checked below)
+    g = video_geometry(probe_video(clips[0]), spec, None)
+    raw_size = g.frames * g.height * g.width * 3  # what the plan counts for these clips (the cache's, checked below)
     cold, cold_bytes = estimate_cache(cache.root, {keys[0]: raw_size}, {keys[0]}, cache.codec, None)
     assert cold.codec == "zstd" and cold.ratio == PLANNING_RATIO["zstd"] and "assumed" in cold.ratio_source
     assert cold_bytes == int(raw_size * PLANNING_RATIO["zstd"]) < raw_size

@@ -25,7 +25,7 @@ CONTEXT_OVERFLOW = "context_overflow"
 CHUNK = 512  # prompts tokenized per call
 
 
-@dataclass
+@dataclass(slots=True)
 class PlanEntry:
     """One sample as the run will send it: its prompt (text or renderer), media paths, and any error already known."""
 
