@@ -119,7 +119,8 @@ def child(data_map: Path, out: Path, cache: Path, engine_imports: bool) -> dict:
     ))
     bench = summary["benchmarks"]["mmvu"]
     return {"questions": bench["n_total"], "failed": bench["n_failed"], "wall_s": round(time.perf_counter() - t0, 2),
-            "plan_s": plan_s[0] if plan_s else None, "plan_cpu_s": plan_s[1] if plan_s else None, "peak_rss_mb": _status_mb("VmHWM"), "peak_by_phase_mb": peaks}
+            "plan_s": plan_s[0] if plan_s else None, "plan_cpu_s": plan_s[1] if plan_s else None,
+            "peak_rss_mb": _status_mb("VmHWM"), "peak_by_phase_mb": peaks}
 
 
 def _timed_plan(run_locked, out: list[float]):
