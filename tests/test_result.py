@@ -48,6 +48,7 @@ def test_resumed_ids_are_read_without_holding_the_lines(tmp_path):
 
     store = ResultStore(tmp_path, "mmvu", "cfg")
     with store:
+        lines = []
         for i in range(2000):
             line = Result(sample_id=f"q{i}", benchmark="mmvu", config_hash="cfg", task_type="multiple choice",
                           question="?", options=["A. x", "B. y"], answer="A", video="v.mp4", fields={}, prompt="",
@@ -55,7 +56,8 @@ def test_resumed_ids_are_read_without_holding_the_lines(tmp_path):
                           score=1.0)
             if i % 4 == 0:
                 line.score, line.error = None, {"kind": "decode_timeout", "message": "transient: tried again"}
-            store.append(line)
+            lines.append(store.encode(line))
+        store.write_lines(lines)  # one fsync, as the writer thread batches them
     tracemalloc.start()
     done = store.completed_ids()
     peak = tracemalloc.get_traced_memory()[1]
