@@ -1,11 +1,13 @@
-"""Bounded memory of the evaluation HARNESS: peak RSS of `runner.run` streaming 10,000 questions through planning,
-frame loading (preprocessing), scheduling, scoring, result writing and aggregation, against the same for 1,000.
+"""Bounded memory of the evaluation HARNESS: peak RSS of `runner.run` streaming 100,000 questions through planning,
+frame loading (preprocessing), scheduling, scoring, result writing and aggregation, against the same for 10,000;
+and how long planning takes at each size (`runner._plan` for every benchmark plus the workload plan: annotation
+parsing, prompt rendering, the chat template, tokenizing, video headers).
 
 What is measured is the harness, not the engine: the backend in this script answers every request at once with a
-fixed text (`InstantBackend`, defined here and nowhere else), so the numbers are the pipeline's own memory: samples,
-work items, the bounded frame queue, result lines, summaries. Engine memory does not depend on the suite size (its KV
-cache is fixed at start-up). Each size runs in a fresh interpreter; the RSS is the process's peak (ru_maxrss), and
-"growth" is its relative increase from the small suite to the large one (target: < 20%).
+fixed text (`InstantBackend`, defined here; perf/pipeline.py reuses it), so the numbers are the pipeline's own
+memory: samples, work items, the bounded frame queue, result lines, summaries. Engine memory does not depend on the
+suite size (its KV cache is fixed at start-up). Each size runs in a fresh interpreter; the RSS is the process's peak
+(ru_maxrss), and "growth" is its relative increase from the small suite to the large one (target: < 20%).
 
 The suites are records pointing at a few small generated videos (many questions per video, as real benchmarks have),
 all through the real code of `vbench-async run` (`runner.run`) with the built-in tiny Qwen2.5-VL model's settings.
@@ -14,7 +16,8 @@ Two figures: the harness alone (a fresh interpreter with only vbench-async impor
 a 42 MB base), and the run process as `vbench-async run --backend vllm` has it before its engine allocates anything
 (vLLM's AsyncLLM imported: the base a user's process really starts from). Same suites, same code, same peak reading.
 
-    PYTHONPATH=. .venv/bin/python perf/memory.py [--small 1000] [--large 10000] [--videos 8] [--workdir DIR]
+    PYTHONPATH=. .venv/bin/python perf/memory.py [--small 10000] [--large 100000] [--videos 8] [--workdir DIR]
+        [--no-engine-imports]
 
 Ends with one SUMMARY line.
 """
@@ -37,7 +40,7 @@ TARGET = 0.20
 
 def build_suite(folder: Path, n_questions: int, template: list[dict]) -> Path:
     """`n_questions` records cycling over the template questions (and so over their videos); returns a data map."""
-    from hostile import unified_suite  # tests/hostile.py: the data map the reliability tests use
+    from support.hostile import unified_suite  # the data map the reliability tests use
 
     records = []
     for i in range(n_questions):
@@ -51,7 +54,8 @@ def build_suite(folder: Path, n_questions: int, template: list[dict]) -> Path:
 
 
 class InstantBackend:
-    """Answers at once, without a model: isolates the harness's memory. Only for this measurement."""
+    """Answers at once, without a model: isolates the harness's memory (and, in perf/pipeline.py's writer comparison,
+    the loop's own costs). Only for these measurements."""
 
     name = "instant (harness only, no model)"
 
@@ -103,6 +107,8 @@ def child(data_map: Path, out: Path, cache: Path, engine_imports: bool) -> dict:
     # Peaks by phase: planning (samples, prompts, paths) ends where evaluation starts; the loop; the summary.
     peaks: dict[str, float] = {"imports": _status_mb("VmHWM")}
     runner._plan = _phase(peaks, "plan", runner._plan)
+    plan_s: list[float] = []
+    runner._run_locked = _timed_plan(runner._run_locked, plan_s)
     runner._execute = _phase(peaks, "loop", runner._execute)
     summaries.write_run_outputs = _phase(peaks, "report", summaries.write_run_outputs)
     t0 = time.perf_counter()
@@ -113,7 +119,21 @@ def child(data_map: Path, out: Path, cache: Path, engine_imports: bool) -> dict:
     ))
     bench = summary["benchmarks"]["mmvu"]
     return {"questions": bench["n_total"], "failed": bench["n_failed"], "wall_s": round(time.perf_counter() - t0, 2),
+            "plan_s": plan_s[0] if plan_s else None, "plan_cpu_s": plan_s[1] if plan_s else None,
             "peak_rss_mb": _status_mb("VmHWM"), "peak_by_phase_mb": peaks}
+
+
+def _timed_plan(run_locked, out: list[float]):
+    """Time from the start of the run (annotations loaded) to its plan being printed (`on_plan`): the whole plan."""
+    def wrapped(cfg, model, run_dir, t_start, on_plan):
+        t0, c0 = time.perf_counter(), time.process_time()
+
+        def noted(*args):
+            out.extend([round(time.perf_counter() - t0, 2), round(time.process_time() - c0, 2)])
+            if on_plan is not None:
+                on_plan(*args)
+        return run_locked(cfg, model, run_dir, t_start, noted)
+    return wrapped
 
 
 def measure(data_map: Path, out: Path, cache: Path, engine_imports: bool = False) -> dict:
@@ -127,8 +147,9 @@ def measure(data_map: Path, out: Path, cache: Path, engine_imports: bool = False
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--small", type=int, default=1000, help="questions in the reference suite")
-    ap.add_argument("--large", type=int, default=10000, help="questions in the large suite")
+    ap.add_argument("--small", type=int, default=10000, help="questions in the reference suite")
+    ap.add_argument("--large", type=int, default=100000, help="questions in the large suite")
+    ap.add_argument("--no-engine-imports", action="store_true", help="skip the runs with vLLM imported")
     ap.add_argument("--videos", type=int, default=8, help="distinct videos the questions point at")
     ap.add_argument("--workdir", type=Path, help="keep the generated suites and runs here (default: a temp dir)")
     ap.add_argument("--child", nargs=3, type=Path, help=argparse.SUPPRESS)
@@ -146,7 +167,7 @@ def main() -> int:
     template = [r for f in files for r in json.loads(f.read_text())]
     (work / "videos").symlink_to(work / "template" / "videos")
     rows: dict[tuple[int, bool], dict] = {}
-    for engine_imports in (False, True):
+    for engine_imports in (False,) if args.no_engine_imports else (False, True):
         for n in (args.small, args.large):
             data_map = build_suite(work / f"suite-{n}", n, template) if not engine_imports else \
                 work / f"suite-{n}" / "data-map.yaml"
@@ -157,14 +178,17 @@ def main() -> int:
                   f"{json.dumps(rows[n, engine_imports])}", flush=True)
     small, large = rows[args.small, False], rows[args.large, False]
     growth = large["peak_rss_mb"] / small["peak_rss_mb"] - 1
-    small_v, large_v = rows[args.small, True], rows[args.large, True]
-    growth_v = large_v["peak_rss_mb"] / small_v["peak_rss_mb"] - 1
-    ok = max(growth, growth_v) < TARGET and all(r["failed"] == 0 for r in rows.values())
+    small_v, large_v = rows.get((args.small, True)), rows.get((args.large, True))
+    growth_v = large_v["peak_rss_mb"] / small_v["peak_rss_mb"] - 1 if large_v else None
+    ok = max(growth, growth_v or 0) < TARGET and all(r["failed"] == 0 for r in rows.values())
     added = {k: large["peak_by_phase_mb"][k] - small["peak_by_phase_mb"][k] for k in ("plan", "loop", "report")}
     per_q = (large["peak_rss_mb"] - small["peak_rss_mb"]) / (args.large - args.small) * 1024
-    print(f"SUMMARY memory: harness alone {small['peak_rss_mb']:.0f} MB for {args.small} questions, "
-          f"{large['peak_rss_mb']:.0f} MB for {args.large} (growth {100 * growth:+.1f}%); run process with vLLM "
-          f"imported {small_v['peak_rss_mb']:.0f} -> {large_v['peak_rss_mb']:.0f} MB (growth {100 * growth_v:+.1f}%); "
+    with_vllm = (f"run process with vLLM imported {small_v['peak_rss_mb']:.0f} -> {large_v['peak_rss_mb']:.0f} MB "
+                 f"(growth {100 * growth_v:+.1f}%)") if large_v else "vLLM-imported runs skipped"
+    print(f"SUMMARY memory: {args.small} questions: plan {small['plan_s']} s ({small['plan_cpu_s']} s CPU), peak RSS "
+          f"{small['peak_rss_mb']:.0f} MB; {args.large} questions: plan {large['plan_s']} s ({large['plan_cpu_s']} s "
+          f"CPU), peak RSS {large['peak_rss_mb']:.0f} MB "
+          f"(harness alone, growth {100 * growth:+.1f}%); {with_vllm}; "
           f"target < {100 * TARGET:.0f}%: {'PASS' if ok else 'FAIL'}; {per_q:.1f} KB per extra question; peak by "
           f"phase, large minus small: plan {added['plan']:+.0f} MB, loop {added['loop']:+.0f} MB, "
           f"report {added['report']:+.0f} MB")

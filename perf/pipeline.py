@@ -9,14 +9,19 @@ portrait, the common resolution of benchmark videos; `--size sd` for 640x360-cla
       the questions of a video together is worth);
   (c) whole command with a cold cache vs a warm cache.
 Same tiny model, same engine settings, greedy, 16 new tokens. Ends with one SUMMARY line.
+  (w) `--only writer`: the evaluation loop with result lines appended and fsynced and answers scored on the event
+      loop (how it was) vs the writer thread and the scoring thread (how it is), interleaved, same questions, an
+      engine that answers at once (what a fast GPU looks like to the loop): loop wall time, the event loop's worst
+      and mean scheduling delay (a 1 ms ticker), and lines per fsync. No model needed.
 
-Usage: .venv/bin/python perf/pipeline.py [--videos 50] [--questions-per-video 4]
+Usage: .venv/bin/python perf/pipeline.py [--videos 50] [--questions-per-video 4] [--only b|writer]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -122,6 +127,86 @@ async def loop_vs_engine(home: Path, cache_dir: Path, max_tokens: int, concurren
     return {k: min(v) for k, v in times.items()}
 
 
+class InlineWriter:
+    """The old path, for comparison only: append and fsync each line on the event loop."""
+
+    lines = fsyncs = 0
+
+    def __enter__(self) -> "InlineWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    async def write(self, store, result) -> None:
+        store.append(result)
+        self.lines += 1
+        self.fsyncs += 1
+
+
+class InlineExecutor(concurrent.futures.Executor):
+    """Runs what is submitted at once, in the caller's thread: scoring on the event loop, as it was."""
+
+    def submit(self, fn, *args, **kwargs):
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting caller
+            future.set_exception(exc)
+        return future
+
+
+def writer_side_by_side(work: Path, questions: int, concurrency: int, reps: int = 3) -> dict[str, dict]:
+    """(w): the same loop with the old inline writer and scorer, and with the threads; best of `reps` each."""
+    from vbench_async.backends.base import SamplingParams
+    from vbench_async.benchmarks import get_benchmark, score_sample
+    from vbench_async.pipeline import Pipeline, PlanEntry, WorkItem, group_by_video
+    from vbench_async.results.store import ResultStore
+    from vbench_async.samples import Sample
+
+    sys.path.insert(0, str(REPO / "perf"))
+    from memory import InstantBackend  # answers at once: the loop's own costs, not an engine's
+
+    bench = get_benchmark("mmvu")
+    samples = [Sample(benchmark="mmvu", sample_id=f"q{i:06d}", task_type="multiple choice",
+                      question=f"[{i}] Which colour is the square?", options=["A. red", "B. green", "C. blue"],
+                      answer="A") for i in range(questions)]
+
+    class Inline(Pipeline):
+        writer = InlineWriter
+        scorer = staticmethod(InlineExecutor)
+
+    async def one(cls, out: Path) -> dict:
+        store = ResultStore(out, "mmvu", "perf")
+        entries = [PlanEntry(WorkItem(s, bench.render_prompt(s), store)) for s in samples]
+        lags: list[float] = []
+        done = asyncio.Event()
+
+        async def ticker() -> None:  # how late the loop runs a 1 ms timer: the time it spent not scheduling
+            while not done.is_set():
+                t = time.perf_counter()
+                await asyncio.sleep(0.001)
+                lags.append(time.perf_counter() - t - 0.001)
+
+        pipe = cls(InstantBackend(), None, lambda p: None, score_sample, SamplingParams(), concurrency=concurrency)
+        with store:
+            tick = asyncio.create_task(ticker())
+            t0 = time.perf_counter()
+            stats = await pipe.run(group_by_video(entries))
+            wall = time.perf_counter() - t0
+            done.set()
+            await tick
+        assert stats.n_done == questions and stats.n_failed == 0
+        return {"wall_s": wall, "max_lag_ms": 1000 * max(lags), "mean_lag_ms": 1000 * sum(lags) / len(lags),
+                "lines_per_fsync": stats.lines_per_fsync or 1.0}
+
+    results: dict[str, list[dict]] = {"inline": [], "threads": []}
+    for rep in range(reps):  # interleaved, so drift in machine load hits both alike
+        results["inline"].append(asyncio.run(one(Inline, work / f"inline-{rep}")))
+        results["threads"].append(asyncio.run(one(Pipeline, work / f"threads-{rep}")))
+    return {k: min(v, key=lambda r: r["wall_s"]) for k, v in results.items()}
+
+
 def main() -> None:
     sys.stdout.reconfigure(line_buffering=True)  # progress lines appear as they are measured
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -131,8 +216,25 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--size", choices=sorted(SIZES), default="hd", help="video resolutions of the generated suite")
     ap.add_argument("--work-dir", type=Path, help="reuse this folder (its generated suite) instead of a new one")
-    ap.add_argument("--only", choices=["b"], help="run only part (b), on a work dir whose cache is warm")
+    ap.add_argument("--only", choices=["b", "writer"], help="run only part (b), on a work dir whose cache is warm, "
+                                                            "or only (w)")
+    ap.add_argument("--writer-questions", type=int, default=2000, help="questions for (w)")
     args = ap.parse_args()
+    if args.only == "writer":
+        work = args.work_dir or Path(tempfile.mkdtemp(prefix="vbench-perf-writer-"))
+        w = writer_side_by_side(work, args.writer_questions, args.concurrency)
+        for name, r in w.items():
+            print(f"(w) {name:7}: {r['wall_s']:.2f} s for {args.writer_questions} questions "
+                  f"({args.writer_questions / r['wall_s']:.0f} q/s), event loop delay max {r['max_lag_ms']:.1f} ms "
+                  f"mean {r['mean_lag_ms']:.2f} ms, {r['lines_per_fsync']:.1f} lines per fsync")
+        i, t = w["inline"], w["threads"]
+        print(f"SUMMARY writer questions={args.writer_questions} concurrency={args.concurrency} "
+              f"inline_fsync_s={i['wall_s']:.2f} writer_thread_s={t['wall_s']:.2f} "
+              f"speedup={i['wall_s'] / t['wall_s']:.2f}x "
+              f"loop_delay_max_ms={i['max_lag_ms']:.1f}->{t['max_lag_ms']:.1f} "
+              f"loop_delay_mean_ms={i['mean_lag_ms']:.2f}->{t['mean_lag_ms']:.2f} "
+              f"lines_per_fsync={i['lines_per_fsync']:.1f}->{t['lines_per_fsync']:.1f}")
+        return
 
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="vbench-perf-"))
     home = work / "home"

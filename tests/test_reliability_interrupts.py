@@ -10,6 +10,7 @@ concurrency (VBENCH_INTERRUPT_TRIALS overrides).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -145,3 +146,82 @@ def test_ctrl_c_and_sigterm_end_a_loaded_openai_run_quickly(tmp_path):
 def test_ctrl_c_ends_a_loaded_openai_run_quickly_20_trials(tmp_path):
     trials = int(os.environ.get("VBENCH_INTERRUPT_TRIALS", "20"))
     run_trials(tmp_path, trials, (4, 16), (signal.SIGINT,))
+
+
+# ----------------------------------------------------------------------------------------------- a decode in flight
+
+
+def _warm(cache: Path, video: Path) -> None:
+    """Cache `video`'s frames as the run will ask for them (openai_args' frame budget, the tiny Qwen2.5-VL family):
+    the decode worker's own job, run in this process (no worker start-up to pay)."""
+    from vbench_async.benchmarks import get_benchmark
+    from vbench_async.frames import FrameCache
+    from vbench_async.frames.worker import handle
+
+    spec = get_benchmark("mmvu").frame_spec("qwen2.5-vl", {"max_frames": 4, "max_pixels": 16384})
+    with FrameCache(cache) as frames:
+        key = frames.key(video, spec)
+        reply = handle({"id": key, "video": str(video), "spec": spec.to_dict(), "window": None,
+                        "decoder": frames.decoder, "codec": frames.codec, "out": str(frames.layout.entry_path(key))})
+        assert reply["ok"] and frames.has(video, spec), reply
+
+
+def _stop_decoders(proc: subprocess.Popen, stopped: set[int]) -> None:
+    """SIGSTOP every decode worker of the run: a decode that never ends (a huge or pathological video)."""
+    from support.processes import command_line, descendants
+
+    for pid in descendants(proc.pid):
+        if pid not in stopped and "vbench_async.frames.worker" in command_line(pid):
+            os.kill(pid, signal.SIGSTOP)
+            stopped.add(pid)
+
+
+def test_ctrl_c_ends_a_run_while_a_decode_is_in_progress(tmp_path):
+    """Ctrl-C while a loader waits on a decode that does not end: the run exits within 2 s (not after the decode
+    timeout), exit 130, and the results already written stay. Before the writer/loader rework the loader pool was
+    joined on the way out, so the run waited for the decode (up to the 120 s decode timeout)."""
+    from support.hostile import _good, _video, write_data_map
+
+    folder = tmp_path / "data"
+    _video(folder / "videos" / "cached.mp4")
+    _video(folder / "videos" / "stuck.mp4", frames=30)  # other content: a cache miss
+    records = [_good(f"c{i}") | {"path": "cached.mp4"} for i in range(3)] + [_good("s0") | {"path": "stuck.mp4"}]
+    (folder / "faults.json").write_text(json.dumps(records))
+    data_map = write_data_map(folder, "faults.json")
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    _warm(cache, folder / "videos" / "cached.mp4")
+    stopped: set[int] = set()
+    with FaultServer() as server:
+        # --mode eval: the loaders decode the miss themselves, while the cached video's questions are answered.
+        args = openai_args(data_map, out, cache, server.url, "--mode", "eval")
+        with open(tmp_path / "run.log", "w") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "vbench_async", *args], cwd=REPO, stdout=log,
+                                    stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 120
+            while (not stopped or _lines(out) < 3) and proc.poll() is None and time.monotonic() < deadline:
+                _stop_decoders(proc, stopped)
+                time.sleep(0.005)
+            assert stopped and _lines(out) == 3, (tmp_path / "run.log").read_text()[-3000:]
+            time.sleep(0.3)  # the loop now waits on the stuck decode alone
+            sent_at = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=15)
+                ended_s = time.monotonic() - sent_at
+            except subprocess.TimeoutExpired:
+                ended_s = None
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for pid in stopped:  # the stopped workers, if the run left them
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+    text = (tmp_path / "run.log").read_text()
+    assert ended_s is not None and ended_s <= EXIT_WITHIN_S, f"ended after {ended_s} s:\n{text[-2000:]}"
+    assert proc.returncode == 130 and "interrupted" in text and "Traceback" not in text, text[-2000:]
+    results = [json.loads(line) for f in (out / "results").glob("*.jsonl") for line in f.read_text().splitlines()]
+    assert sorted(r["sample_id"] for r in results) == ["c0", "c1", "c2"] and all(r["score"] == 1.0 for r in results)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is False and summary["run"]["interrupted"]

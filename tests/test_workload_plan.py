@@ -111,3 +111,42 @@ def test_a_benchmark_whose_samples_all_failed_is_not_complete():
     print_table({"benchmarks": {"x": {"score": 0.0, "n_total": 3, "n_failed": 3, "complete": True}},
                  "not_run": {"y": "no annotations"}}, file=buf)
     assert "ALL FAILED" in buf.getvalue() and "0.00" not in buf.getvalue() and "NOT RUN" in buf.getvalue()
+
+
+def test_the_plans_cache_bytes_are_what_the_cache_will_write(tmp_path):
+    """The plan's frame-cache bytes come from the cache's own fit check: with nothing cached, the codec's assumed
+    ratio (and the plan says it is assumed); with an entry cached, the ratio measured on it, which predicts the size
+    of the next entry of the same kind of footage. Before, the plan counted raw uint8 frames for zstd entries."""
+    from vbench_async.benchmarks import get_benchmark
+    from vbench_async.frames import FrameCache
+    from vbench_async.frames.budget import PLANNING_RATIO
+    from vbench_async.frames.worker import handle
+    from vbench_async.workload.plan import estimate_cache, video_geometry
+    from vbench_async.workload.probe import probe_video
+
+    spec = get_benchmark("mmvu").frame_spec("qwen2.5-vl", {"max_frames": 8, "max_pixels": 16384})
+    cache = FrameCache(tmp_path / "cache")
+    clips = [write_video(tmp_path / f"v{i}.mp4", frames=48, fps=12, width=128, height=96, textured=True, seed=i)
+             for i in range(2)]
+    keys = [cache.key(c, spec) for c in clips]
+
+    def decode(i: int) -> tuple[int, int]:  # (raw frame bytes, entry bytes) of clip i, decoded into the cache
+        path = cache.layout.entry_path(keys[i])
+        assert handle({"id": keys[i], "video": str(clips[i]), "spec": spec.to_dict(), "window": None,
+                       "decoder": cache.decoder, "codec": cache.codec, "out": str(path)})["ok"]
+        return cache.get(clips[i], spec).frames.nbytes, path.stat().st_size
+
+    g = video_geometry(probe_video(clips[0]), spec, None)
+    raw_size = g.frames * g.height * g.width * 3  # what the plan counts for these clips (the cache's, checked below)
+    cold, cold_bytes = estimate_cache(cache.root, {keys[0]: raw_size}, {keys[0]}, cache.codec, None)
+    assert cold.codec == "zstd" and cold.ratio == PLANNING_RATIO["zstd"] and "assumed" in cold.ratio_source
+    assert cold_bytes == int(raw_size * PLANNING_RATIO["zstd"]) < raw_size
+    raw0, stored0 = decode(0)
+    assert raw0 == raw_size
+    warm, warm_bytes = estimate_cache(cache.root, {k: raw_size for k in keys}, {keys[1]}, cache.codec, None)
+    assert "measured" in warm.ratio_source and warm.ratio == round(stored0 / raw0, 4)
+    _, stored1 = decode(1)
+    assert abs(warm_bytes - stored1) <= 0.25 * stored1, (warm_bytes, stored1)
+    assert warm.fits_disk and warm.warnings == []
+    over, _ = estimate_cache(cache.root, {k: raw_size for k in keys}, set(), cache.codec, max_bytes=stored0 // 2)
+    assert over.warnings and "budget" in over.warnings[0]

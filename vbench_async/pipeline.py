@@ -1,12 +1,18 @@
 """The evaluation loop: loaders stream cached frames into a bounded queue; workers keep N requests in flight.
 
-    groups of samples sharing a video ──► loaders (frames from the cache, or decoded in a worker process on a miss)
-        ──► bounded queue ──► N workers: Request ─► backend ─► Completion ─► score ─► result line (fsynced)
+    groups of samples sharing a video ──► loaders (frames from the cache, or decoded in a worker process on a miss;
+        encoded once per group for backends that send bytes) ──► bounded queue ──► N workers: Request ─► backend
+        ─► Completion ─► score (a thread) ─► result line (the writer thread: appended, fsynced)
 
 Memory is bounded by the queue size (plus the requests in flight), not by the suite size. Questions on the same video
 are queued back to back and share one frame array, so vLLM's prefix cache sees them together. Every sample ends as
 exactly one result line: a failure (missing video, engine error on one request) is a result with an error, counted in
 the denominator. A dead engine stops the run; finished lines are already on disk.
+
+The event loop only schedules: frame loads, media encoding, scoring and the fsync of each line run in threads, so
+a slow disk or a slow scorer never delays a request. A sample counts as done once its line is fsynced, as before.
+On Ctrl-C the loop ends without waiting for the loader threads: a decode in flight (up to its timeout) does not hold
+the exit; lines already queued for the writer are still written whole.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from .result import Result
 from .failure_kinds import ENVIRONMENT_KINDS, environment_fault, is_environment_oserror
 from .results.lines import InvalidResult
 from .results.store import ResultStore
+from .results.writer import ResultWriter
 from .samples import Sample
 
 if TYPE_CHECKING:
@@ -82,7 +89,13 @@ class LoopStats:
     total_gets: int = 0
     first_request_at: float | None = None
     wall_s: float = 0.0
+    result_lines: int = 0  # written by the writer thread
+    fsyncs: int = 0  # the fsyncs they took (several lines share one when they arrive together)
     failures: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def lines_per_fsync(self) -> float:
+        return self.result_lines / self.fsyncs if self.fsyncs else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         wall = max(self.wall_s, 1e-9)
@@ -95,6 +108,7 @@ class LoopStats:
             "frame_wait_s": round(self.frame_wait_s, 3),
             "engine_s": round(self.engine_s, 3),
             "queue_empty_fraction": round(self.starved_gets / max(self.total_gets, 1), 3),
+            "lines_per_fsync": round(self.lines_per_fsync, 2),
             "failures_by_kind": dict(self.failures),
         }
 
@@ -113,6 +127,9 @@ class Progress(Protocol):
 
 
 class Pipeline:
+    writer = ResultWriter  # what appends and fsyncs result lines (perf/pipeline.py swaps in the inline one to compare)
+    scorer = staticmethod(lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="score"))
+
     def __init__(
         self,
         backend: Backend,
@@ -138,6 +155,8 @@ class Pipeline:
         self.engine_ready = engine_ready
         self.stats = LoopStats()
         self._correct = 0.0
+        self._scorer: ThreadPoolExecutor | None = None
+        self._writer: ResultWriter | None = None
 
     async def run(self, groups: list[VideoGroup]) -> LoopStats:
         queue: asyncio.Queue = asyncio.Queue(maxsize=self.queue_size)
@@ -145,19 +164,27 @@ class Pipeline:
         start = time.perf_counter()
         # Threads (not processes) suffice: cache loads release the GIL in file I/O and numpy copies, and cache misses
         # are decoded in a separate worker process by the frame cache itself (with a timeout).
-        with ThreadPoolExecutor(max_workers=self.loaders, thread_name_prefix="frames") as pool:
-            try:
+        pool = ThreadPoolExecutor(max_workers=self.loaders, thread_name_prefix="frames")
+        self._scorer = self.scorer()
+        try:
+            with self.writer() as self._writer:
                 async with asyncio.TaskGroup() as tg:
                     loaders = [tg.create_task(self._loader(pending, queue, pool)) for _ in range(self.loaders)]
                     workers = [tg.create_task(self._worker(queue)) for _ in range(self.concurrency)]
                     await asyncio.gather(*loaders)
                     for _ in workers:
                         await queue.put(_DONE)
-            except* Exception as group:
-                # One fatal error (dead engine, setup problem) stopped the run: raise it as itself, not as a group.
-                raise group.exceptions[0] from None
-            finally:
-                self.stats.wall_s = time.perf_counter() - start
+        except* Exception as group:
+            # One fatal error (dead engine, setup problem) stopped the run: raise it as itself, not as a group.
+            raise group.exceptions[0] from None
+        finally:
+            # Never joined: after Ctrl-C or a fatal error a loader may still wait on a decode; nothing it yields is
+            # used, and the frame cache's own timeout ends it. (After a normal end every thread is idle already.)
+            pool.shutdown(wait=False, cancel_futures=True)
+            self._scorer.shutdown(wait=False, cancel_futures=True)
+            if self._writer is not None:
+                self.stats.result_lines, self.stats.fsyncs = self._writer.lines, self._writer.fsyncs
+            self.stats.wall_s = time.perf_counter() - start
         return self.stats
 
     # -- stages ------------------------------------------------------------------------------------------------------
@@ -170,9 +197,7 @@ class Pipeline:
             if group.video is not None and any(it.error is None for it in group.items):
                 t0 = time.perf_counter()
                 try:
-                    cached = await loop.run_in_executor(pool, self.load_video, group.video, group.spec, group.window)
-                    video_input = VideoInput(frames=cached.frames, metadata=cached.hf_metadata(), uuid=cached.key)
-                    seen = cached.seen(group.video).to_dict()
+                    video_input, seen = await loop.run_in_executor(pool, self._video_input, group)
                 except SampleError as exc:
                     if exc.kind in ENVIRONMENT_KINDS:  # a full disk, a read-only cache: stop, record nothing
                         raise environment_fault("frame cache", None, str(exc)) from None
@@ -190,15 +215,27 @@ class Pipeline:
                 images: tuple[ImageInput, ...] = ()
                 if item.error is None and group.images.get(item.sample.key):
                     try:
-                        arrays = [
-                            await loop.run_in_executor(pool, self.load_image, p) for p in group.images[item.sample.key]
-                        ]
-                        images = tuple(ImageInput(pixels=a, uuid=array_uuid(a)) for a in arrays)
+                        images = tuple([await loop.run_in_executor(pool, self._image_input, p)
+                                        for p in group.images[item.sample.key]])
                     except SampleError as exc:
                         item.error = exc
                     except Exception as exc:  # noqa: BLE001 - an image the loader did not foresee: this sample's
                         item.error = SampleError("image_error", f"{type(exc).__name__}: {exc}")
                 await queue.put((item, video_input, images, seen))
+
+    def _video_input(self, group: VideoGroup) -> tuple[VideoInput, dict[str, Any]]:
+        """The group's frames as the backend sends them (in a loader thread: once per video, not per question), and
+        the record of what the model receives that each result line keeps."""
+        cached = self.load_video(group.video, group.spec, group.window)
+        video = VideoInput(frames=cached.frames, metadata=cached.hf_metadata(), uuid=cached.key)
+        prepare = getattr(self.backend, "prepare_video", None)  # e.g. the OpenAI backend's frame encoding
+        return (prepare(video) if prepare is not None else video), cached.seen(group.video).to_dict()
+
+    def _image_input(self, path: Path) -> ImageInput:
+        pixels = self.load_image(path)
+        image = ImageInput(pixels=pixels, uuid=array_uuid(pixels))
+        prepare = getattr(self.backend, "prepare_image", None)
+        return prepare(image) if prepare is not None else image
 
     async def _worker(self, queue: asyncio.Queue) -> None:
         while True:
@@ -246,14 +283,16 @@ class Pipeline:
             except Exception as exc:  # an exception type the backend did not expect, on one request: that sample's
                 log.exception("request %s failed", request.request_id)  # failure, not the whole run's
                 error = SampleError("engine_error", f"{type(exc).__name__}: {exc}")
-        result = self._result(item, prompt, completion, error, seen)
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(self._scorer, self._result, item, prompt, completion, error, seen)
         try:
-            item.store.append(result)
+            await self._writer.write(item.store, result)
         except InvalidResult as exc:  # a scorer's bad value (a score of 5.0): stored as that sample's failure
             log.error("%s", exc)
-            result = self._result(item, prompt, completion, SampleError("result_invalid", str(exc)), seen)
-            item.store.append(result)
-        self._count(result, completion)
+            result = await loop.run_in_executor(self._scorer, self._result, item, prompt, completion,
+                                                SampleError("result_invalid", str(exc)), seen)
+            await self._writer.write(item.store, result)
+        self._count(result, completion)  # after the fsync: a sample counts only once its line is durable
 
     def _result(self, item: WorkItem, prompt: str, completion: Completion | None,
                 error: SampleError | None, seen: dict[str, Any] | None = None) -> Result:

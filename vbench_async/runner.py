@@ -11,8 +11,10 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -305,6 +307,7 @@ def _plan(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_dir: Path, 
     done = store.completed_ids(retry_failed=cfg.retry_failed) if skip_done else set()
     render = functools.partial(benchmark.render_prompt, thinking=cfg.thinking)
     data_root, outside = cfg.selection.data_root, cfg.selection.allow_outside_root
+    video_of = _memo_video_path(benchmark, data_root, outside)
     entries = []
     for s in samples:
         if isinstance(s, SampleError):  # malformed record: still one result line, with its error
@@ -318,13 +321,33 @@ def _plan(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_dir: Path, 
         item = WorkItem(sample=s, prompt=render, store=store)  # the prompt is rendered when the request is built
         video, images = None, []
         try:
-            video = benchmark.video_path(s, data_root, allow_outside=outside) if s.video else None
+            video = video_of(s) if s.video else None
             images = benchmark.image_paths(s, data_root, allow_outside=outside) if s.images else []
         except SampleError as exc:
             item.error = exc
         entries.append(PlanEntry(item, video, spec if video else None, s.window if video else None, images or []))
     return BenchmarkPlan(benchmark, store, spec, config, n_total=len(samples), entries=entries,
                          sample_ids=frozenset(s.sample_id for s in samples))
+
+
+def _memo_video_path(benchmark: Benchmark, data_root: Path | None, outside: bool) -> Callable[[Sample], Path]:
+    """`benchmark.video_path`, checked once per distinct path: resolving symlinks is a few system calls per path
+    component, and 100,000 questions typically share a few thousand videos."""
+    known: dict[tuple[str, bool], Path | SampleError] = {}
+
+    def video_path(s: Sample) -> Path:
+        key = (s.video, "clip_source" in s.fields)  # all video_path reads of the sample
+        if key not in known:
+            try:
+                known[key] = benchmark.video_path(s, data_root, allow_outside=outside)
+            except SampleError as exc:
+                known[key] = exc
+        found = known[key]
+        if isinstance(found, SampleError):
+            raise SampleError(found.kind, str(found))  # a fresh one per sample (a re-raise would grow its traceback)
+        return found
+
+    return video_path
 
 
 def _execute(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache,
@@ -338,7 +361,10 @@ def _execute(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache:
     mode = cfg.mode
     if mode == "auto":
         unique = {(str(j.video), j.spec, j.window) for j in jobs()}
-        cached = sum(1 for (v, s, w) in unique if cache.has(Path(v), s, w))  # headers only: no frames are read
+        # Headers only, no frames read; in parallel: each check fingerprints its video (hashing is C code that
+        # releases the GIL), and a suite of thousands of videos must not hash them one by one before it starts.
+        with ThreadPoolExecutor(max_workers=min(16, (os.cpu_count() or 1) * 4), thread_name_prefix="probe") as pool:
+            cached = sum(pool.map(lambda u: cache.has(Path(u[0]), u[1], u[2]), unique))
         mode = "eval" if not unique or cached >= 0.9 * len(unique) else "both"
         log.info("mode auto -> %s (%d of %d videos cached)", mode, cached, len(unique))
 
@@ -372,12 +398,17 @@ def _evaluate(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache
         starter = asyncio.create_task(backend.start())
         if mode == "both":
             stop = threading.Event()  # Ctrl-C: the decoding thread ends after the decodes in flight
+            # Its own thread, not the loop's default executor, which asyncio.run joins on the way out: Ctrl-C must
+            # not wait for a decode in flight.
+            thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preprocess")
             try:
-                rep = await loop.run_in_executor(None, lambda: preprocess(
+                rep = await loop.run_in_executor(thread, lambda: preprocess(
                     jobs(), cache, workers=cfg.preprocess_workers, progress=cfg.progress, stop=stop))
             except asyncio.CancelledError:
                 stop.set()
                 raise
+            finally:
+                thread.shutdown(wait=False)
             stats["preprocess"] = rep.to_dict()
         await starter
         stats["startup_s"] = round(time.perf_counter() - t0, 3)

@@ -5,6 +5,11 @@ base64 image per frame, with the source metadata (fps, frame indices, total fram
 server accepts per request. Frames are PNG-encoded (PIL reads them whatever the declared subtype), so the model sees
 exactly the cached pixels; `mm_processor_kwargs` (do_resize=False) keeps the server from resizing them again, which
 vLLM's server accepts when started with `--trust-request-mm-kwargs`.
+
+Encoding is done once per video, in the pipeline's loader thread (`prepare_video`), not per question on the event
+loop: the questions of one video share its encoded part. Each media part carries its `uuid` (the frame-cache key, or
+the image's content hash), which vLLM's server accepts per item (`{"type": "video_url", ..., "uuid": ...}`) and uses
+as the item's cache key, so its processor cache reuses a video's processed inputs across those questions.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EngineDead, SampleError, UserError
-from .base import Completion, Request, explicit_sampling
+from .base import Completion, ImageInput, Request, VideoInput, explicit_sampling
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
@@ -35,7 +40,8 @@ def _png_b64(array: np.ndarray) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def video_part(frames: np.ndarray, metadata: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def video_part(frames: np.ndarray, metadata: dict[str, Any], uuid: str | None = None
+               ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The message part for a pre-sampled video, and the media_io_kwargs that carry its source metadata."""
     url = "data:video/jpeg;base64," + ",".join(_png_b64(f) for f in frames)
     io_kwargs = {
@@ -47,7 +53,30 @@ def video_part(frames: np.ndarray, metadata: dict[str, Any]) -> tuple[dict[str, 
         "total_num_frames": max(int(metadata["total_num_frames"]), len(frames)),
         "duration": float(metadata["duration"]),
     }
-    return {"type": "video_url", "video_url": {"url": url}}, io_kwargs
+    part: dict[str, Any] = {"type": "video_url", "video_url": {"url": url}}
+    if uuid:
+        part["uuid"] = uuid
+    return part, io_kwargs
+
+
+def image_part(pixels: np.ndarray, uuid: str | None = None) -> dict[str, Any]:
+    part: dict[str, Any] = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + _png_b64(pixels)}}
+    if uuid:
+        part["uuid"] = uuid
+    return part
+
+
+@dataclass(frozen=True)
+class EncodedVideo(VideoInput):
+    """A video with its message part already built (`OpenAIBackend.prepare_video`), shared by its questions."""
+
+    part: dict[str, Any] = field(default_factory=dict)
+    io_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EncodedImage(ImageInput):
+    part: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -91,14 +120,31 @@ class OpenAIBackend:
         return {"backend": self.name, "base_url": self.base_url, "model": self.model, "timeout_s": self.timeout_s,
                 "max_retries": self.max_retries}
 
+    @staticmethod
+    def prepare_video(video: VideoInput) -> EncodedVideo:
+        """Encode a video's frames once (the pipeline calls this in a loader thread, once per group of questions)."""
+        if isinstance(video, EncodedVideo):
+            return video
+        part, io_kwargs = video_part(video.frames, video.metadata, video.uuid)
+        # The frames are not needed once encoded: the queue then holds the (smaller) PNG text, not both.
+        return EncodedVideo(frames=_emptied(video.frames), metadata=video.metadata, uuid=video.uuid, part=part,
+                            io_kwargs=io_kwargs)
+
+    @staticmethod
+    def prepare_image(image: ImageInput) -> EncodedImage:
+        if isinstance(image, EncodedImage):
+            return image
+        return EncodedImage(pixels=_emptied(image.pixels), uuid=image.uuid, part=image_part(image.pixels, image.uuid))
+
     def payload(self, request: Request) -> dict[str, Any]:
         content: list[dict[str, Any]] = []
         io_kwargs: dict[str, Any] = {}
         for v in request.videos:
-            part, io_kwargs = video_part(v.frames, v.metadata)
-            content.append(part)
+            encoded = self.prepare_video(v)  # already done by the loader, except for a caller outside the pipeline
+            content.append(encoded.part)
+            io_kwargs = encoded.io_kwargs
         for img in request.images:
-            content.append({"type": "image_url", "image_url": {"url": "data:image/png;base64," + _png_b64(img.pixels)}})
+            content.append(self.prepare_image(img).part)
         content.append({"type": "text", "text": request.prompt})
         s = request.sampling
         body: dict[str, Any] = {
@@ -154,6 +200,11 @@ class OpenAIBackend:
                     raise SampleError("server_error", f"malformed response: {type(exc).__name__}: {exc}") from exc
         # Overload, timeouts, dropped connections: may pass, so the next run asks again (failure_kinds.py).
         raise SampleError("server_unavailable", f"gave up after {self.max_retries + 1} attempts; last error: {last}")
+
+
+def _emptied(array: np.ndarray) -> np.ndarray:
+    """No pixels, same trailing shape: an encoded item holds no reference to its frames (a view would keep them)."""
+    return np.empty((0, *array.shape[1:]), array.dtype)
 
 
 def _completion(data: Any, n: int, latency_s: float) -> Completion:

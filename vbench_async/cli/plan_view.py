@@ -42,6 +42,8 @@ def print_plan_lines(workload: Any, not_run: dict[str, str], file=sys.stdout) ->
         for b in workload.benchmarks:
             print(benchmark_line(b, workload.engine.max_model_len), file=file)
         print(engine_line(workload), file=file)
+        for warning in workload.cache.warnings if workload.cache is not None else ():
+            print(f"frame cache: {warning}", file=file)
     for bid, why in not_run.items():
         print(f"plan {bid}: NOT RUN: {why}", file=file)
     file.flush()
@@ -75,8 +77,11 @@ def print_plan(w: Any, file=sys.stdout) -> None:
     print(file=file)
     print(engine_line(w), file=file)
     disk = "" if w.free_disk_bytes is None or w.cache_bytes_to_write <= w.free_disk_bytes else "  NOT ENOUGH DISK"
-    print(f"frame cache: {_bytes(w.cache_bytes_to_write)} to write in {w.cache_dir}, "
+    how = f" ({w.cache.describe()})" if w.cache is not None else ""
+    print(f"frame cache: {_bytes(w.cache_bytes_to_write)} to write in {w.cache_dir}{how}, "
           f"{_bytes(w.free_disk_bytes)} free{disk}", file=file)
+    for warning in w.cache.warnings if w.cache is not None else ():
+        print(f"frame cache: {warning}", file=file)
     for b in w.benchmarks:
         if not b.fits:
             print(f"{b.id}: {b.overflow} sample(s) do not fit; fix: {b.fix}", file=file)

@@ -54,11 +54,10 @@ class ResultStore:
 
     # -- reading -----------------------------------------------------------------------------------------------------
     def completed_ids(self, retry_failed: bool = False) -> set[str]:
-        """Ids whose line settles them: without retry_failed, lines with a transient error are tried again."""
-        results = read_results(self.path)
-        if retry_failed:
-            return {sid for sid, r in results.items() if not r.get("error")}
-        return {sid for sid, r in results.items() if is_final(r)}
+        """Ids whose line settles them: without retry_failed, lines with a transient error are tried again. Holds one
+        flag per line while reading, never the lines (a resumed run of 100,000 samples keeps only their ids)."""
+        settles = (lambda r: not r.get("error")) if retry_failed else is_final
+        return {sid for sid, done in read_results(self.path, view=settles).items() if done}
 
     # -- writing -----------------------------------------------------------------------------------------------------
     def open(self) -> "ResultStore":
@@ -77,9 +76,18 @@ class ResultStore:
     def append(self, result: Result | Mapping[str, Any]) -> None:
         """Write one line and fsync it. A line readers would reject raises InvalidResult; a full or read-only disk
         raises EnvironmentFault, with the file cut back to its last whole line (nothing half-written stays)."""
+        self.write_lines([self.encode(result)])
+
+    def encode(self, result: Result | Mapping[str, Any]) -> str:
+        """The line `append` writes for `result` (InvalidResult when readers would reject it)."""
         line = _line(result.to_dict() if isinstance(result, Result) else result)
         check_line(line, self.path)
-        data = memoryview(line.encode("utf-8"))
+        return line
+
+    def write_lines(self, lines: list[str]) -> None:
+        """Append encoded lines with one write and one fsync (results/writer.py batches them); on a disk fault
+        the file is cut back to where it was, so none of them is half there."""
+        data = memoryview("".join(lines).encode("utf-8"))
         fd = self._fh.fileno()
         start = os.lseek(fd, 0, os.SEEK_END)
         try:

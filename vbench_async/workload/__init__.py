@@ -36,7 +36,8 @@ def build_plan(model: Any, benchmarks: Sequence[tuple[Any, Any, Sequence[tuple[A
         inputs, PromptCounter(model.path, model.family), model_limits(model.path, on_cpu=_cpu_only()), headers,
         model=model.name, max_tokens=max_tokens, concurrency=concurrency, cache_root=cache.root,
         entry_path=cache.layout.entry_path, max_model_len=max_model_len,
-        max_num_batched_tokens=max_num_batched_tokens, not_run=not_run)
+        max_num_batched_tokens=max_num_batched_tokens, not_run=not_run, codec=cache.codec,
+        cache_max_bytes=cache.budget.max_bytes if cache.budget is not None else None)
 
 
 def _cpu_only() -> bool:

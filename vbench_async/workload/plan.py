@@ -8,13 +8,13 @@ samples that cannot fit, so they are recorded as `context_overflow` before gener
 
 from __future__ import annotations
 
-import shutil
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import SampleError
+from ..frames.budget import free_disk
 from ..frames.keys import cache_key
 from ..frames.spec import FrameSpec, frame_range
 from .probe import HeaderStore, VideoHeader, image_size
@@ -25,7 +25,7 @@ CONTEXT_OVERFLOW = "context_overflow"
 CHUNK = 512  # prompts tokenized per call
 
 
-@dataclass
+@dataclass(slots=True)
 class PlanEntry:
     """One sample as the run will send it: its prompt (text or renderer), media paths, and any error already known."""
 
@@ -70,7 +70,7 @@ class BenchmarkWorkload:
     largest_item_tokens: int  # largest single video or image, in embeddings
     largest_video: tuple[int, int, int] | None  # (frames, height, width) of the video with most tokens
     cache_entries_to_write: int
-    cache_bytes_to_write: int
+    cache_bytes_to_write: int  # as the cache will store them: raw frame bytes times the codec's ratio
     overflow: int = 0  # samples whose prompt does not fit the engine's context
     fix: str | None = None
 
@@ -95,11 +95,15 @@ class WorkloadPlan:
     cache_bytes_to_write: int
     free_disk_bytes: int | None
     not_run: dict[str, str] = field(default_factory=dict)  # benchmark -> why it is not run (data absent)
+    cache: CacheEstimate | None = None  # how the bytes to write were estimated, and the cache's warnings
     prompt_tokens: dict[str, int] = field(default_factory=dict, repr=False)  # sample key -> prompt length
 
     @property
     def fits(self) -> bool:
-        disk = self.free_disk_bytes is None or self.cache_bytes_to_write <= self.free_disk_bytes
+        if self.cache is not None:
+            disk = self.cache.fits_disk
+        else:
+            disk = self.free_disk_bytes is None or self.cache_bytes_to_write <= self.free_disk_bytes
         return disk and self.engine.fits_model and all(b.fits for b in self.benchmarks)
 
     def overflowing(self) -> dict[str, int]:
@@ -113,14 +117,61 @@ class WorkloadPlan:
             "engine": self.engine.to_dict(), "cache_dir": self.cache_dir,
             "cache_bytes_to_write": self.cache_bytes_to_write, "free_disk_bytes": self.free_disk_bytes,
             "benchmarks": {b.id: b.to_dict() for b in self.benchmarks}, "not_run": dict(self.not_run),
+            "cache": asdict(self.cache) if self.cache is not None else None,
         }
+
+
+@dataclass(frozen=True)
+class CacheEstimate:
+    """The frame cache's answer for this plan (frames/budget.check_cache_fit): the codec, the ratio of stored to raw
+    bytes it applied and where that ratio came from, and its warnings (over the budget, over the free disk)."""
+
+    codec: str
+    ratio: float
+    ratio_source: str  # "measured on the cache's entries", "assumed (no <codec> entry cached yet)", or "exact (raw)"
+    raw_bytes_to_write: int
+    fits_disk: bool
+    warnings: list[str]
+
+    def describe(self) -> str:
+        return f"{self.codec} at {self.ratio:.2f} of raw ({self.ratio_source})"
+
+
+def estimate_cache(cache_root: Path, raw_by_key: Mapping[str, int], new_keys: set[str], codec: str | None,
+                   max_bytes: int | None) -> tuple[CacheEstimate, int]:
+    """(the estimate, the bytes still to write) from the cache's own fit check, so the plan's bytes and warnings are
+    the ones the cache will write and warn about."""
+    from ..frames.budget import PLANNING_RATIO, PlannedEntry, check_cache_fit
+    from ..frames.codecs import RAW
+
+    fit = check_cache_fit(cache_root, [PlannedEntry(raw, key) for key, raw in raw_by_key.items()], max_bytes, codec)
+    if fit.codec == RAW:
+        source = "exact (raw)"
+    elif fit.ratio == PLANNING_RATIO.get(fit.codec):  # check_cache_fit's fallback: nothing of this codec to learn from
+        source = f"assumed: no {fit.codec} entry cached yet"
+    else:
+        source = "measured on the cache's entries"
+    raw_new = sum(raw_by_key[k] for k in new_keys)
+    return CacheEstimate(codec=fit.codec, ratio=round(fit.ratio, 4), ratio_source=source, raw_bytes_to_write=raw_new,
+                         fits_disk=fit.fits_disk, warnings=fit.warnings()), fit.new_bytes
 
 
 # ----------------------------------------------------------------------------------------------- geometry
 
 
 def video_geometry(header: VideoHeader, spec: FrameSpec, window: Any) -> VideoGeometry:
-    """Frames and frame size the cache will produce for this video (decode.py's rules; FrameError as it would)."""
+    """Frames and frame size the cache will produce for this video (decode.py's rules; FrameError as it would).
+    Known per (header, spec, window): the questions of one video share it."""
+    key = (header, spec, window)
+    found = _GEOMETRY.get(key)
+    if found is None:
+        if len(_GEOMETRY) > 65536:  # a long-lived process planning many suites: stay bounded
+            _GEOMETRY.clear()
+        found = _GEOMETRY[key] = _video_geometry(header, spec, window)
+    return found
+
+
+def _video_geometry(header: VideoHeader, spec: FrameSpec, window: Any) -> VideoGeometry:
     first, last, count = frame_range(header.total_frames, header.fps, window)
     n = spec.frame_count(count, header.fps).n
     height, width = spec.frame_size(header.height, header.width, n)
@@ -129,6 +180,7 @@ def video_geometry(header: VideoHeader, spec: FrameSpec, window: Any) -> VideoGe
 
 
 _INDICES: dict[tuple[str, int, int, int], list[int]] = {}
+_GEOMETRY: dict[tuple[VideoHeader, FrameSpec, Any], VideoGeometry] = {}
 
 
 def _indices(spec: FrameSpec, first: int, last: int, n: int) -> list[int]:
@@ -151,7 +203,8 @@ class _Tally:
     largest_video: tuple[int, int, int] | None = None
     largest_video_tokens: int = 0
     worst: tuple[int, PlanEntry | None, VideoHeader | None] = (0, None, None)
-    entries: dict[str, int] = field(default_factory=dict)  # cache key -> bytes, of entries not yet cached
+    entries: dict[str, int] = field(default_factory=dict)  # cache key -> raw frame bytes, of entries not yet cached
+    loads: dict[str, int] = field(default_factory=dict)  # the same for every entry the benchmark loads
     headers: dict[str, VideoHeader] = field(default_factory=dict)  # the chunk in flight: sample key -> its header
 
     def fail(self, kind: str) -> None:
@@ -172,6 +225,8 @@ def plan_workload(
     max_model_len: int | None = None,
     max_num_batched_tokens: int | None = None,
     not_run: Mapping[str, str] | None = None,
+    codec: str | None = None,
+    cache_max_bytes: int | None = None,
 ) -> WorkloadPlan:
     """Plan every benchmark of `inputs`; `max_model_len` given: the user's (it wins over the sized one)."""
     found = headers.headers(e.video for b in inputs for e in b.entries if e.video is not None and e.error is None)
@@ -195,12 +250,14 @@ def plan_workload(
                           key=lambda v: v[0] * v[1] * v[2], default=None),
         max_tokens=max_tokens, limits=limits, explicit_max_model_len=max_model_len,
         explicit_batched_tokens=max_num_batched_tokens, concurrency=concurrency)
-    benchmarks = [_summarise(b, t, engine, counter, max_tokens) for b, t in zip(inputs, tallies)]
-    to_write = sum({k: v for t in tallies for k, v in t.entries.items()}.values())  # an entry shared: written once
+    loads = {k: v for t in tallies for k, v in t.loads.items()}  # an entry shared by benchmarks: written once
+    estimate, to_write = estimate_cache(cache_root, loads, {k for t in tallies for k in t.entries}, codec,
+                                        cache_max_bytes)
+    benchmarks = [_summarise(b, t, engine, counter, max_tokens, estimate.ratio) for b, t in zip(inputs, tallies)]
     return WorkloadPlan(
         model=model, family=counter.family, max_tokens=max_tokens, benchmarks=benchmarks, engine=engine,
-        cache_dir=str(cache_root), cache_bytes_to_write=to_write, free_disk_bytes=_free_disk(cache_root),
-        not_run=dict(not_run or {}), prompt_tokens=prompt_tokens)
+        cache_dir=str(cache_root), cache_bytes_to_write=to_write, free_disk_bytes=free_disk(cache_root),
+        not_run=dict(not_run or {}), prompt_tokens=prompt_tokens, cache=estimate)
 
 
 def _media(entry: PlanEntry, spec: FrameSpec, counter: PromptCounter, found: Mapping[Path, Any],
@@ -219,8 +276,10 @@ def _media(entry: PlanEntry, spec: FrameSpec, counter: PromptCounter, found: Map
             geometry = video_geometry(header, spec, entry.window)
             videos.append(geometry)
             key = cache_key(header.fingerprint, spec, entry.window)
-            if key not in tally.entries and not entry_path(key).exists():
-                tally.entries[key] = geometry.frames * geometry.height * geometry.width * 3
+            if key not in tally.loads:
+                tally.loads[key] = geometry.frames * geometry.height * geometry.width * 3
+                if not entry_path(key).exists():
+                    tally.entries[key] = tally.loads[key]
         images = [image_spec.image_size(*image_size(p)) for p in entry.images]
         prompt = entry.prompt(entry.sample) if callable(entry.prompt) else entry.prompt
         text = counter.render(prompt, len(videos), len(images))
@@ -251,14 +310,14 @@ def _tally(entry: PlanEntry, count: Any, videos: list[VideoGeometry], counter: P
 
 
 def _summarise(bench: BenchmarkInput, t: _Tally, engine: EnginePlan, counter: PromptCounter,
-               max_tokens: int) -> BenchmarkWorkload:
+               max_tokens: int, cache_ratio: float = 1.0) -> BenchmarkWorkload:
     overflow = sum(1 for n in t.prompts if n >= engine.max_model_len)
     workload = BenchmarkWorkload(
         id=bench.id, n_samples=len(bench.entries), n_planned=len(t.prompts), unplanned=dict(t.unplanned),
         frames=Spread.of(t.frames), visual_tokens=Spread.of(t.visual), prompt_tokens=Spread.of(t.prompts),
         largest_context=max(t.prompts, default=0) + max_tokens if t.prompts else 0,
         largest_item_tokens=t.largest_item, largest_video=t.largest_video,
-        cache_entries_to_write=len(t.entries), cache_bytes_to_write=sum(t.entries.values()), overflow=overflow)
+        cache_entries_to_write=len(t.entries), cache_bytes_to_write=int(sum(t.entries.values()) * cache_ratio), overflow=overflow)
     if overflow:
         workload.fix = suggest_fix(bench, t.worst[1], t.worst[2], counter, engine.max_model_len - max_tokens,
                                    can_grow=engine.max_model_len < engine.model_limit)
@@ -307,13 +366,3 @@ def _halvings(value: int) -> list[int]:
         value //= 2
         out.append(value)
     return out
-
-
-def _free_disk(path: Path) -> int | None:
-    for candidate in (path, *path.parents):
-        if candidate.exists():
-            try:
-                return shutil.disk_usage(candidate).free
-            except OSError:
-                return None
-    return None

@@ -7,12 +7,19 @@ the prompt lengths the engines report.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 from .. import families
 from ..backends.base import chat_messages
 from ..families.base import VideoShape, count_runs
 from ..families.qwen_common import timestamps
+
+SENTINEL = "\x00vbench-prompt\x00"
+# Texts a template that does more than insert the prompt would render differently: surrounding whitespace (trim),
+# an empty text, tool-response and thinking tags, a template's own control tokens.
+_PROBES = ("", "  padded question \n\n", "\nleading newline", "<tool_response>\nx\n</tool_response>",
+           "<think>\nreasoning\n</think>\n\nanswer", "<|im_end|>", "{{ not jinja }}")
 
 _DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2, "fp8": 1, "float8_e4m3fn": 1}
 
@@ -74,21 +81,50 @@ class PromptCounter:
         self.rule = families.get(family).visual_tokens(self.processor)
         self.video_target: tuple[int, ...] = tuple(self.rule.video_target)
         self.image_id = self.rule.image_id
+        self._frames: dict[tuple[int, int], tuple[str, str] | None] = {}
 
     # -- pieces ----------------------------------------------------------------------------------------------------
     def render(self, prompt: str, n_videos: int, n_images: int) -> str:
         """The prompt string the backends send: the model's chat template around the media and the text."""
+        frame = self._frame(n_videos, n_images)
+        if frame is not None and SENTINEL not in prompt:
+            return frame[0] + prompt + frame[1]
+        return self._render(prompt, n_videos, n_images)
+
+    def _render(self, prompt: str, n_videos: int, n_images: int) -> str:
         return self.processor.apply_chat_template(chat_messages(prompt, n_videos, n_images), tokenize=False,
                                                   add_generation_prompt=True)
 
+    def _frame(self, n_videos: int, n_images: int) -> tuple[str, str] | None:
+        """(text before, text after) the prompt in the rendered template, when the template inserts the text verbatim
+        (checked once per media layout on probe texts that a trimming or content-sniffing template would change);
+        None: every prompt goes through the template. Rendering the template per prompt cost more than tokenizing."""
+        layout = (n_videos, n_images)
+        if layout not in self._frames:
+            parts = self._render(SENTINEL, n_videos, n_images).split(SENTINEL)
+            frame = (parts[0], parts[1]) if len(parts) == 2 else None
+            if frame is not None and any(self._render(t, n_videos, n_images) != frame[0] + t + frame[1]
+                                         for t in _PROBES):
+                frame = None
+            self._frames[layout] = frame
+        return self._frames[layout]
+
     def tokenize(self, texts: list[str]) -> list[list[int]]:
-        """Token ids of rendered prompts, as the engine's processor tokenizes them (one batched call)."""
-        return self.tokenizer(texts)["input_ids"] if texts else []
+        """Token ids of rendered prompts, as the engine's processor tokenizes them (one batched call). The fast
+        tokenizer's own batch call, without the offsets and wrappers transformers adds (the same ids)."""
+        if not texts:
+            return []
+        backend = getattr(self.tokenizer, "_tokenizer", None)
+        fast = getattr(backend, "encode_batch_fast", None)
+        if fast is None:
+            return self.tokenizer(texts)["input_ids"]
+        return [e.ids for e in fast(texts, add_special_tokens=True)]
 
     def video_tokens(self, video: VideoGeometry) -> int:
         """Embeddings of one video (what its encoder output, and the encoder cache, hold)."""
         return self.rule.video_tokens(video)
 
+    @lru_cache(maxsize=65536)
     def video_replacement(self, video: VideoGeometry) -> int:
         """Length of the token run that replaces the video's placeholder in the prompt."""
         return self.rule.video_replacement(video)
