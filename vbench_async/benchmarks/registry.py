@@ -3,9 +3,10 @@ pipeline works with (samples, media paths, frame spec, prompt, aggregation)."""
 
 from __future__ import annotations
 
+import difflib
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import yaml
 
@@ -16,6 +17,7 @@ from . import aggregate as _aggregate
 from . import prompts
 from .cards import Card, apply_preset, load_card
 from .sources import Resolved, load_records, resolve, to_samples
+from .sources import data_root as data_root_of
 
 if TYPE_CHECKING:
     from ..frames.spec import FrameSpec
@@ -49,7 +51,9 @@ class Benchmark:
         return to_samples(load_records(self.card, resolved, data_root), self.card, resolved)
 
     def record_count(self, data_root: Path | str | None) -> int | None:
-        """How many records the benchmark has under this data root, or None when its annotations are absent."""
+        """How many records the benchmark has under this data root, or None when its annotations are absent. A data
+        map that cannot be read is an error, as it is for `run`."""
+        data_root_of(data_root)
         try:
             return sum(1 for _ in load_records(self.card, self.resolve_source(data_root), data_root))
         except UserError:
@@ -154,12 +158,20 @@ def list_benchmarks() -> list[str]:
     return sorted(_cards())
 
 
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """" (did you mean 'videomme'?)" for a near miss, else ""."""
+    close = difflib.get_close_matches(name.lower(), [k.lower() for k in known], n=1, cutoff=0.6)
+    match = next((k for k in known if close and k.lower() == close[0]), None)
+    return f" (did you mean {match!r}?)" if match else ""
+
+
 def get_benchmark(name: str) -> Benchmark:
     """A benchmark by id, or `<id>@<preset>` for a preset."""
     base, _, preset = name.strip().partition("@")
     cards = _cards()
     if base not in cards:
-        raise UserError(f"unknown benchmark {base!r}; known benchmarks: {', '.join(sorted(cards))}")
+        raise UserError(f"unknown benchmark {base!r}{did_you_mean(base, cards)}; known benchmarks: "
+                        f"{', '.join(sorted(cards))}")
     card, raw = cards[base]
     return Benchmark(apply_preset(card, preset, raw) if preset else card)
 
@@ -209,7 +221,7 @@ def _suite_path(suite: str) -> Path:
     path = Path(suite).expanduser()
     if path.is_file():
         return path
-    raise UserError(f"unknown suite {suite!r}; built-in suites: {', '.join(files) or 'none'} "
+    raise UserError(f"unknown suite {suite!r}{did_you_mean(suite, files)}; built-in suites: {', '.join(files) or 'none'} "
                     "(or give the path of a suite YAML file)")
 
 

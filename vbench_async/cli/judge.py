@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from .output import has_site, print_table, write_run_site
+from .formatting import DefaultsHelpFormatter
 
 # Settings the judge decides itself: its engine runs --concurrency sequences; the server's name for the evaluated
 # model is not the judge's.
@@ -24,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
             "prompt hash; re-running skips items already judged by the same judge. An unparsable verdict is recorded "
             "as a judge failure (the item keeps its offline score). summary.json is then recomputed."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     p.set_defaults(func=main)
     return p
@@ -34,6 +35,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
     from ..backends.factory import BACKENDS
     from ..backends.openai import ServerSettings
     from ..backends.vllm import VLLMSettings
+    from .formatting import bounded
     from .options import add_group
 
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="result directory written by `vbench-async run`")
@@ -42,9 +44,9 @@ def add_options(p: argparse.ArgumentParser) -> None:
                         "(openai)")
     p.add_argument("--backend", default="vllm", choices=BACKENDS,
                    help="where the judge runs: in-process vLLM, an OpenAI-compatible server, or transformers")
-    p.add_argument("--max-tokens", type=int, default=32, help="tokens per verdict (raise it for reasoning judges)")
+    p.add_argument("--max-tokens", type=bounded(int, min=1), default=32, help="tokens per verdict (raise it for reasoning judges)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (decoding is greedy)")
-    p.add_argument("--concurrency", type=int, default=8,
+    p.add_argument("--concurrency", type=bounded(int, min=1), default=8,
                    help="judge requests in flight (also the vLLM engine's sequences at once)")
     p.add_argument("--retry-failed", action="store_true", help="judge again the items whose verdict was unparsable")
     p.add_argument("--no-site", action="store_true", help="do not rebuild RUN_DIR/leaderboard")

@@ -15,7 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="write a static HTML leaderboard from result directories",
         description=(
             "Write a static site from one or more result directories (each written by `vbench-async run`): a sortable "
-            "models x benchmarks table with 95%% confidence intervals and suite averages, a page per benchmark with "
+            "models x benchmarks table with 95% confidence intervals and suite averages, a page per benchmark with "
             "category breakdowns, paired comparisons and charts, a per-sample browser, each run's manifest, and CSV "
             "and JSON exports of every table. It needs no server: open SITE_DIR/index.html from disk. Partial runs, "
             "failed samples and runs made with different settings are marked, never mixed silently."

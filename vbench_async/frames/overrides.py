@@ -9,11 +9,11 @@ from dataclasses import dataclass, field, fields
 class FrameOverrides:
     """None keeps the benchmark card's value. The fields' `help` is their command-line text (`cli/options.py`)."""
 
-    max_frames: int | None = field(default=None, metadata={"help": "frame cap per video"})
-    nframes: int | None = field(default=None, metadata={"help": "exact frame count (Qwen2.5-style sampling)"})
-    fps: float | None = field(default=None, metadata={"help": "sampling rate in frames per second"})
-    max_pixels: int | None = field(default=None, metadata={"help": "per-frame pixel cap"})
-    total_pixels: int | None = field(default=None, metadata={"help": "per-video pixel budget"})
+    max_frames: int | None = field(default=None, metadata={"help": "frame cap per video", "min": 1})
+    nframes: int | None = field(default=None, metadata={"help": "exact frame count (Qwen2.5-style sampling)", "min": 1})
+    fps: float | None = field(default=None, metadata={"help": "sampling rate in frames per second", "above": 0})
+    max_pixels: int | None = field(default=None, metadata={"help": "per-frame pixel cap", "min": 1})
+    total_pixels: int | None = field(default=None, metadata={"help": "per-video pixel budget", "min": 1})
 
     def to_dict(self) -> dict[str, int | float]:
         """The settings that are set, as `Benchmark.frame_spec` takes them."""
