@@ -118,8 +118,8 @@ def _open_log(path: Path) -> TextIO:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     except OSError as exc:
-        raise UserError(f"cannot write the engine log {path}: {exc.strerror or exc}; choose a writable "
-                        "--output-dir") from exc
+        raise UserError(f"cannot write the run directory {path.parent.parent}: {exc.strerror or exc}; choose a "
+                        "writable --output-dir") from exc
     return open(fd, "a", buffering=1, encoding="utf-8", errors="replace")
 
 

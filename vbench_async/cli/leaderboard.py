@@ -48,6 +48,10 @@ def main(args: argparse.Namespace) -> int:
     from ..leaderboard import build_site
 
     run_dirs = expand_run_dirs(args.run_dirs)
-    site = build_site(run_dirs, args.output)
+    try:
+        site = build_site(run_dirs, args.output)
+    except OSError as exc:  # a read-only or full destination: one line, not a traceback
+        raise UserError(f"cannot write the site to {args.output}: {exc.strerror or exc}; choose a writable -o "
+                        "folder") from exc
     print(f"leaderboard of {len(run_dirs)} run(s): {site / 'index.html'}")
     return 0
