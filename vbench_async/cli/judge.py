@@ -35,6 +35,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
     from ..backends.factory import BACKENDS
     from ..backends.openai import ServerSettings
     from ..backends.vllm import VLLMSettings
+    from .console import add_verbose
     from .formatting import bounded
     from .options import add_group
 
@@ -52,12 +53,14 @@ def add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-site", action="store_true", help="do not rebuild RUN_DIR/leaderboard")
     add_group(p, VLLMSettings, exclude=JUDGE_SETS)
     add_group(p, ServerSettings, exclude=JUDGE_SETS)
+    add_verbose(p)
 
 
 def main(args: argparse.Namespace) -> int:
     from ..backends.openai import ServerSettings
     from ..backends.vllm import VLLMSettings
     from ..judge import JudgeConfig, judge_run_dir
+    from .console import engine_console, engine_log_path
     from .options import from_args
 
     if args.backend == "openai" and not args.base_url:
@@ -66,7 +69,10 @@ def main(args: argparse.Namespace) -> int:
                       engine=from_args(VLLMSettings, args, exclude=JUDGE_SETS, max_num_seqs=max(1, args.concurrency)),
                       server=from_args(ServerSettings, args, exclude=JUDGE_SETS), max_tokens=args.max_tokens,
                       seed=args.seed, concurrency=args.concurrency, retry_failed=args.retry_failed)
-    summary = judge_run_dir(args.run_dir, cfg)
+    if not args.run_dir.is_dir():
+        raise UserError(f"{args.run_dir} is not a result directory; evaluate a model into it first")
+    with engine_console(engine_log_path(args.run_dir), verbose=args.verbose):  # the judge engine's logs
+        summary = judge_run_dir(args.run_dir, cfg)
     jp = summary["judge_pass"]
     print(f"judge {jp['judge_id']}: {jp['n_judged']} judged, {jp['n_judge_failed']} judge failure(s), "
           f"{jp['n_skipped']} already judged")

@@ -243,7 +243,7 @@ def refuse_other_model(run_dir: Path, model: ModelRef) -> None:
     manifest = read_json(manifest_path(run_dir)) if manifest_path(run_dir).exists() else None
     held = (manifest or {}).get("model") if isinstance(manifest, dict) else None
     if isinstance(held, dict):
-        if model.name in (held.get("name"), None) or model.path == held.get("path"):
+        if model.name == held.get("name") or model.path == held.get("path"):
             return
         what = f"{held.get('name')} ({held.get('path')})"
     else:
