@@ -221,7 +221,8 @@ def _suite_path(suite: str) -> Path:
     path = Path(suite).expanduser()
     if path.is_file():
         return path
-    raise UserError(f"unknown suite {suite!r}{did_you_mean(suite, files)}; built-in suites: {', '.join(files) or 'none'} "
+    raise UserError(f"unknown suite {suite!r}{did_you_mean(suite, files)}; built-in suites: "
+                    f"{', '.join(files) or 'none'} "
                     "(or give the path of a suite YAML file)")
 
 

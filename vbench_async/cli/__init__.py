@@ -48,7 +48,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         epilog="Run `vbench-async COMMAND --help` for the options of each command.",
     )
     parser.add_argument("-v", "--verbose", action="store_true",
-                        help="show debug messages and the engine's logs live (they always go to OUTPUT_DIR/logs/engine.log)")
+                        help="show debug messages and the engine's logs live (they always go to "
+                             "OUTPUT_DIR/logs/engine.log)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in _COMMAND_MODULES:
         module = importlib.import_module(f"{__name__}.{name}")

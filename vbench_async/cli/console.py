@@ -58,14 +58,16 @@ def configure_logging(verbose: bool) -> None:
 
 
 @contextlib.contextmanager
-def engine_console(log_path: Path, verbose: bool = False) -> Iterator[Path]:
-    """Send the libraries' output to `log_path` for the duration of the block (see the module docstring)."""
+def engine_console(log_path: Path, verbose: bool = False, engine_in_process: bool = True) -> Iterator[Path]:
+    """Send the libraries' output to `log_path` for the duration of the block (see the module docstring).
+    `engine_in_process` False (a server does the work): torch and transformers are not imported beforehand, since
+    such a run never loads them."""
     log = _open_log(log_path)
     root = logging.getLogger()
     saved_handlers, saved_level = root.handlers[:], root.level
     saved_env = {k: os.environ.get(k) for k in ("VLLM_LOGGING_CONFIG_PATH",)}
     swap = not verbose and _real_descriptors()
-    if swap:
+    if swap and engine_in_process:
         _import_loud_libraries()
     console_out, console_err = sys.stdout, sys.stderr
     saved_fds: tuple[int, int] | None = None

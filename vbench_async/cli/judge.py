@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from ..errors import UserError
-from .output import has_site, print_table, write_run_site
 from .formatting import DefaultsHelpFormatter
+from .output import has_site, print_table, write_run_site
 
 # Settings the judge decides itself: its engine runs --concurrency sequences; the server's name for the evaluated
 # model is not the judge's.
@@ -45,7 +45,8 @@ def add_options(p: argparse.ArgumentParser) -> None:
                         "(openai)")
     p.add_argument("--backend", default="vllm", choices=BACKENDS,
                    help="where the judge runs: in-process vLLM, an OpenAI-compatible server, or transformers")
-    p.add_argument("--max-tokens", type=bounded(int, min=1), default=32, help="tokens per verdict (raise it for reasoning judges)")
+    p.add_argument("--max-tokens", type=bounded(int, min=1), default=32,
+                   help="tokens per verdict (raise it for reasoning judges)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (decoding is greedy)")
     p.add_argument("--concurrency", type=bounded(int, min=1), default=8,
                    help="judge requests in flight (also the vLLM engine's sequences at once)")
@@ -71,7 +72,8 @@ def main(args: argparse.Namespace) -> int:
                       seed=args.seed, concurrency=args.concurrency, retry_failed=args.retry_failed)
     if not args.run_dir.is_dir():
         raise UserError(f"{args.run_dir} is not a result directory; evaluate a model into it first")
-    with engine_console(engine_log_path(args.run_dir), verbose=args.verbose):  # the judge engine's logs
+    with engine_console(engine_log_path(args.run_dir), verbose=args.verbose,  # the judge engine's logs
+                        engine_in_process=args.backend != "openai"):
         summary = judge_run_dir(args.run_dir, cfg)
     jp = summary["judge_pass"]
     print(f"judge {jp['judge_id']}: {jp['n_judged']} judged, {jp['n_judge_failed']} judge failure(s), "

@@ -6,8 +6,8 @@ import argparse
 import json
 
 from . import run as run_cli
-from .plan_view import print_plan
 from .formatting import DefaultsHelpFormatter
+from .plan_view import print_plan
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 
 from ..errors import UserError
 from .failures import print_failures
-from .output import has_site, print_table, write_run_site
 from .formatting import DefaultsHelpFormatter
+from .output import has_site, print_table, write_run_site
 
 if TYPE_CHECKING:
     from ..models import ModelRef
-    from ..sharding import Shard
     from ..runner import RunConfig
+    from ..sharding import Shard
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -164,7 +164,7 @@ def main(args: argparse.Namespace) -> int:
     model = resolve_model(cfg)
     out_dir = run_dir_for(cfg, model)
     refuse_other_model(out_dir, model)
-    with engine_console(engine_log_path(out_dir), verbose=args.verbose):
+    with engine_console(engine_log_path(out_dir), verbose=args.verbose, engine_in_process=args.backend != "openai"):
         return _run(args, cfg, shard, out_dir)
 
 
