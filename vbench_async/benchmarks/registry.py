@@ -53,7 +53,7 @@ class Benchmark:
     def record_count(self, data_root: Path | str | None) -> int | None:
         """How many records the benchmark has under this data root, or None when its annotations are absent. A data
         map that cannot be read is an error, as it is for `run`."""
-        data_root_of(data_root)
+        check_data_root(data_root)
         try:
             return sum(1 for _ in load_records(self.card, self.resolve_source(data_root), data_root))
         except UserError:
@@ -156,6 +156,16 @@ def _cards() -> dict[str, tuple[Card, dict]]:
 def list_benchmarks() -> list[str]:
     """Card ids, sorted (presets are not listed; see each card's `presets`)."""
     return sorted(_cards())
+
+
+def check_data_root(path: Path | str | None) -> None:
+    """UserError unless `--data-root` can be read: a folder, or a data map whose keys are all benchmark ids."""
+    root = data_root_of(path)
+    known = list_benchmarks()
+    unknown = sorted(k for k in root.overrides if k.partition("@")[0] not in known)
+    if unknown:
+        raise UserError(f"{path}: unknown benchmark {unknown[0]!r}{did_you_mean(unknown[0], known)} under "
+                        "'benchmarks' (a data map's keys are benchmark ids, see `vbench-async list`)")
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

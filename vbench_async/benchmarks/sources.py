@@ -59,22 +59,10 @@ def _data_map(path: Path) -> DataRoot:
     overrides = data.get("benchmarks") or {}
     if not isinstance(overrides, Mapping):
         raise UserError(f"{path}: 'benchmarks' maps benchmark ids to their folders (see README, 'Data maps')")
-    unknown = sorted(str(k) for k in overrides if str(k).partition("@")[0] not in _known_ids())
-    if unknown:
-        from .registry import did_you_mean
-
-        raise UserError(f"{path}: unknown benchmark {unknown[0]!r}{did_you_mean(unknown[0], _known_ids())} under "
-                        "'benchmarks' (a data map's keys are benchmark ids, see `vbench-async list`)")
     for name, entry in overrides.items():
         if not isinstance(entry, Mapping) or not set(entry) <= _OVERRIDE_KEYS:
             raise UserError(f"{path}: benchmarks.{name} may set only {', '.join(sorted(_OVERRIDE_KEYS))}")
     return DataRoot(root.absolute(), {str(k): {kk: str(vv) for kk, vv in v.items()} for k, v in overrides.items()})
-
-
-def _known_ids() -> list[str]:
-    from .registry import list_benchmarks  # the registry loads this module
-
-    return list_benchmarks()
 
 
 def data_root(path: Path | str | None) -> DataRoot:

@@ -111,7 +111,7 @@ def config_from_args(args: argparse.Namespace, shard: Shard | None = None) -> Ru
     from ..backends.openai import ServerSettings
     from ..backends.vllm import VLLMSettings
     from ..benchmarks.selection import Selection
-    from ..benchmarks.sources import data_root
+    from ..benchmarks.registry import check_data_root
     from ..frames.overrides import FrameOverrides
     from ..runner import RunConfig
     from .options import from_args
@@ -119,7 +119,7 @@ def config_from_args(args: argparse.Namespace, shard: Shard | None = None) -> Ru
     selection = from_args(Selection, args)
     if selection.empty:
         raise UserError("say what to evaluate: --suite NAME or --benchmarks a,b (see `vbench-async list`)")
-    data_root(selection.data_root)  # a data map that cannot be read fails now, whatever the benchmarks' sources
+    check_data_root(selection.data_root)  # a broken data map fails now, whatever the benchmarks' sources
     if args.cache_max_gb is not None and not args.cache_max_gb >= 0:
         raise UserError("--cache-max-gb must be a non-negative number of gigabytes")
     engine = from_args(VLLMSettings, args)
