@@ -112,7 +112,9 @@ def check_benchmark(bench, data_root: Path | None, source: str, allow_outside: b
 
 def run_check(args: argparse.Namespace) -> int:
     from ..benchmarks import resolve_benchmarks
+    from ..benchmarks.registry import check_data_root
 
+    check_data_root(args.data_root)
     names = [n for n in [*args.benchmarks, *(args.benchmark_list or "").split(",")] if n.strip()]
     benches = resolve_benchmarks(args.suite, names or None)
     reports = {b.id: check_benchmark(b, args.data_root, args.source, args.allow_outside_root) for b in benches}
