@@ -165,13 +165,54 @@ def test_preprocess_mode_output_names_the_cache(tmp_path, capsys):
     assert out.startswith(f"preprocess -> {tmp_path}: 3 jobs, 2 unique videos: 2 cached") and "PARTIAL" not in out
 
 
+@pytest.mark.slow
 @ENGINE_GROUP
 @pytest.mark.vllm
-def test_a_served_model_the_server_does_not_have_stops_before_the_run(vllm_server, tmp_path):
-    proc = run_cli("run", "--model", "tiny-qwen2.5-vl", "--benchmarks", "demo-mc", "--max-samples", "2",
-                   "--backend", "openai", "--base-url", vllm_server, "--served-model", "not-served",
-                   "--output-dir", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"), *DEMO_ARGS[2:],
-                   timeout=300)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    assert f"serves '{SERVED}', not 'not-served': pass --served-model {SERVED}" in proc.stderr, proc.stderr
-    assert not list((tmp_path / "out" / "results").glob("*.jsonl")), "samples were sent"
+def test_a_served_model_the_server_does_not_have_stops_before_the_run(vllm_server, tmp_path, capsys):
+    """The real vLLM server's /v1/models is read before the first request: a wrong --served-model is one line (exit
+    2), not an HTTP 404 recorded against every sample. In-process: the run's imports are the test process's."""
+    out = tmp_path / "out"
+    code = cli.main(["run", "--model", "tiny-qwen2.5-vl", "--benchmarks", "demo-mc", "--max-samples", "2",
+                     "--backend", "openai", "--base-url", vllm_server, "--served-model", "not-served",
+                     "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache"), *DEMO_ARGS[2:]])
+    err = capsys.readouterr().err
+    assert code == 2 and f"serves '{SERVED}', not 'not-served': pass --served-model {SERVED}" in err, err
+    assert [f.read_text() for f in (out / "results").glob("*.jsonl")] in ([], [""]), "samples were recorded"
+
+
+def test_the_openai_backend_reads_the_model_list_before_the_first_request():
+    """The default suite's equivalent of the slow test above: an HTTP server on 127.0.0.1 that lists its models the
+    way vLLM's does (GET /v1/models); a name it does not list fails start(), one it lists starts."""
+    import asyncio
+    import http.server
+    import threading
+
+    from vbench_async.backends.openai import OpenAIBackend
+
+    class Models(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the stdlib's name
+            body = json.dumps({"object": "list", "data": [{"id": "served-a", "object": "model"}]}).encode()
+            self.send_response(200 if self.path == "/v1/models" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Models)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+    async def start(name: str) -> None:
+        backend = OpenAIBackend(model=name, base_url=url)
+        await backend.start()
+        await backend.close()
+
+    try:
+        with pytest.raises(UserError, match=r"serves 'served-a', not 'missing': pass --served-model served-a"):
+            asyncio.run(start("missing"))
+        asyncio.run(start("served-a"))
+    finally:
+        server.shutdown()
