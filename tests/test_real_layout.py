@@ -62,8 +62,9 @@ def check_layout_run(root, written, plan, proc):
     assert proc.returncode == (1 if absent else 0), proc.stderr[-3000:]
     for bid in absent:
         assert f"plan {bid}: NOT RUN" in proc.stdout and "NOT RUN (no data)" in proc.stdout
+    log = (root / "run" / "logs" / "engine.log").read_text()
     for bid in written:
-        assert f"plan {bid}: " in proc.stdout
+        assert f"plan {bid}: " in log
     assert "(sized; model limit 32,768)" in proc.stdout
     results = _results(root / "run")
     assert len(results) == sum(written.values())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -143,7 +144,8 @@ def test_checkpoints_are_sharded_per_rank_and_kept_by_count(uninterrupted, tmp_p
 def test_resume_after_step_1_reaches_the_same_weights(uninterrupted, data, tmp_path_factory):
     first = uninterrupted / "checkpoints" / "step-000001"
     out = tmp_path_factory.mktemp("runs") / "b"
-    _torchrun(_config(data, out, checkpoint__resume=str(first)), wrapper=True)  # also covers `vbench-async train`
+    proc = _torchrun(_config(data, out, checkpoint__resume=str(first)), wrapper=True)  # also `vbench-async train`
+    assert re.search(r"resumed from \S*step-000001 at step 1", proc.stderr), proc.stderr[-3000:]  # says it resumed
     resumed = _metrics(out)
     assert [r["step"] for r in resumed] == [2, 3]
     a_rows = {r["step"]: r for r in _metrics(uninterrupted)}

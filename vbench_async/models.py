@@ -17,6 +17,7 @@ class ModelRef:
     path: str  # local directory or hub id, what engines load
     family: str
     fingerprint: str  # content hash of a local dir, or "hub:<id>@<revision>"
+    label: str | None = None  # the user's name for it (`run --name`): the summary's model and the run directory
     # FrameSpec fields the checkpoint's config decides (e.g. a fixed-size family's frame side), as sorted pairs
     frame_settings: tuple[tuple[str, int], ...] = ()
 
@@ -27,6 +28,8 @@ class ModelRef:
 
     @property
     def display_name(self) -> str:
+        if self.label:
+            return self.label
         p = Path(self.path)
         if self.name.startswith("tiny-"):
             return self.name

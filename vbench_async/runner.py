@@ -74,6 +74,7 @@ class RunConfig:
     server: ServerSettings = field(default_factory=ServerSettings)  # backend openai
     progress: bool = True
     shard: tuple[int, int] | None = None  # (K, N): evaluate only shard K of N (sharding.py); merge combines them
+    name: str | None = None  # the model's label in the summary and the default run directory (else from the path)
 
 
 @dataclass
@@ -88,17 +89,23 @@ def run(cfg: RunConfig, on_plan: Callable[[WorkloadPlan | None, dict[str, str]],
     shard, `merged` (whether this shard completed the run and merged it). `on_plan` gets the workload plan of what is
     left to run (None when it could not be made) and the benchmarks not run, before any engine starts. `backends`
     builds the backend, called as `make_backend` is (the evaluation server's keeps one engine across runs)."""
-    from . import models
-
     if cfg.mode not in MODES:
         raise UserError(f"unknown mode {cfg.mode!r}; choose from {', '.join(MODES)}")
     t_start = time.time()
-    model = models.resolve(cfg.model)
+    model = resolve_model(cfg)
     run_dir = run_dir_for(cfg, model)
     run_dir.mkdir(parents=True, exist_ok=True)
     # One writer per run directory, whatever its config (the shards of one run share it).
     with RunDirLock(run_dir, shared=bool(cfg.shard)):
         return _run_locked(cfg, model, run_dir, t_start, on_plan, backends)
+
+
+def resolve_model(cfg: RunConfig) -> ModelRef:
+    """The run's model, labelled with `cfg.name` when the user gave one."""
+    from . import models
+
+    model = models.resolve(cfg.model)
+    return dataclasses.replace(model, label=cfg.name) if cfg.name else model
 
 
 def run_dir_for(cfg: RunConfig, model: ModelRef) -> Path:
@@ -205,9 +212,7 @@ def frame_cache(cfg: RunConfig) -> FrameCache:
 def plan(cfg: RunConfig) -> WorkloadPlan:
     """The workload plan of the whole selection (finished samples included), without a run directory or an engine:
     `vbench-async plan`."""
-    from . import models
-
-    model = models.resolve(cfg.model)
+    model = resolve_model(cfg)
     loaded, not_run = _load(cfg)
     cache = frame_cache(cfg)
     run_dir = run_dir_for(cfg, model)

@@ -68,7 +68,11 @@ class Shard(NamedTuple):
 
     def checked(self) -> "Shard":
         if self.count < 1 or not 0 <= self.index < self.count:
-            raise UserError(f"shard {self.index}/{self.count} does not exist: K/N needs 0 <= K < N")
+            one_based = (f"; shards count from 0 (0/{self.count} ... {self.count - 1}/{self.count}): from a Slurm "
+                         f"array numbered from 1 (--array=1-{self.count}) pass --shard auto (it reads "
+                         "SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_MIN) or --shard "
+                         f"$((SLURM_ARRAY_TASK_ID-1))/{self.count}") if self.index == self.count >= 1 else ""
+            raise UserError(f"shard {self.index}/{self.count} does not exist: K/N needs 0 <= K < N{one_based}")
         return self
 
     @property

@@ -32,12 +32,12 @@ class ImageInput:
 class SamplingParams:
     """Greedy by default, so the same command gives the same outputs. (`help`: the command-line text.)"""
 
-    temperature: float = field(default=0.0, metadata={"help": "sampling temperature; 0 is greedy"})
-    top_p: float = field(default=1.0, metadata={"help": "nucleus sampling mass"})
-    top_k: int = field(default=0, metadata={"help": "0 disables top-k"})
-    max_tokens: int = field(default=256, metadata={"help": "maximum new tokens per answer"})
+    temperature: float = field(default=0.0, metadata={"help": "sampling temperature; 0 is greedy", "min": 0})
+    top_p: float = field(default=1.0, metadata={"help": "nucleus sampling mass", "above": 0, "max": 1})
+    top_k: int = field(default=0, metadata={"help": "0 disables top-k", "min": 0})
+    max_tokens: int = field(default=256, metadata={"help": "maximum new tokens per answer", "min": 1})
     seed: int = field(default=0, metadata={"help": "sampling seed (recorded in the manifest)"})
-    repetition_penalty: float = field(default=1.0, metadata={"help": "1.0 disables it"})
+    repetition_penalty: float = field(default=1.0, metadata={"help": "1.0 disables it", "above": 0})
     presence_penalty: float = field(default=0.0, metadata={"help": "0.0 disables it"})
 
     def to_dict(self) -> dict[str, Any]:

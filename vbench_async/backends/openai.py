@@ -110,6 +110,19 @@ class OpenAIBackend:
 
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         self._client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=self.timeout_s)
+        await self._check_served_model()
+
+    async def _check_served_model(self) -> None:
+        """Fail before the run, not with a 404 per sample, when the server lists its models and this is not one."""
+        try:
+            response = await self._client.get("/models", timeout=min(self.timeout_s, 30.0))
+            served = [m.get("id") for m in response.json().get("data", [])] if response.status_code == 200 else []
+        except Exception:  # noqa: BLE001 - no listing (down, or a server without /models): the requests will tell
+            return
+        if served and self.model not in served:
+            await self.close()
+            raise UserError(f"the server at {self.base_url} serves {', '.join(map(repr, served))}, not "
+                            f"{self.model!r}: pass --served-model {served[0]}")
 
     async def close(self) -> None:
         if self._client is not None:

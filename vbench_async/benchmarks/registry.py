@@ -4,9 +4,10 @@ aggregation)."""
 
 from __future__ import annotations
 
+import difflib
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import yaml
 
@@ -19,6 +20,7 @@ from .card_check import check_card
 from .cards import Card, apply_preset, load_card
 from .include import include_dirs
 from .sources import Resolved, load_records, resolve, to_samples
+from .sources import data_root as data_root_of
 
 if TYPE_CHECKING:
     from ..frames.spec import FrameSpec
@@ -54,7 +56,9 @@ class Benchmark:
         return to_samples(load_records(self.card, resolved, data_root), self.card, resolved)
 
     def record_count(self, data_root: Path | str | None) -> int | None:
-        """How many records the benchmark has under this data root, or None when its annotations are absent."""
+        """How many records the benchmark has under this data root, or None when its annotations are absent. A data
+        map that cannot be read is an error, as it is for `run`."""
+        check_data_root(data_root)
         try:
             return sum(1 for _ in load_records(self.card, self.resolve_source(data_root), data_root))
         except UserError:
@@ -179,12 +183,30 @@ def list_benchmarks() -> list[str]:
     return sorted(_cards())
 
 
+def check_data_root(path: Path | str | None) -> None:
+    """UserError unless `--data-root` can be read: a folder, or a data map whose keys are all benchmark ids."""
+    root = data_root_of(path)
+    known = list_benchmarks()
+    unknown = sorted(k for k in root.overrides if k.partition("@")[0] not in known)
+    if unknown:
+        raise UserError(f"{path}: unknown benchmark {unknown[0]!r}{did_you_mean(unknown[0], known)} under "
+                        "'benchmarks' (a data map's keys are benchmark ids, see `vbench-async list`)")
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """" (did you mean 'videomme'?)" for a near miss, else ""."""
+    close = difflib.get_close_matches(name.lower(), [k.lower() for k in known], n=1, cutoff=0.6)
+    match = next((k for k in known if close and k.lower() == close[0]), None)
+    return f" (did you mean {match!r}?)" if match else ""
+
+
 def get_benchmark(name: str) -> Benchmark:
     """A benchmark by id, or `<id>@<preset>` for a preset."""
     base, _, preset = name.strip().partition("@")
     cards = _cards()
     if base not in cards:
-        raise UserError(f"unknown benchmark {base!r}; known benchmarks: {', '.join(sorted(cards))}")
+        raise UserError(f"unknown benchmark {base!r}{did_you_mean(base, cards)}; known benchmarks: "
+                        f"{', '.join(sorted(cards))}")
     card, raw = cards[base]
     return Benchmark(apply_preset(card, preset, raw) if preset else card)
 
@@ -243,7 +265,8 @@ def _suite_path(suite: str) -> Path:
     path = Path(suite).expanduser()
     if path.is_file():
         return path
-    raise UserError(f"unknown suite {suite!r}; built-in suites: {', '.join(files) or 'none'} "
+    raise UserError(f"unknown suite {suite!r}{did_you_mean(suite, files)}; built-in suites: "
+                    f"{', '.join(files) or 'none'} "
                     "(or give the path of a suite YAML file)")
 
 

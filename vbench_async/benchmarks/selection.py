@@ -21,7 +21,7 @@ class Selection:
     data_root: Path | None = field(default=None, metadata={
         "help": "folder holding the annotation files and video folders"})
     max_samples: int | None = field(default=None, metadata={
-        "help": "only the first N records of each benchmark"})
+        "help": "only the first N records of each benchmark", "min": 1})
     allow_outside_root: bool = field(default=False, metadata={
         "help": "accept annotation paths that point outside the data root (absolute, ../, symlinks)"})
 

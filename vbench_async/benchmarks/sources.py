@@ -57,6 +57,8 @@ def _data_map(path: Path) -> DataRoot:
     root = Path(str(data.get("root") or path.parent)).expanduser()
     root = root if root.is_absolute() else path.parent / root
     overrides = data.get("benchmarks") or {}
+    if not isinstance(overrides, Mapping):
+        raise UserError(f"{path}: 'benchmarks' maps benchmark ids to their folders (see README, 'Data maps')")
     for name, entry in overrides.items():
         if not isinstance(entry, Mapping) or not set(entry) <= _OVERRIDE_KEYS:
             raise UserError(f"{path}: benchmarks.{name} may set only {', '.join(sorted(_OVERRIDE_KEYS))}")
@@ -68,7 +70,9 @@ def data_root(path: Path | str | None) -> DataRoot:
     if path is None:
         path = os.environ.get(DATA_ROOT_ENV) or "data"
     path = Path(path).expanduser()
-    if path.suffix.lower() in (".yaml", ".yml") and path.is_file():
+    if path.suffix.lower() in (".yaml", ".yml") and not path.is_dir():
+        if not path.is_file():
+            raise UserError(f"data map {path} does not exist (--data-root takes a folder or a YAML data map)")
         return _data_map(path.absolute())
     return DataRoot(path.absolute(), {})
 

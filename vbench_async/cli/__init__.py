@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import os
 import sys
 
 from ..errors import EngineDead, UserError
 from ..process_exit import INTERRUPTED, exit_now
 from .include import apply_include
+from .console import configure_logging
 
 USAGE_ERROR = 2  # a mistake in the user's input
 ENGINE_DEAD = 3  # the engine or server went away; finished work is kept
@@ -50,7 +50,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         ),
         epilog="Run `vbench-async COMMAND --help` for the options of each command.",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages (engine logs included)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="show debug messages and the engine's logs live (they always go to "
+                             "OUTPUT_DIR/logs/engine.log)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in _COMMAND_MODULES:
         module = importlib.import_module(f"{__name__}.{name}")
@@ -64,11 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     command = next((w for w in words if not w.startswith("-")), "")  # only -v/-h come before the command
     args = build_parser(command).parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        datefmt="%H:%M:%S",
-    )
+    configure_logging(args.verbose)
     try:
         apply_include(args)
         return int(args.func(args) or 0)

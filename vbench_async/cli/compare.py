@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="paired comparison of two runs (difference, CI, paired tests)",
         description=(
             "Compare run A with run B benchmark by benchmark, on the sample ids both hold: the mean difference (A - B) "
-            "with a 95%% confidence interval clustered by video, a paired t-test, and an exact sign test (McNemar's "
+            "with a 95% confidence interval clustered by video, a paired t-test, and an exact sign test (McNemar's "
             "exact test when every score is 0 or 1), and how many samples flipped (their ids in --json). Samples only "
             "one run holds are counted and left out; where the runs' settings differ, the note names them. Judge "
             "verdicts, where a judge pass ran, are used as the scores."

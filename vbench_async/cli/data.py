@@ -23,7 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                     "each invalid one: missing or mistyped fields, an unknown problem type, an "
                                     "unreadable ground truth, unsafe paths. Exit status 0 only when all are valid.")
     v.add_argument("file", type=Path, help="annotation file (.json or .jsonl)")
-    v.add_argument("--benchmark", required=True, help="benchmark id the file belongs to, e.g. videomme or mmvu@all")
+    # --benchmarks, as every command spells it (--benchmark kept for existing scripts)
+    v.add_argument("--benchmarks", "--benchmark", dest="benchmark", required=True,
+                   help="benchmark id the file belongs to, e.g. videomme or mmvu@all")
     v.add_argument("--json", action="store_true", help="print one JSON object with keys records, valid, errors")
     v.add_argument("--max-errors", type=int, default=50, help="errors to print in the text report (all in --json)")
     add_include_option(v)
@@ -33,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         description="Load each benchmark's annotations under the data root and list the videos and "
                                     "images that are missing or point outside their folder. Exit status 1 if any.")
     c.add_argument("benchmarks", nargs="*", help="benchmark ids (with optional @preset)")
+    c.add_argument("--benchmarks", dest="benchmark_list", help="comma-separated benchmark ids, as `run` takes them")
     c.add_argument("--suite", help="a built-in suite name or a suite YAML file")
     c.add_argument("--data-root", type=Path, help=_DATA_ROOT_HELP)
     c.add_argument("--source", default="auto", choices=["auto", "unified", "hub", "demo"],
@@ -113,8 +116,11 @@ def check_benchmark(bench, data_root: Path | None, source: str, allow_outside: b
 
 def run_check(args: argparse.Namespace) -> int:
     from ..benchmarks import resolve_benchmarks
+    from ..benchmarks.registry import check_data_root
 
-    benches = resolve_benchmarks(args.suite, args.benchmarks)
+    check_data_root(args.data_root)
+    names = [n for n in [*args.benchmarks, *(args.benchmark_list or "").split(",")] if n.strip()]
+    benches = resolve_benchmarks(args.suite, names or None)
     reports = {b.id: check_benchmark(b, args.data_root, args.source, args.allow_outside_root) for b in benches}
     bad = [k for k, r in reports.items() if r.get("error") or r["missing"] or r["unsafe"]]
     if args.json:

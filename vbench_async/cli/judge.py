@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import UserError
+from .formatting import DefaultsHelpFormatter
 from .output import has_site, print_table, write_run_site
 from .include import add_include_option
 
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
             "re-running skips items already judged by the same judge. An unparsable reply is recorded as a judge "
             "failure (the item keeps its offline score). summary.json is then recomputed."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     p.set_defaults(func=main)
     return p
@@ -39,6 +40,8 @@ def add_options(p: argparse.ArgumentParser) -> None:
     from ..backends.factory import BACKENDS
     from ..backends.openai import ServerSettings
     from ..backends.vllm import VLLMSettings
+    from .console import add_verbose
+    from .formatting import bounded
     from .options import add_group
 
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="result directory written by `vbench-async run`")
@@ -47,23 +50,25 @@ def add_options(p: argparse.ArgumentParser) -> None:
                         "(openai)")
     p.add_argument("--backend", default="vllm", choices=BACKENDS,
                    help="where the judge runs: in-process vLLM, an OpenAI-compatible server, or transformers")
-    p.add_argument("--max-tokens", type=int, default=None,
+    p.add_argument("--max-tokens", type=bounded(int, min=1), default=None,
                    help="tokens per judge reply (default: each protocol step's own limit; raise it for reasoning "
                         "judges)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (decoding is greedy)")
-    p.add_argument("--concurrency", type=int, default=8,
+    p.add_argument("--concurrency", type=bounded(int, min=1), default=8,
                    help="judge requests in flight (also the vLLM engine's sequences at once)")
     p.add_argument("--retry-failed", action="store_true", help="judge again the items whose verdict was unparsable")
     p.add_argument("--no-site", action="store_true", help="do not rebuild RUN_DIR/leaderboard")
     add_group(p, VLLMSettings, exclude=JUDGE_SETS)
     add_group(p, ServerSettings, exclude=JUDGE_SETS)
     add_include_option(p)
+    add_verbose(p)
 
 
 def main(args: argparse.Namespace) -> int:
     from ..backends.openai import ServerSettings
     from ..backends.vllm import VLLMSettings
     from ..judge import JudgeConfig, judge_run_dir
+    from .console import engine_console, engine_log_path
     from .options import from_args
 
     if args.backend == "openai" and not args.base_url:
@@ -72,7 +77,11 @@ def main(args: argparse.Namespace) -> int:
                       engine=from_args(VLLMSettings, args, exclude=JUDGE_SETS, max_num_seqs=max(1, args.concurrency)),
                       server=from_args(ServerSettings, args, exclude=JUDGE_SETS), max_tokens=args.max_tokens,
                       seed=args.seed, concurrency=args.concurrency, retry_failed=args.retry_failed)
-    summary = judge_run_dir(args.run_dir, cfg)
+    if not args.run_dir.is_dir():
+        raise UserError(f"{args.run_dir} is not a result directory; evaluate a model into it first")
+    with engine_console(engine_log_path(args.run_dir), verbose=args.verbose,  # the judge engine's logs
+                        engine_in_process=args.backend != "openai"):
+        summary = judge_run_dir(args.run_dir, cfg)
     jp = summary["judge_pass"]
     print(f"judge {jp['judge_id']}: {jp['n_judged']} judged, {jp['n_judge_failed']} judge failure(s), "
           f"{jp['n_skipped']} already judged")

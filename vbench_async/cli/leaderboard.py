@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="write a static HTML leaderboard from result directories",
         description=(
             "Write a static site from one or more result directories (each written by `vbench-async run`): a sortable "
-            "models x benchmarks table with 95%% confidence intervals and suite averages, a page per benchmark with "
+            "models x benchmarks table with 95% confidence intervals and suite averages, a page per benchmark with "
             "category breakdowns, paired comparisons and charts, a per-sample browser with the frames each model "
             "received, side-by-side pages of two runs (the samples that flipped), each run's manifest, and CSV "
             "and JSON exports of every table. It needs no server: open SITE_DIR/index.html from disk. Partial runs, "
@@ -55,6 +55,10 @@ def main(args: argparse.Namespace) -> int:
     from ..leaderboard import build_site
 
     run_dirs = expand_run_dirs(args.run_dirs)
-    site = build_site(run_dirs, args.output, cache_dirs=args.cache_dir, frames=not args.no_frames)
+    try:
+        site = build_site(run_dirs, args.output, cache_dirs=args.cache_dir, frames=not args.no_frames)
+    except OSError as exc:  # a read-only or full destination: one line, not a traceback
+        raise UserError(f"cannot write the site to {args.output}: {exc.strerror or exc}; choose a writable -o "
+                        "folder") from exc
     print(f"leaderboard of {len(run_dirs)} run(s): {site / 'index.html'}")
     return 0

@@ -3,7 +3,8 @@ default and help, and every command that takes it gets the same flag.
 
 A field whose metadata has a `help` is a flag `--field-name` (metadata `flag` renames it). A bool defaulting to False
 is a switch that sets it; one defaulting to True is cleared by its switch (name it `--no-...`). A `comma_list` field
-takes "a,b,c".
+takes "a,b,c". A number's bounds, checked when the command line is parsed (before any engine starts): `min` and
+`max` (inclusive), `above` (exclusive).
 
     add_group(parser, VLLMSettings, "vLLM engine")          # the flags
     engine = from_args(VLLMSettings, args)                  # the settings the user gave, defaults elsewhere
@@ -27,6 +28,7 @@ from ..backends.vllm import VLLMSettings
 from ..benchmarks.prompts import PromptSettings
 from ..benchmarks.selection import Selection
 from ..frames.overrides import FrameOverrides
+from .formatting import bounded
 
 T = TypeVar("T")
 
@@ -60,7 +62,8 @@ def add_group(parser: argparse.ArgumentParser, cls: type, title: str | None = No
         elif f.metadata.get("comma_list"):
             kwargs.update(type=_comma_list, default=default)
         else:
-            kwargs.update(type=kind, default=default)
+            bounds = {k: f.metadata[k] for k in ("min", "max", "above") if k in f.metadata}
+            kwargs.update(type=bounded(kind, **bounds) if bounds else kind, default=default)
             if "choices" in f.metadata:
                 kwargs["choices"] = f.metadata["choices"]
         group.add_argument(flag, **kwargs)

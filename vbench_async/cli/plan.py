@@ -6,6 +6,7 @@ import argparse
 import json
 
 from . import run as run_cli
+from .formatting import DefaultsHelpFormatter
 from .plan_view import print_plan
 
 
@@ -21,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
             "Video headers are probed in parallel and kept under the frame cache; no frame is decoded and no engine "
             "starts."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=main)

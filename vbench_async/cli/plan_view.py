@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import sys
-from typing import Any
+from typing import Any, TextIO
+
+log = logging.getLogger(__name__)
 
 
 def _k(n: float) -> str:
@@ -36,17 +39,32 @@ def benchmark_line(b: Any, limit: int) -> str:
     return ", ".join(parts)
 
 
-def print_plan_lines(workload: Any, not_run: dict[str, str], file=sys.stdout) -> None:
-    """`run`'s start: a line per benchmark, the engine's sizing, and the benchmarks without data."""
+def print_plan_lines(workload: Any, not_run: dict[str, str], file: TextIO | None = None, engine: str = "",
+                     verbose: bool = False) -> None:
+    """`run`'s start: one line naming the engine, the model, its window and KV cache; a line for each benchmark that
+    will not run or has samples that cannot fit (every benchmark's line with `verbose`). Every line goes to the log."""
+    file = file or sys.stdout  # looked up per call: the console may have replaced sys.stdout
+    lines: list[tuple[bool, str]] = []  # (worth the console, line)
     if workload is not None:
-        for b in workload.benchmarks:
-            print(benchmark_line(b, workload.engine.max_model_len), file=file)
-        print(engine_line(workload), file=file)
-        for warning in workload.cache.warnings if workload.cache is not None else ():
-            print(f"frame cache: {warning}", file=file)
-    for bid, why in not_run.items():
-        print(f"plan {bid}: NOT RUN: {why}", file=file)
+        lines += [(verbose or not b.fits or bool(b.unplanned), benchmark_line(b, workload.engine.max_model_len))
+                  for b in workload.benchmarks]
+    lines += [(True, f"plan {bid}: NOT RUN: {why}") for bid, why in not_run.items()]
+    if workload is not None:
+        lines.append((True, start_line(workload, engine)))
+        lines += [(True, f"frame cache: {w}") for w in (workload.cache.warnings if workload.cache is not None else ())]
+    for shown, line in lines:
+        log.info("%s", line)
+        if shown:
+            print(line, file=file)
     file.flush()
+
+
+def start_line(w: Any, engine: str = "") -> str:
+    """The one line `run` starts with: engine, model, work, the context window and the KV cache it reserves."""
+    samples = sum(b.n_samples for b in w.benchmarks)
+    head = ", ".join(p for p in (f"engine {engine}" if engine else "", f"model {w.model}",
+                                 f"{samples:,} sample(s) in {len(w.benchmarks)} benchmark(s)") if p)
+    return f"start: {head}; {engine_line(w)[len('engine: '):]}"
 
 
 def engine_line(w: Any) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .. import families
 from ..errors import UserError
+from .formatting import DefaultsHelpFormatter
 
 FAMILIES = tuple(families.names())
 
@@ -22,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
             "are reported from their failure record (see --retry-failed), and the same video used by several "
             "benchmarks is decoded once. A second run over the same suite decodes nothing."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     p.set_defaults(func=main)
     return p
@@ -32,6 +33,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
     from ..benchmarks.selection import Selection
     from ..frames.overrides import FrameOverrides
     from .include import add_include_option
+    from .formatting import bounded
     from .options import add_group
 
     what = add_group(p, Selection, "what to preprocess")
@@ -41,7 +43,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
     model.add_argument("--family", choices=FAMILIES, help="model family, instead of --model")
 
     how = p.add_argument_group("how")
-    how.add_argument("--workers", type=int, default=2, help="decoder processes running at once")
+    how.add_argument("--workers", type=bounded(int, min=1), default=2, help="decoder processes running at once")
     how.add_argument("--cache-dir", type=Path,
                      help="frame cache (default: $VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)")
     how.add_argument("--cache-max-gb", type=float,
@@ -50,7 +52,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
                           "`run` on demand (default: $VBENCH_ASYNC_CACHE_MAX_GB, else no limit)")
     how.add_argument("--decoder", default=None,
                      help="video decoder: pyav (default), decord or opencv; does not change the cached frames' key")
-    how.add_argument("--timeout", type=float, default=120.0,
+    how.add_argument("--timeout", type=bounded(float, above=0), default=120.0,
                      help="seconds one video may take before its worker is killed and the video marked failed")
     how.add_argument("--retry-failed", action="store_true",
                      help="decode videos again that failed in an earlier run (else their recorded reason is shown)")

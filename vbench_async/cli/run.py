@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UserError
+from .failures import print_failures
+from .formatting import DefaultsHelpFormatter
 from .output import has_site, print_table, write_run_site
 
 if TYPE_CHECKING:
-    from ..sharding import Shard
+    from ..models import ModelRef
     from ..runner import RunConfig
+    from ..sharding import Shard
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -26,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
             "miss, in a worker process, while the engine starts); results are appended per sample to "
             "OUTPUT_DIR/results/*.jsonl, so re-running the same command resumes where it stopped."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     p.set_defaults(func=main)
     return p
@@ -42,6 +46,8 @@ def add_options(p: argparse.ArgumentParser) -> None:
     from ..frames.overrides import FrameOverrides
     from ..runner import MODES
     from .include import add_include_option
+    from .console import add_verbose
+    from .formatting import bounded
     from .options import add_group
 
     what = add_group(p, Selection)
@@ -53,9 +59,12 @@ def add_options(p: argparse.ArgumentParser) -> None:
 
     out = p.add_argument_group("output")
     out.add_argument("--output-dir", type=Path, help="run directory (default: runs/<model name>)")
+    out.add_argument("--name", help="the model's name in the summary, the tables and the leaderboard, and in the "
+                                    "default run directory (default: from --model: the folder name, or "
+                                    "parent_checkpoint-N for a checkpoint)")
     out.add_argument("--cache-dir", type=Path,
                      help="frame cache (default: $VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)")
-    out.add_argument("--cache-max-gb", type=float,
+    out.add_argument("--cache-max-gb", type=bounded(float, min=0),
                      help="keep the frame cache under this size: least recently used entries are evicted while the "
                           "run goes on, never one a queued request still needs (default: $VBENCH_ASYNC_CACHE_MAX_GB, "
                           "else no limit)")
@@ -75,10 +84,11 @@ def add_options(p: argparse.ArgumentParser) -> None:
     how.add_argument("--judge-model",
                      help="after the run, judge open-ended answers with this model (same backend kind and settings); "
                           "see `vbench-async judge`")
-    how.add_argument("--concurrency", type=int, default=16, help="requests in flight")
-    how.add_argument("--loaders", type=int, default=2, help="frame-loading threads")
-    how.add_argument("--queue-size", type=int, default=32, help="loaded samples waiting for a free request slot")
-    how.add_argument("--workers", type=int, default=2, help="decoder processes for preprocessing")
+    count = bounded(int, min=1)
+    how.add_argument("--concurrency", type=count, default=16, help="requests in flight")
+    how.add_argument("--loaders", type=count, default=2, help="frame-loading threads")
+    how.add_argument("--queue-size", type=count, default=32, help="loaded samples waiting for a free request slot")
+    how.add_argument("--workers", type=count, default=2, help="decoder processes for preprocessing")
 
     frames = add_group(p, FrameOverrides, exclude=("max_frames",))
     cap = next(f for f in dataclasses.fields(FrameOverrides) if f.name == "max_frames")
@@ -102,6 +112,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
                             "otherwise CUDA_VISIBLE_DEVICES is left as it is")
 
     add_group(p, ServerSettings)
+    add_verbose(p)
 
     remote = p.add_argument_group("evaluation server (docs/serve.md)")
     remote.add_argument("--server", metavar="URL",
@@ -138,6 +149,7 @@ def config_from_args(args: argparse.Namespace, shard: Shard | None = None) -> Ru
     from ..backends.vllm import VLLMSettings
     from ..benchmarks.prompts import PromptSettings
     from ..benchmarks.selection import Selection
+    from ..benchmarks.registry import check_data_root
     from ..frames.overrides import FrameOverrides
     from ..runner import RunConfig
     from .options import from_args
@@ -145,6 +157,7 @@ def config_from_args(args: argparse.Namespace, shard: Shard | None = None) -> Ru
     selection = from_args(Selection, args)
     if selection.empty:
         raise UserError("say what to evaluate: --suite NAME or --benchmarks a,b (see `vbench-async list`)")
+    check_data_root(selection.data_root)  # a broken data map fails now, whatever the benchmarks' sources
     if args.cache_max_gb is not None and not args.cache_max_gb >= 0:
         raise UserError("--cache-max-gb must be a non-negative number of gigabytes")
     engine = from_args(VLLMSettings, args)
@@ -172,13 +185,14 @@ def config_from_args(args: argparse.Namespace, shard: Shard | None = None) -> Ru
         server=from_args(ServerSettings, args),
         progress=not args.no_progress,
         shard=shard,
+        name=args.name,
     )
 
 
 def main(args: argparse.Namespace) -> int:
     from ..launcher import apply_devices, resolve_shard, select_devices
-    from ..runner import run
-    from .plan_view import print_plan_lines
+    from ..runner import resolve_model, run_dir_for
+    from .console import engine_console, engine_log_path
 
     if getattr(args, "server", None):
         from .serve import run_on_server
@@ -192,19 +206,29 @@ def main(args: argparse.Namespace) -> int:
         apply_devices(select_devices(args.gpus, cfg.engine.tensor_parallel_size * cfg.engine.data_parallel_size))
     # SIGTERM (a scheduler ending the job) stops the run as Ctrl-C does: finished lines kept, a partial summary.
     signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
+    model = resolve_model(cfg)
+    out_dir = run_dir_for(cfg, model)
+    refuse_other_model(out_dir, model)
+    with engine_console(engine_log_path(out_dir), verbose=args.verbose, engine_in_process=args.backend != "openai"):
+        return _run(args, cfg, shard, out_dir)
+
+
+def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir: Path) -> int:
+    from ..runner import run
+    from .plan_view import print_plan_lines
+
+    engine = args.backend if args.backend != "openai" else f"openai at {args.base_url}"
     try:
-        summary = run(cfg, on_plan=print_plan_lines)
+        summary = run(cfg, on_plan=functools.partial(print_plan_lines, engine=engine, verbose=args.verbose))
     except KeyboardInterrupt:
         # The partial summary is written; a site the run already had must not go on showing the old state. A run
         # without one gets none (building it would delay the exit).
-        from ..models import resolve
-        from ..runner import run_dir_for
-
-        out_dir = run_dir_for(cfg, resolve(cfg.model))
         if not args.no_site and has_site(out_dir):
             write_run_site(out_dir)
         raise
     run_dir = Path(summary["run_dir"])
+    if args.mode == "preprocess":
+        return _print_preprocessed(summary, cfg)
     if args.judge_model:
         from ..judge import judge_after_run
 
@@ -215,13 +239,16 @@ def main(args: argparse.Namespace) -> int:
         merged = "all shards done, merged into summary.json" if summary.get("merged") else \
             f"merge when all shards are done: vbench-async merge {run_dir}"
         print(f"\nshard {shard}: {run_dir}/summary.{shard.tag}.json ({merged})")
+        if summary.get("merged"):  # the last shard to finish shows the whole run's table
+            from ..results.rundir import read_summary
+
+            print(f"\nall {shard.count} shards:")
+            print_table(read_summary(run_dir))
     if shard is None or summary.get("merged"):
         print(f"\nresults: {run_dir}/results/   summary: {run_dir}/summary.json")
         if not args.no_site and args.mode != "preprocess":
             print(f"leaderboard: {write_run_site(run_dir)}")
-    failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
-    if failed:
-        print(f"{failed} sample(s) failed; their reasons are in the result files (field 'error').", file=sys.stderr)
+    failed = print_failures(run_dir, summary)
     if summary.get("not_run"):
         print(f"not run (no data): {', '.join(summary['not_run'])}; see `vbench-async data check`.", file=sys.stderr)
     # Exit code says whether anything failed: 0 all good, 1 some samples failed or the run is partial.
@@ -263,3 +290,38 @@ def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
         site = build_site([Path(s["run_dir"]) for s in summaries], base / "leaderboard")
         print(f"\nleaderboard of the sweep: {site / 'index.html'}")
     return code
+
+
+def _print_preprocessed(summary: dict, cfg: RunConfig) -> int:
+    """`--mode preprocess`: what the cache now holds, not a score table of samples nobody evaluated."""
+    from ..frames import default_cache_dir
+    from ..frames.preprocess import PreprocessReport
+
+    report = dict(summary.get("run", {}).get("preprocess") or {})
+    failures = report.pop("failures", [])
+    print(f"preprocess -> {cfg.cache_dir or default_cache_dir()}: {PreprocessReport(**report).summary()}")
+    for f in failures[:20]:
+        print(f"  failed [{f.get('kind')}] {f.get('video')}: {f.get('message')}")
+    print("evaluate with the same command without --mode preprocess (the frames now come from the cache)")
+    return 0  # failed videos are per-sample failures the evaluation records
+
+
+def refuse_other_model(run_dir: Path, model: ModelRef) -> None:
+    """A run directory holds one model's results: evaluating another into it would replace the summary (and mix the
+    leaderboard's rows). Same name or same path is the same model (a re-run, a retrained checkpoint)."""
+    from ..results.rundir import manifest_path, read_json, summary_path
+
+    manifest = read_json(manifest_path(run_dir)) if manifest_path(run_dir).exists() else None
+    held = (manifest or {}).get("model") if isinstance(manifest, dict) else None
+    if isinstance(held, dict):
+        if model.name == held.get("name") or model.path == held.get("path"):
+            return
+        what = f"{held.get('name')} ({held.get('path')})"
+    else:
+        summary = read_json(summary_path(run_dir)) if summary_path(run_dir).exists() else None
+        if not isinstance(summary, dict) or summary.get("model") in (None, model.display_name):
+            return
+        what = str(summary["model"])
+    raise UserError(f"{run_dir} holds the results of {what}, not {model.name}: evaluating {model.name} there would "
+                    f"replace its summary.json. Choose another --output-dir (without one, runs go to "
+                    f"runs/<model name>), or remove {run_dir} first.")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UserError
+from .formatting import DefaultsHelpFormatter
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "adapters, frames from the frame cache, rewards from the scorers. This command checks the config and "
             "replaces itself with `torchrun ... -m vbench_async.train --config CONFIG`; see docs/training.md."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     p.add_argument("--config", required=True, type=Path, help="training config YAML (examples in examples/train/)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",

@@ -11,11 +11,11 @@ class FrameOverrides:
 
     max_frames: int | None = field(default=None, metadata={
         "help": "frame cap per video (`run` takes several, 16,32,64: a frame-budget sweep, each budget in its own run "
-                "directory OUTPUT_DIR/max_frames-N, each video decoded once for all of them)"})
-    nframes: int | None = field(default=None, metadata={"help": "exact frame count (Qwen2.5-style sampling)"})
-    fps: float | None = field(default=None, metadata={"help": "sampling rate in frames per second"})
-    max_pixels: int | None = field(default=None, metadata={"help": "per-frame pixel cap"})
-    total_pixels: int | None = field(default=None, metadata={"help": "per-video pixel budget"})
+                "directory OUTPUT_DIR/max_frames-N, each video decoded once for all of them)", "min": 1})
+    nframes: int | None = field(default=None, metadata={"help": "exact frame count (Qwen2.5-style sampling)", "min": 1})
+    fps: float | None = field(default=None, metadata={"help": "sampling rate in frames per second", "above": 0})
+    max_pixels: int | None = field(default=None, metadata={"help": "per-frame pixel cap", "min": 1})
+    total_pixels: int | None = field(default=None, metadata={"help": "per-video pixel budget", "min": 1})
 
     def to_dict(self) -> dict[str, int | float]:
         """The settings that are set, as `Benchmark.frame_spec` takes them."""
