@@ -173,7 +173,7 @@ def check_vllm_sync(model: str) -> dict:
 def mixed_micro_batch(model_dir: str, pad_id: int):
     """A video, a text, a video+image and an image prompt, each answered twice, one answer empty."""
     import numpy as np
-    from transformers import AutoProcessor
+    from transformers import AutoConfig, AutoProcessor
 
     from vbench_async.backends.base import ImageInput, Request, VideoInput
     from vbench_async.backends.hf import HFBackend
@@ -182,7 +182,8 @@ def mixed_micro_batch(model_dir: str, pad_id: int):
     encoder = HFBackend(model_dir)  # prompt encoding only, as the trainer does (no model loaded)
     encoder.processor = AutoProcessor.from_pretrained(model_dir)
     rng = np.random.default_rng(0)
-    side = 64
+    vision = AutoConfig.from_pretrained(model_dir).vision_config
+    side = 2 * vision.patch_size * vision.spatial_merge_size  # a whole number of merged patches
     meta = dict(fps=10.0, duration=2.0, total_num_frames=20, frames_indices=[0, 6, 13, 19], width=side, height=side)
     video = VideoInput(rng.integers(0, 255, (4, side, side, 3), dtype=np.uint8), meta, "v")
     image = ImageInput(rng.integers(0, 255, (side, side, 3), dtype=np.uint8), "i")
