@@ -100,33 +100,45 @@ def _mixed_batch(backend):
     return collate([encoded[i] for i in order], responses, pad_id=backend.processor.tokenizer.pad_token_id)
 
 
-@pytest.mark.parametrize("attention", ["sdpa", "eager"])
-def test_packed_forward_gives_the_padded_log_probs_entropies_and_gradients(backend, attention):
-    """Padding-free packing (one row, per-row positions, a block-diagonal mask on CPU attention) changes nothing
-    but the layout: the same per-token log-probs and entropies, and the same gradient."""
-    model = backend.model
-    model.set_attn_implementation(attention)
-    try:
-        batch = _mixed_batch(backend)
-        results = {}
-        for packing in (False, True):
-            policy = Policy(model, packing=packing)
-            assert policy.packed is packing
-            model.zero_grad()
+def _padded_and_packed(model, batch, with_grad: bool):
+    """Masked log-probs, entropies (and parameter gradients) of the padded and of the packed forward."""
+    results = []
+    for packing in (False, True):
+        policy = Policy(model, packing=packing)
+        assert policy.packed is packing
+        model.zero_grad()
+        with torch.set_grad_enabled(with_grad):
             logp, entropy, _ = forward_batch(policy, batch, temperature=0.7, with_entropy=True, chunk=2)
+        if with_grad:
             (logp * batch.response_mask).sum().backward()
-            grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-            results[packing] = (logp.detach() * batch.response_mask, entropy * batch.response_mask, grads)
-        (lp0, en0, g0), (lp1, en1, g1) = results[False], results[True]
-        assert torch.allclose(lp0, lp1, atol=1e-5), (lp0 - lp1).abs().max()
-        assert torch.allclose(en0, en1, atol=1e-5)
-        assert lp1[4].abs().sum() == 0 and lp1.shape == batch.response_ids.shape  # the empty response
-        assert g0.keys() == g1.keys() and len(g0) > 10
-        for name in g0:  # vision tower, M-RoPE-positioned text layers, head: all alike
-            assert torch.allclose(g0[name], g1[name], atol=1e-5, rtol=1e-4), name
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        results.append((logp.detach() * batch.response_mask, entropy * batch.response_mask, grads))
+    model.zero_grad()
+    return results
+
+
+def test_packed_forward_gives_the_padded_log_probs_and_entropies(backend):
+    """Padding-free packing (one row, per-row positions, a block-diagonal mask on SDPA) changes nothing but the
+    layout. (Equal updates: tests/test_train_update.py; gradients of every parameter: the slow eager variant.)"""
+    batch = _mixed_batch(backend)
+    (lp0, en0, _), (lp1, en1, _) = _padded_and_packed(backend.model, batch, with_grad=False)
+    assert torch.allclose(lp0, lp1, atol=1e-5), (lp0 - lp1).abs().max()
+    assert torch.allclose(en0, en1, atol=1e-5)
+    assert lp1[4].abs().sum() == 0 and lp1.shape == batch.response_ids.shape  # the empty response
+
+
+@pytest.mark.slow
+def test_packed_forward_on_eager_attention_gives_the_padded_log_probs_and_gradients(backend):
+    model = backend.model
+    model.set_attn_implementation("eager")
+    try:
+        (lp0, en0, g0), (lp1, en1, g1) = _padded_and_packed(model, _mixed_batch(backend), with_grad=True)
     finally:
         model.set_attn_implementation("sdpa")
-        model.zero_grad()
+    assert torch.allclose(lp0, lp1, atol=1e-5) and torch.allclose(en0, en1, atol=1e-5)
+    assert g0.keys() == g1.keys() and len(g0) > 10
+    for name in g0:  # vision tower, M-RoPE-positioned text layers, head: all alike
+        assert torch.allclose(g0[name], g1[name], atol=1e-5, rtol=1e-4), name
 
 
 def test_packing_follows_the_attention_implementation(backend):
