@@ -25,7 +25,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from videos import write_video  # noqa: E402  (tests/videos.py: the PyAV writer the tests use)
+from support.videos import write_video  # noqa: E402  (tests/support/videos.py: the PyAV writer the tests use)
 
 PHASES = ("time/media_s", "time/rollout_s", "time/update_s", "time/step_s")
 
