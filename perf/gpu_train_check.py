@@ -12,8 +12,15 @@ For each tiny model (Qwen2.5-VL, Qwen3-VL: random weights, built on first use), 
      difference between A's and B's step-3 weights (0 on CPU; bf16 compute and vLLM sampling on GPU need not be
      bitwise repeatable, so there it is reported, not required to be 0);
   3. (vLLM + CUDA only) in one process: greedy text -> weights synced with a perturbed copy -> the text changes ->
-     the original weights synced back -> the first text again, with a level-2 sleep after every generate.
-Ends with one SUMMARY line; exit status 0 only if every step passed. Meant to take under 10 minutes on 1-8 GPUs.
+     the original weights synced back -> the first text again, with a level-2 sleep after every generate;
+  4. padded vs packed log-probs of one mixed micro-batch (video, image, both, text; groups sharing media; one
+     empty response): on GPU in bf16 with flash-attention 2 where flash-attn is installed (the path
+     `train.packing: null` packs on), else sdpa with the block-diagonal mask (fp32 sdpa in the CPU rehearsal); the
+     packed-vs-padded difference must stay within the difference between two attention kernels (eager vs the one
+     used) on the same padded batch, or 2e-2.
+Runs A use the trainer's defaults for attention and packing, so with flash-attn installed they train packed.
+Ends with one SUMMARY line; exit status 0 only if every step passed. The whole check stops at `--budget-s` (570 s:
+under 10 minutes on 1-8 GPUs); what has not run by then is reported as a failure.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 FAMILIES = ("tiny-qwen2.5-vl", "tiny-qwen3-vl")
 RUN_TIMEOUT_S = 240
+DEADLINE = [float("inf")]  # time.monotonic() at which the whole check stops
 
 
 def make_data(root: Path, prompts: int) -> Path:
@@ -93,10 +101,13 @@ def launch(cfg: Path, world: int) -> tuple[bool, str, float]:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(world),
            "-m", "vbench_async.train", "--config", str(cfg)]
     t0 = time.perf_counter()
+    limit = min(RUN_TIMEOUT_S, DEADLINE[0] - time.monotonic())
+    if limit < 30:
+        return False, "not run: the check's time budget is spent", 0.0
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=ROOT, env=env)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, cwd=ROOT, env=env)
     except subprocess.TimeoutExpired as exc:
-        return False, f"timed out after {RUN_TIMEOUT_S} s: {str(exc.stderr)[-1500:]}", time.perf_counter() - t0
+        return False, f"timed out after {limit:.0f} s: {str(exc.stderr)[-1500:]}", time.perf_counter() - t0
     ok = proc.returncode == 0
     return ok, "" if ok else proc.stderr[-3000:], time.perf_counter() - t0
 
@@ -159,13 +170,69 @@ def check_vllm_sync(model: str) -> dict:
     return {"vllm_sync": changed != first and back == first, "sleep_level": engine._sleep_level}
 
 
+def mixed_micro_batch(model_dir: str, pad_id: int):
+    """A video, a text, a video+image and an image prompt, each answered twice, one answer empty."""
+    import numpy as np
+    from transformers import AutoConfig, AutoProcessor
+
+    from vbench_async.backends.base import ImageInput, Request, VideoInput
+    from vbench_async.backends.hf import HFBackend
+    from vbench_async.train.policy import collate, encode
+
+    encoder = HFBackend(model_dir)  # prompt encoding only, as the trainer does (no model loaded)
+    encoder.processor = AutoProcessor.from_pretrained(model_dir)
+    rng = np.random.default_rng(0)
+    vision = AutoConfig.from_pretrained(model_dir).vision_config
+    side = 2 * vision.patch_size * vision.spatial_merge_size  # a whole number of merged patches
+    meta = dict(fps=10.0, duration=2.0, total_num_frames=20, frames_indices=[0, 6, 13, 19], width=side, height=side)
+    video = VideoInput(rng.integers(0, 255, (4, side, side, 3), dtype=np.uint8), meta, "v")
+    image = ImageInput(rng.integers(0, 255, (side, side, 3), dtype=np.uint8), "i")
+    requests = [Request("video", "What moves?", videos=(video,)), Request("text", "Which letter comes after A?"),
+                Request("both", "Describe both.", videos=(video,), images=(image,)),
+                Request("image", "What is in the image?", images=(image,))]
+    encoded = [encode(encoder.inputs(r)) for r in requests]
+    order = (0, 0, 1, 1, 2, 2, 3, 3)
+    responses = [[5, 6, 7], [8], [9, 10, 11, 12, 13], [], [14, 15], [16] * 9, [17, 18], [19]]
+    return collate([encoded[i] for i in order], responses, pad_id)
+
+
+def check_packing(model: str, cuda: bool) -> dict:
+    """Padded vs packed log-probs of one micro-batch: on a GPU in bf16 with flash-attention 2 if installed, else
+    sdpa (block-diagonal mask); in the CPU rehearsal in fp32 with sdpa."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    from vbench_async.demo.tiny_models import ensure_tiny_model
+    from vbench_async.train.policy import Policy, forward_batch
+
+    path = str(ensure_tiny_model(model))
+    device = torch.device("cuda" if cuda else "cpu")
+    dtype = torch.bfloat16 if cuda else torch.float32
+    batch = mixed_micro_batch(path, pad_id=0).to(device)
+    mask = batch.response_mask
+
+    def logprobs(attention: str, packing: bool) -> torch.Tensor:
+        net = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype, attn_implementation=attention)
+        with torch.no_grad():
+            return forward_batch(Policy(net.to(device).eval(), packing=packing), batch, 1.0)[0].float() * mask
+
+    attention = "flash_attention_2" if cuda and importlib.util.find_spec("flash_attn") else "sdpa"
+    padded, packed = logprobs(attention, False), logprobs(attention, True)
+    diff = (padded - packed).abs().max().item()
+    kernels = (padded - logprobs("eager", False)).abs().max().item()  # the same batch, another attention kernel
+    return {"packing_attention": attention, "packing_max_diff": diff, "kernel_max_diff": kernels,
+            "packing": diff <= max(kernels, 2e-2)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpus", type=int, help="processes (default: every visible GPU, at most 8)")
     ap.add_argument("--cpu-dry-run", action="store_true", help="run the same steps on CPU/gloo with 2 processes")
     ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated tiny model names")
     ap.add_argument("--workdir", type=Path, help="keep the runs here (default: a temporary directory)")
+    ap.add_argument("--budget-s", type=float, default=570.0, help="stop the whole check after this many seconds")
     args = ap.parse_args()
+    DEADLINE[0] = time.monotonic() + args.budget_s
     import torch
 
     cuda = torch.cuda.is_available() and not args.cpu_dry_run
@@ -184,15 +251,24 @@ def main() -> int:
         records = make_data(root, 3 * world)
         for model in args.families.split(","):
             res = check_family(root, records, model, world, engine)
-            if vllm:
-                res.update(check_vllm_sync(model))
+            extras = {"vllm_sync": check_vllm_sync} if vllm else {}
+            extras["packing"] = lambda name: check_packing(name, cuda)
+            for key, run in extras.items():
+                try:
+                    res.update(run(model))
+                except Exception as exc:  # reported in the summary; the other checks still run
+                    res.setdefault("error", f"{key}: {type(exc).__name__}: {exc}")
+                    res[key] = False
             print(json.dumps(res), flush=True)
             results.append(res)
-    passed = all(r.get("run_a") and r.get("resume") and r.get("vllm_sync", True) for r in results)
+    passed = all(r.get("run_a") and r.get("resume") and r.get("vllm_sync", not vllm) and r.get("packing")
+                 for r in results)
     figures = " ".join(
         f"{r['model']}:run_a={'ok' if r.get('run_a') else 'FAIL'},resume={'ok' if r.get('resume') else 'FAIL'},"
         f"resume_max_diff={r.get('resume_max_diff', float('nan')):.2e},tok_s={r.get('tokens_per_s', 0):.0f}"
         + (f",vllm_sleep{r.get('sleep_level')}_sync={'ok' if r.get('vllm_sync') else 'FAIL'}" if vllm else "")
+        + f",packed_{r.get('packing_attention')}={'ok' if r.get('packing') else 'FAIL'}"
+          f"(diff={r.get('packing_max_diff', float('nan')):.1e},kernels={r.get('kernel_max_diff', float('nan')):.1e})"
         for r in results)
     device = f"{world}x {torch.cuda.get_device_name(0)} nccl" if cuda else f"cpu-dry-run {world}x gloo"
     print(f"SUMMARY gpu_train_check={'pass' if passed else 'FAIL'} ({device}, engine {engine}, "

@@ -1,11 +1,14 @@
-"""Acceptance on CPU (gloo): `torchrun --nproc_per_node 2` with FSDP2 per-layer sharding, one rank holding video
-and the other text only, Qwen3-VL (deepstack) with gradient checkpointing; then stop-and-resume equals an
-uninterrupted run.
+"""Acceptance on CPU (gloo, real torchrun), from one 2-rank training launch and one resumed launch.
 
-Run A (`torchrun ... -m vbench_async.train`) trains 3 steps and checkpoints after each, sharded: each rank writes
-its own shard (torch.distributed.checkpoint, safetensors). Run B (`vbench-async train --nproc-per-node 2`, which
-execs torchrun) is a fresh launch that resumes from A's step-1 checkpoint (each rank reading its shard) and trains to
-step 3; its weights, optimizer state, data order and sampled completions must equal A's.
+Run A is 2 "nodes" (two torchrun launches with --nnodes 2 on 127.0.0.1, one rank each, each node with its own
+node-local frame cache): Qwen3-VL (deepstack) with FSDP2 per-layer sharding and gradient checkpointing, one rank
+holding video and the other text only; a corrupt video among the records, which every node drops at preparation and
+reports (metrics, log, dropped_items.jsonl) while both steps train; a sharded checkpoint after each step (each rank
+writes its own shard: torch.distributed.checkpoint, safetensors).
+
+Run B (`vbench-async train --nproc-per-node 2`, which execs torchrun: one node, 2 ranks) is a fresh launch that
+resumes from A's step-1 checkpoint (each rank reading its shard) and trains step 2; its weights, optimizer state,
+data order and sampled completions must equal A's.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -29,19 +33,27 @@ LAUNCH_TIMEOUT_S = 420  # a hang becomes a failure (the collectives themselves t
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
-    """Records alternating video / text-only, so with 2 prompts per step rank 0 gets video and rank 1 text."""
+    """Records video, corrupt video, text, video, text: once the corrupt one is dropped, with 2 prompts per step
+    rank 0 gets video and rank 1 text only."""
     from vbench_async.demo.suite import generate_suite
 
     root = tmp_path_factory.mktemp("fsdp")
     generate_suite(root / "suite", n_videos=3, questions_per_video=3, min_s=2.0, max_s=3.0, workers=1)
-    videos = [r for r in json.loads((root / "suite" / "annotations" / "mc.json").read_text()) if r.get("path")]
+    (root / "suite" / "videos" / "corrupt.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42" + os.urandom(4096))
+    videos = [r for r in json.loads((root / "suite" / "annotations" / "mc.json").read_text()) if r.get("path")][:2]
+    assert len(videos) == 2
     text = {"problem": "Which letter comes after A?", "problem_type": "multiple choice",
             "options": ["A. Z", "B. B", "C. Q", "D. X"], "solution": "<answer>B</answer>"}
+    corrupt = {"problem_id": "corrupt", "problem": "What happens?", "problem_type": "multiple choice",
+               "options": ["A. a", "B. b"], "solution": "<answer>A</answer>", "path": "corrupt.mp4"}
     records = []
-    for i, video in enumerate(videos[:2]):
-        # An offline response per record: every group then holds a reward signal, so the loss is not trivially 0.
-        records.append({**video, "offline_response": video["solution"]})
-        records.append({**text, "problem_id": f"text-{i}", "offline_response": "<answer>B</answer>"})
+    for i, video in enumerate(videos):
+        records.append(video)
+        if i == 0:
+            records.append(corrupt)
+        records.append({**text, "problem_id": f"text-{i}"})
+    for rec in records:  # an offline response per record: every group holds a reward signal, so the loss is not 0
+        rec["offline_response"] = rec["solution"]
     (root / "train.json").write_text(json.dumps(records))
     return root
 
@@ -52,11 +64,11 @@ def _config(data: Path, out: Path, **extra) -> Path:
         "output_dir": str(out),
         "seed": 7,
         "data": {"records": str(data / "train.json"), "video_dir": str(data / "suite" / "videos"),
-                 "cache_dir": str(data / "cache"), "frames": {"max_frames": 4, "max_pixels": 4096},
-                 "shuffle": False, "decode_workers": 1},
+                 "cache_dir": str(data / "cache-node0"), "cache_scope": "node",
+                 "frames": {"max_frames": 4, "max_pixels": 4096}, "shuffle": False, "decode_workers": 1},
         "rollout": {"n": 4, "max_tokens": 4, "offline_per_group": 1},
         "algorithm": {"name": "dapo", "dynamic_sampling": False},
-        "train": {"steps": 3, "prompts_per_step": 2, "micro_batch_size": 3, "lr": 1e-3,
+        "train": {"steps": 2, "prompts_per_step": 2, "micro_batch_size": 3, "lr": 1e-3,
                   "gradient_checkpointing": True},
         "fsdp": {"shard": "layer", "timeout_s": 90},
         "checkpoint": {"every": 1, "keep": 5, "export": False},
@@ -70,18 +82,51 @@ def _config(data: Path, out: Path, **extra) -> Path:
     return path
 
 
-def _torchrun(config: Path, wrapper: bool = False) -> subprocess.CompletedProcess:
-    """`torchrun --nproc_per_node 2 -m vbench_async.train`, or the same through `vbench-async train`."""
+def _env() -> dict[str, str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(var, None)
-    if wrapper:
-        cmd = [sys.executable, "-m", "vbench_async", "train", "--nproc-per-node", "2", "--config", str(config)]
-    else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               "-m", "vbench_async.train", "--config", str(config)]
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _two_nodes(config: Path, data: Path) -> list[str]:
+    """Two torchrun launches with --nnodes 2 (one rank each), node-local caches; returns their logs."""
+    port = _free_port()
+    nodes = []
+    for node in (0, 1):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank", str(node),
+               "--nproc_per_node", "1", "--master_addr", "127.0.0.1", "--master_port", str(port),
+               "-m", "vbench_async.train", "--config", str(config),
+               "--set", f"data.cache_dir={data / f'cache-node{node}'}"]
+        nodes.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                                      cwd=REPO))
+    logs = []
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S, env=env, cwd=REPO)
+        for proc in nodes:
+            try:
+                stdout, stderr = proc.communicate(timeout=LAUNCH_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"a node hung for {LAUNCH_TIMEOUT_S} s")
+            logs.append(stderr)
+            assert proc.returncode == 0, f"{stdout[-2000:]}\n{stderr[-6000:]}"
+    finally:
+        for proc in nodes:
+            if proc.poll() is None:
+                proc.kill()
+    return logs
+
+
+def _resume_launch(config: Path) -> subprocess.CompletedProcess:
+    """`vbench-async train --nproc-per-node 2` (it execs torchrun --standalone)."""
+    cmd = [sys.executable, "-m", "vbench_async", "train", "--nproc-per-node", "2", "--config", str(config)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S, env=_env(), cwd=REPO)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"torchrun hung for {LAUNCH_TIMEOUT_S} s: {str(exc.stderr)[-3000:]}")
     assert proc.returncode == 0, f"torchrun failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-6000:]}"
@@ -93,20 +138,29 @@ def _metrics(out: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(data, tmp_path_factory) -> Path:
+def uninterrupted(data, tmp_path_factory) -> tuple[Path, list[str]]:
     out = tmp_path_factory.mktemp("runs") / "a"
-    _torchrun(_config(data, out))
-    return out
+    return out, _two_nodes(_config(data, out), data)
 
 
-def test_two_ranks_mixed_video_and_text_train_without_hang_or_crash(uninterrupted):
-    rows = _metrics(uninterrupted)
-    assert [r["step"] for r in rows] == [1, 2, 3]
+def test_two_nodes_drop_a_corrupt_video_and_train_mixed_video_and_text(uninterrupted, data):
+    out, logs = uninterrupted
+    rows = _metrics(out)
+    assert [r["step"] for r in rows] == [1, 2]
     for r in rows:
         assert r["loss"] is not None and r["grad_norm"] is not None and r["grad_norm"] > 0  # finite, real gradients
-        assert r["rollout/groups"] == 2 and r["rollout/offline_groups"] == 2
-    samples = [json.loads(line) for line in (uninterrupted / "samples.jsonl").read_text().splitlines()]
+        assert r["rollout/groups"] == 2 and r["rollout/offline_groups"] == 2 and r["data/dropped_items"] == 1
+    dropped = [json.loads(line) for line in (out / "dropped_items.jsonl").read_text().splitlines()]
+    assert [d["sample"] for d in dropped] == ["train/corrupt"] and dropped[0]["reason"].startswith("decode_error")
+    assert all("dropped 1 item(s) whose frames cannot be cached: train/corrupt" in log for log in logs)
+    good = {r["path"] for r in json.loads((data / "train.json").read_text()) if r.get("path") not in (None, "corrupt.mp4")}
+    for node in (0, 1):  # node-local caches: each node decoded every good video, and recorded the corrupt one
+        cache = data / f"cache-node{node}"
+        assert len(list(cache.rglob("entries/*/*.safetensors"))) == len(good)
+        assert len(list(cache.rglob("failures/*.json"))) == 1
+    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     assert {s["modality"] for s in samples} == {"video"}  # rank 0 logs its group: the video prompt
+    assert all(s["sample"] != "train/corrupt" for s in samples)
     assert any(s["offline"] for s in samples) and any(not s["offline"] for s in samples)
 
 
@@ -118,9 +172,10 @@ def _shards(checkpoint: Path) -> dict[str, torch.Tensor]:
 
 
 def test_checkpoints_are_sharded_per_rank_and_kept_by_count(uninterrupted, tmp_path):
-    dirs = sorted(p.name for p in (uninterrupted / "checkpoints").iterdir())
-    assert dirs == ["step-000001", "step-000002", "step-000003"]  # keep: 5
-    last = uninterrupted / "checkpoints" / "step-000003"
+    out, _ = uninterrupted
+    dirs = sorted(p.name for p in (out / "checkpoints").iterdir())
+    assert dirs == ["step-000001", "step-000002"]  # keep: 5
+    last = out / "checkpoints" / "step-000002"
     files = sorted(p.name for p in last.glob("*.safetensors"))
     assert files == ["shard-00001-model-00001-of-00001.safetensors", "shard-00002-model-00001-of-00001.safetensors"]
     shards = _shards(last)
@@ -142,26 +197,29 @@ def test_checkpoints_are_sharded_per_rank_and_kept_by_count(uninterrupted, tmp_p
 
 
 def test_resume_after_step_1_reaches_the_same_weights(uninterrupted, data, tmp_path_factory):
-    first = uninterrupted / "checkpoints" / "step-000001"
+    a_out, _ = uninterrupted
+    first = a_out / "checkpoints" / "step-000001"
     out = tmp_path_factory.mktemp("runs") / "b"
-    proc = _torchrun(_config(data, out, checkpoint__resume=str(first)), wrapper=True)  # also `vbench-async train`
+    # 2 ranks on one node now (the resume plans each rank's reads from the file headers); node 0's cache.
+    proc = _resume_launch(_config(data, out, checkpoint__resume=str(first)))
     assert re.search(r"resumed from \S*step-000001 at step 1", proc.stderr), proc.stderr[-3000:]  # says it resumed
     resumed = _metrics(out)
-    assert [r["step"] for r in resumed] == [2, 3]
-    a_rows = {r["step"]: r for r in _metrics(uninterrupted)}
+    assert [r["step"] for r in resumed] == [2]
+    assert resumed[0]["data/dropped_items"] == 1  # the cache remembers the corrupt video: dropped again, not decoded
+    a_rows = {r["step"]: r for r in _metrics(a_out)}
     for r in resumed:
         assert r["data/consumed"] == a_rows[r["step"]]["data/consumed"]
         assert r["reward/mean"] == a_rows[r["step"]]["reward/mean"]
-    a_text = [s["text"] for s in map(json.loads, (uninterrupted / "samples.jsonl").read_text().splitlines())
+    a_text = [s["text"] for s in map(json.loads, (a_out / "samples.jsonl").read_text().splitlines())
               if s["step"] > 1]
     b_text = [s["text"] for s in map(json.loads, (out / "samples.jsonl").read_text().splitlines())]
     assert a_text == b_text  # the same prompts, sampled with the same seeds, from the same weights
-    a = _shards(uninterrupted / "checkpoints" / "step-000003")
-    b = _shards(out / "checkpoints" / "step-000003")
+    a = _shards(a_out / "checkpoints" / "step-000002")
+    b = _shards(out / "checkpoints" / "step-000002")
     start = _shards(first)
     assert a.keys() == b.keys() == start.keys()
     weights = [k for k in a if ":model/" in k]
     moved = max((a[k] - start[k]).abs().max().item() for k in weights)
-    assert moved > 0  # steps 2-3 changed the weights ...
+    assert moved > 0  # step 2 changed the weights ...
     worst = max((a[k].float() - b[k].float()).abs().max().item() for k in a)  # weights and Adam state
     assert worst <= 1e-6, f"resumed state differs from the uninterrupted run by {worst}"  # ... identically

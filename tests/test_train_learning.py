@@ -6,8 +6,9 @@ one is always B. It goes through the MVBench card via a data map, so training re
 `vbench-async run --benchmarks mvbench` evaluates. The tiny model starts near-uniform over ~600 tokens, so a random
 answer is right well under 1% of the time.
 
-- fast (default suite): hybrid online/offline GRPO, one offline response ("B") per group of 4, then
-  `vbench-async run --backend hf` before/after;
+- fast (default suite): hybrid online/offline GRPO, one offline response ("B") per group of 4, 10 steps: the
+  online reward rises (an exported model is evaluated by `vbench-async run` in tests/test_train_variants.py);
+- slow: the same for 16 steps, then `vbench-async run --backend hf` on the initial model and the export;
 - slow: pure online GRPO (8 samples per prompt), then `vbench-async run` on the real vLLM engine before/after;
 - slow: hybrid GRPO with the colocated vLLM rollout engine (CPU build) instead of HF generate.
 """
@@ -106,15 +107,25 @@ def _mean(rows: list[dict], key: str) -> float:
     return sum(r[key] for r in rows) / len(rows)
 
 
-def test_hybrid_grpo_learns_and_the_export_scores_higher(task, tmp_path):
-    out = tmp_path / "hybrid"
+def _hybrid(task: Task, out: Path, steps: int, export: bool) -> list[dict]:
     rows = _train(task.config(out, rollout={"n": 4, "offline_per_group": 1},
-                              train={"steps": 16, "prompts_per_step": 4, "micro_batch_size": 16, "lr": 5e-3}),
-                  timeout=900)
+                              train={"steps": steps, "prompts_per_step": 4, "micro_batch_size": 16, "lr": 5e-3},
+                              checkpoint={"export": export}), timeout=900)
     before, after = _mean(rows[:3], "reward/online"), _mean(rows[-3:], "reward/online")
     print(f"\nhybrid GRPO: online reward {before:.3f} (steps 1-3) -> {after:.3f} (steps {len(rows) - 2}-{len(rows)})")
     assert after >= before + 0.4
     assert all(r["rollout/offline_groups"] == 4 for r in rows)
+    return rows
+
+
+def test_hybrid_grpo_learns(task, tmp_path):
+    _hybrid(task, tmp_path / "hybrid", steps=10, export=False)
+
+
+@pytest.mark.slow
+def test_hybrid_grpo_learns_and_the_export_scores_higher(task, tmp_path):
+    out = tmp_path / "hybrid"
+    _hybrid(task, out, steps=16, export=True)
     initial = task.evaluate("tiny-qwen2.5-vl", tmp_path / "eval-initial", "hf")
     trained = task.evaluate(str(out / "export"), tmp_path / "eval-trained", "hf")
     print(f"vbench-async run --backend hf: initial {initial:.3f}, trained {trained:.3f}")

@@ -90,3 +90,66 @@ def test_text_only_batches_run_a_zero_valued_vision_pass(backend):
     assert all(p.grad is not None for p in visual)
     assert all(torch.count_nonzero(p.grad) == 0 for p in visual)
     model.zero_grad()
+
+
+def _mixed_batch(backend):
+    """Every prompt twice (a group shares one Encoded), responses of different lengths, one of them empty."""
+    encoded = [encode(backend.inputs(r)) for r in _requests(backend.side)]
+    order = (0, 0, 1, 2, 2, 3)
+    responses = [[5, 6, 7], [8], [9, 10], [11, 12, 13, 14], [], [16, 17]]
+    return collate([encoded[i] for i in order], responses, pad_id=backend.processor.tokenizer.pad_token_id)
+
+
+def _padded_and_packed(model, batch, with_grad: bool):
+    """Masked log-probs, entropies (and parameter gradients) of the padded and of the packed forward."""
+    results = []
+    for packing in (False, True):
+        policy = Policy(model, packing=packing)
+        assert policy.packed is packing
+        model.zero_grad()
+        with torch.set_grad_enabled(with_grad):
+            logp, entropy, _ = forward_batch(policy, batch, temperature=0.7, with_entropy=True, chunk=2)
+        if with_grad:
+            (logp * batch.response_mask).sum().backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        results.append((logp.detach() * batch.response_mask, entropy * batch.response_mask, grads))
+    model.zero_grad()
+    return results
+
+
+def test_packed_forward_gives_the_padded_log_probs_and_entropies(backend):
+    """Padding-free packing (one row, per-row positions, a block-diagonal mask on SDPA) changes nothing but the
+    layout. (Equal updates: tests/test_train_update.py; gradients of every parameter: the slow eager variant.)"""
+    batch = _mixed_batch(backend)
+    (lp0, en0, _), (lp1, en1, _) = _padded_and_packed(backend.model, batch, with_grad=False)
+    assert torch.allclose(lp0, lp1, atol=1e-5), (lp0 - lp1).abs().max()
+    assert torch.allclose(en0, en1, atol=1e-5)
+    assert lp1[4].abs().sum() == 0 and lp1.shape == batch.response_ids.shape  # the empty response
+
+
+@pytest.mark.slow
+def test_packed_forward_on_eager_attention_gives_the_padded_log_probs_and_gradients(backend):
+    model = backend.model
+    model.set_attn_implementation("eager")
+    try:
+        (lp0, en0, g0), (lp1, en1, g1) = _padded_and_packed(model, _mixed_batch(backend), with_grad=True)
+    finally:
+        model.set_attn_implementation("sdpa")
+    assert torch.allclose(lp0, lp1, atol=1e-5) and torch.allclose(en0, en1, atol=1e-5)
+    assert g0.keys() == g1.keys() and len(g0) > 10
+    for name in g0:  # vision tower, M-RoPE-positioned text layers, head: all alike
+        assert torch.allclose(g0[name], g1[name], atol=1e-5, rtol=1e-4), name
+
+
+def test_packing_follows_the_attention_implementation(backend):
+    """auto: packed only where attention has varlen kernels (flash-attention); a choice given wins."""
+    from vbench_async.train.packing import attention_implementation, packs_by_default
+
+    assert attention_implementation(backend.model) == "sdpa" and not Policy(backend.model).packed
+    assert Policy(backend.model, packing=True).packed
+    backend.model.config.text_config._attn_implementation = "flash_attention_2"  # what from_pretrained would set
+    try:
+        assert packs_by_default(backend.model) and Policy(backend.model).packed
+        assert not Policy(backend.model, packing=False).packed
+    finally:
+        backend.model.config.text_config._attn_implementation = "sdpa"

@@ -3,7 +3,8 @@ algorithms and batching settings.
 
 - GSPO and GRPO give different updates once the ratio moves off 1 (several mini-batches: the gspo preset's 4),
   and the same update with one optimizer step per rollout (ratio exactly 1), which is why the preset splits batches;
-- micro-batches by token budget, and log-softmax in chunks, change nothing but memory: the same update.
+- micro-batches by token budget, padding-free packing, and log-softmax in chunks change nothing but memory
+  and speed: the same update.
 """
 
 from __future__ import annotations
@@ -46,13 +47,13 @@ def setup():
     return backend.model, encoded, seqs
 
 
-def _update(setup, tmp_path: Path, **settings) -> dict[str, torch.Tensor]:
+def _update(setup, tmp_path: Path, packing: bool = False, **settings) -> dict[str, torch.Tensor]:
     """Weights after one update of a fresh copy of the model with `settings` ("section.key": value)."""
     model, encoded, seqs = setup
     cfg_path = tmp_path / "cfg.yaml"
     cfg_path.write_text("data: {records: r.json}\ntrain: {prompts_per_step: 2, lr: 1.0, max_grad_norm: 1000}\n")
     cfg = load_config(cfg_path, [f"{k}={v}" for k, v in settings.items()])
-    policy = Policy(copy.deepcopy(model).float().train())
+    policy = Policy(copy.deepcopy(model).float().train(), packing=packing)
     optim = torch.optim.SGD(policy.parameters(), lr=cfg.train.lr)  # the update is the gradient, not Adam's sign
     updater = Updater(cfg, CPU, policy, None, optim, pad_id=0)
     batch = [copy.copy(s) for s in seqs]
@@ -77,13 +78,23 @@ def test_gspo_and_grpo_update_differently_once_the_ratio_moves(setup, tmp_path):
     assert _max_diff(one_grpo, one_gspo) < 1e-5 * moved  # ratio exactly 1: GSPO is GRPO
 
 
-def test_token_budget_micro_batches_and_chunked_logprobs_give_the_same_update(setup, tmp_path):
+def test_token_budget_micro_batches_packing_and_chunked_logprobs_give_the_same_update(setup, tmp_path):
     base = _update(setup, tmp_path, **{"train.micro_batch_size": 8})
     budget = _update(setup, tmp_path, **{"train.max_tokens_per_micro_batch": 150, "train.logprob_chunk": 2})
+    packed = _update(setup, tmp_path, packing=True, **{"train.max_tokens_per_micro_batch": 150})
     moved = _max_diff(base, {f"model.{k}": v.float() for k, v in setup[0].state_dict().items()})
     assert _max_diff(base, budget) < 1e-4 * moved  # float rounding of different padding, nothing more
+    assert _max_diff(base, packed) < 1e-4 * moved
     _, encoded, seqs = setup
     micros = micro_batches(seqs, encoded, 8, 150)
     assert len(micros) > 1 and [s for m in micros for s in m] == seqs
-    assert all(len(m) == 1 or len(m) * max(len(encoded[s.prompt].input_ids) + len(s.ids) for s in m) <= 150
-               for m in micros)
+    length = lambda s: len(encoded[s.prompt].input_ids) + len(s.ids)  # noqa: E731
+    assert all(len(m) == 1 or len(m) * max(length(s) for s in m) <= 150 for m in micros)
+    # Packed, the budget counts real tokens only: one long response no longer makes its neighbours pay its width.
+    uneven = [Seq(1, [5] * n, 0.0) for n in (80, 2, 2, 2)]
+    budget = sum(length(s) for s in uneven)
+    assert len(micro_batches(uneven, encoded, 8, budget)) == 2
+    assert micro_batches(uneven, encoded, 8, budget, packed=True) == [uneven]
+    packs = micro_batches(seqs, encoded, 8, 150, packed=True)
+    assert [s for m in packs for s in m] == seqs
+    assert all(len(m) == 1 or sum(length(s) for s in m) <= 150 for m in packs)

@@ -128,7 +128,8 @@ def test_predecessor_records_train_directly_and_convert(tmp_path):
                  "frames": {"max_frames": 4, "max_pixels": 3136, "image_max_pixels": 3136}},
         "rollout": {"n": 2, "max_tokens": 5, "offline_per_group": 1},
         "algorithm": {"name": "dapo", "dynamic_sampling": False, "mask_truncated": True},
-        "train": {"steps": 1, "prompts_per_step": 4, "max_tokens_per_micro_batch": 200, "lr": 1e-3},
+        "train": {"steps": 1, "prompts_per_step": 4, "max_tokens_per_micro_batch": 200, "packing": True,
+                  "lr": 1e-3},
         "checkpoint": {"every": 0, "export": False}, "logging": {"progress": False},
     }
     cfg_path = tmp_path / "cfg.yaml"
@@ -139,6 +140,7 @@ def test_predecessor_records_train_directly_and_convert(tmp_path):
     row = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert row["rollout/groups"] == 4 and row["data/dropped_items"] == 0 and row["grad_norm"] > 0
     assert row["rollout/offline_groups"] == 3  # the records with has_offline_trajectory
+    assert "attention sdpa, packed micro-batches" in proc.stderr  # padding-free, on CPU attention
     # `vbench-async data convert` writes the same records in the unified layout.
     converted = tmp_path / "unified.jsonl"
     cli = subprocess.run([sys.executable, "-m", "vbench_async", "data", "convert", str(path), str(converted)],

@@ -88,6 +88,8 @@ class TrainLoopConfig:
     micro_batch_size: int = 8  # sequences per forward/backward ...
     max_tokens_per_micro_batch: int | None = None  # ... or a token budget (prompt + response, padded) instead
     logprob_chunk: int = 512  # response positions per log-softmax chunk (the full-vocab fp32 tensor never exists)
+    attn_implementation: str = "auto"  # auto: flash_attention_2 on CUDA when flash-attn is installed, else sdpa
+    packing: bool | None = None  # padding-free micro-batches; null: where attention is varlen (flash), else padded
     mini_batches: int | None = None  # optimizer steps per rollout batch (>1 moves the PPO ratio off 1); null: 1,
     # or 4 for gspo
     ppo_epochs: int = 1
@@ -163,7 +165,8 @@ class TrainConfig:
         d = self.to_dict()
         for volatile in ("logging", "checkpoint", "validation", "output_dir"):
             d.pop(volatile)
-        d["train"].pop("steps")
+        for layout in ("steps", "attn_implementation", "packing"):  # packing: the same update, laid out anew
+            d["train"].pop(layout)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -197,6 +200,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "algorithm.kl": KL_KINDS,
     "reward.format_mode": ("answer_tag", "well_formed", "none"),
     "train.dtype": ("auto", "float32", "bfloat16"),
+    "train.attn_implementation": ("auto", "sdpa", "eager", "flash_attention_2", "flash_attention_3"),
     "fsdp.shard": ("layer", "root"),
     "fsdp.backend": ("auto", "gloo", "nccl"),
     "validation.backend": ("hf", "vllm"),

@@ -7,6 +7,7 @@ Two things make it safe under FSDP with mixed-modality batches (docs/training.md
 - a rank whose micro-batch has no pixels runs the same single call on a zero-valued dummy input and adds
   0 * (every output, Qwen3-VL deepstack features included) to the loss, so every rank all-gathers and
   reduce-scatters the same parameters in the same order, and the gradients stay exact.
+The text model then runs on the padded micro-batch or on the same rows packed without padding (train/packing.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any, Mapping
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
+
+from .packing import pack, packs_by_default, unpack
 
 MEDIA_KEYS = ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts")
 _MODEL_KEYS = ("image_grid_thw", "video_grid_thw", "second_per_grid_ts")  # per-row inputs the HF forward takes
@@ -179,11 +182,15 @@ def run_vision(model: nn.Module, media: Mapping[str, torch.Tensor], device: torc
 
 
 class Policy(nn.Module):
-    """Wraps a Qwen-VL `*ForConditionalGeneration`; the FSDP root, so all its collectives happen inside forward."""
+    """Wraps a Qwen-VL `*ForConditionalGeneration`; the FSDP root, so all its collectives happen inside forward.
 
-    def __init__(self, model: nn.Module):
+    `packing`: True runs the text model on the micro-batch packed without padding (train/packing.py), False on the
+    padded batch, None (auto) packs where the attention implementation has varlen kernels (flash-attention)."""
+
+    def __init__(self, model: nn.Module, packing: bool | None = None):
         super().__init__()
         self.model = model
+        self.packed = packs_by_default(model) if packing is None else packing
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_ids: torch.Tensor,
                 token_types: torch.Tensor | None = None, temperature: float = 1.0,
@@ -191,24 +198,36 @@ class Policy(nn.Module):
                 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """(log-probs (B, R) of the response tokens, entropy (B, R) or None, zero-valued dummy term or None)."""
         encoder_outputs, zero = run_vision(self.model, media, input_ids.device)
-        kwargs: dict[str, Any] = {k: v for k, v in media.items() if k in _MODEL_KEYS}
+        grids = {k: v for k, v in media.items() if k in _MODEL_KEYS}
+        if self.packed:
+            packed = pack(self.model, input_ids, attention_mask, response_ids, token_types, grids)
+            out = self.model(**packed.inputs, mm_encoder_outputs=encoder_outputs, use_cache=False)
+            logp, entropy = _per_token(out.logits, packed.targets, temperature, with_entropy, chunk)
+            return (unpack(logp, packed.response_mask),
+                    unpack(entropy, packed.response_mask) if with_entropy else None, zero)
+        kwargs: dict[str, Any] = dict(grids)
         if token_types is not None:
             kwargs["mm_token_type_ids"] = token_types
-        R = response_ids.shape[1]
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, mm_encoder_outputs=encoder_outputs,
-                         use_cache=False, logits_to_keep=R + 1, **kwargs)
-        logits = out.logits[:, :-1]
-        logp, entropy = [], []
-        for start in range(0, R, chunk):
-            part, ids = logits[:, start: start + chunk], response_ids[:, start: start + chunk]
-            if torch.is_grad_enabled():  # backward recomputes the fp32 chunk instead of keeping every chunk's
-                logp.append(checkpoint(_token_logprobs, part, ids, temperature, use_reentrant=False))
-            else:
-                logp.append(_token_logprobs(part, ids, temperature))
-            if with_entropy:
-                with torch.no_grad():
-                    entropy.append(_entropy(part, temperature))
-        return torch.cat(logp, 1), torch.cat(entropy, 1) if with_entropy else None, zero
+                         use_cache=False, logits_to_keep=response_ids.shape[1] + 1, **kwargs)
+        logp, entropy = _per_token(out.logits[:, :-1], response_ids, temperature, with_entropy, chunk)
+        return logp, entropy, zero
+
+
+def _per_token(logits: torch.Tensor, ids: torch.Tensor, temperature: float, with_entropy: bool, chunk: int
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs (and entropy) of `ids` under `logits` (..., L, V), `chunk` positions of dim 1 at a time."""
+    logp, entropy = [], []
+    for start in range(0, max(ids.shape[1], 1), chunk):
+        part, target = logits[:, start: start + chunk], ids[:, start: start + chunk]
+        if torch.is_grad_enabled():  # backward recomputes the fp32 chunk instead of keeping every chunk's
+            logp.append(checkpoint(_token_logprobs, part, target, temperature, use_reentrant=False))
+        else:
+            logp.append(_token_logprobs(part, target, temperature))
+        if with_entropy:
+            with torch.no_grad():
+                entropy.append(_entropy(part, temperature))
+    return torch.cat(logp, 1), torch.cat(entropy, 1) if with_entropy else None
 
 
 def _token_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -29,6 +29,7 @@ from .config import TrainConfig
 from .data import DataOrder, MediaSource, TrainItem, frame_spec, load_items
 from .fsdp import all_reduce, barrier, close_distributed, full_tensors, init_distributed, load_sharded, shard
 from .logger import MetricsLogger, Sums, step_metrics
+from .packing import resolve_attention
 from .policy import Policy
 from .rollout import Group
 from .update import Seq, Updater
@@ -58,7 +59,10 @@ class Trainer:
         gpu = self.info.device.type == "cuda"
         self.mixed = gpu and cfg.train.dtype == "auto"
         self.load_dtype = torch.bfloat16 if cfg.train.dtype == "bfloat16" else torch.float32
+        self.attention = resolve_attention(cfg.train.attn_implementation, self.info.device,
+                                           self.mixed or self.load_dtype == torch.bfloat16)
         self.policy = self._build_policy(trainable=True)
+        log.info("attention %s, %s micro-batches", self.attention, "packed" if self.policy.packed else "padded")
         if cfg.algorithm.kl != "none":  # frozen: bf16 on GPU (the compute dtype anyway), half the memory
             self.ref = self._build_policy(False, torch.bfloat16 if gpu or cfg.train.dtype == "bfloat16"
                                           else torch.float32)
@@ -120,13 +124,13 @@ class Trainer:
         from transformers import AutoConfig, AutoModelForImageTextToText
 
         dtype = dtype or self.load_dtype
+        load = {"dtype": dtype, "attn_implementation": self.attention}
         full = None
         if self.info.main or self.info.world == 1:  # only rank 0 reads the weights; the others get them by broadcast
-            full = AutoModelForImageTextToText.from_pretrained(self.model_dir, dtype=dtype)
+            full = AutoModelForImageTextToText.from_pretrained(self.model_dir, **load)
         if self.info.world > 1:
             with torch.device("meta"):
-                model = AutoModelForImageTextToText.from_config(AutoConfig.from_pretrained(self.model_dir),
-                                                                dtype=dtype)
+                model = AutoModelForImageTextToText.from_config(AutoConfig.from_pretrained(self.model_dir), **load)
         else:
             model = full
         if trainable:
@@ -138,9 +142,10 @@ class Trainer:
         else:
             model.requires_grad_(False).eval()
         mixed = self.mixed and dtype == torch.float32
+        policy = Policy(model, packing=self.cfg.train.packing)
         if self.info.world > 1:
-            return load_sharded(Policy(model), self.cfg.fsdp, self.info, mixed, full)
-        return shard(Policy(model.to(self.info.device)), self.cfg.fsdp, self.info, mixed)
+            return load_sharded(policy, self.cfg.fsdp, self.info, mixed, full)
+        return shard(policy.to(self.info.device), self.cfg.fsdp, self.info, mixed)
 
     def _build_rollout(self, gpu: bool):
         engine = self.cfg.rollout.engine

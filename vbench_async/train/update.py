@@ -1,9 +1,10 @@
 """Log-probs and the policy update over one step's sequences, in micro-batches that every rank runs alike.
 
 Micro-batches hold `train.micro_batch_size` sequences, or as many as fit `train.max_tokens_per_micro_batch` tokens
-(rows x padded length: what the forward really computes). Each forward is a series of FSDP collectives, so every
-rank must run the same number of them: a rank with fewer micro-batches runs extra ones on a copy of a sequence with
-no loss weight (`Seq.trained = False`; its gradient is exactly zero).
+(what the forward really computes: rows x padded length, or the rows' total length when the policy packs them).
+Each forward is a series of FSDP collectives, so every rank must run the same number of them: a rank with fewer
+micro-batches runs extra ones on a copy of a sequence with no loss weight (`Seq.trained = False`; its gradient is
+exactly zero).
 """
 
 from __future__ import annotations
@@ -33,21 +34,24 @@ class Seq:
     ref_logp: torch.Tensor | None = None
 
 
-def micro_batches(seqs: list[Seq], encoded: list[Encoded], size: int, max_tokens: int | None) -> list[list[Seq]]:
+def micro_batches(seqs: list[Seq], encoded: list[Encoded], size: int, max_tokens: int | None,
+                  packed: bool = False) -> list[list[Seq]]:
     """Consecutive runs of sequences (a group's rows stay together and share their pixels): `size` sequences each,
-    or with a token budget as many as keep rows x (longest prompt + longest response) within it (at least one)."""
+    or with a token budget as many as keep the tokens the forward computes within it (at least one): rows x
+    (longest prompt + longest response) when padded, the sum of the rows' lengths when packed."""
     if max_tokens is None:
         return [seqs[i: i + size] for i in range(0, len(seqs), size)]
     out: list[list[Seq]] = []
     current: list[Seq] = []
-    width = 0
+    width = total = 0
     for s in seqs:
-        w = max(width, len(encoded[s.prompt].input_ids) + len(s.ids))
-        if current and (len(current) + 1) * w > max_tokens:
+        length = len(encoded[s.prompt].input_ids) + len(s.ids)
+        cost = total + length if packed else (len(current) + 1) * max(width, length)
+        if current and cost > max_tokens:
             out.append(current)
-            current, w = [], len(encoded[s.prompt].input_ids) + len(s.ids)
+            current, width, total = [], 0, 0
         current.append(s)
-        width = w
+        width, total = max(width, length), total + length
     if current:
         out.append(current)
     return out
@@ -64,7 +68,8 @@ class Updater:
 
     def _micros(self, seqs: list[Seq], encoded: list[Encoded]) -> list[list[Seq]]:
         t = self.cfg.train
-        micros = micro_batches(seqs, encoded, t.micro_batch_size, t.max_tokens_per_micro_batch)
+        micros = micro_batches(seqs, encoded, t.micro_batch_size, t.max_tokens_per_micro_batch,
+                               self.policy.packed)
         wanted = int(all_reduce([len(micros)], self.info, "max")[0])
         filler = dataclasses.replace(seqs[0], trained=False)
         return micros + [[filler] for _ in range(wanted - len(micros))]
