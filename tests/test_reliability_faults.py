@@ -99,6 +99,7 @@ def test_a_second_run_into_the_same_output_dir_is_refused(tmp_path):
     assert len(_results(out)) == 6 and all(r["error"] is None for r in _results(out).values())
 
 
+@pytest.mark.slow  # the default suite has Ctrl-C mid-run in test_reliability_interrupts and the resume in test_resume
 def test_ctrl_c_mid_run_exits_130_keeps_finished_lines_and_the_same_command_finishes(tmp_path):
     """Ctrl-C while results flow (through a real HTTP server; the in-process engine's Ctrl-C during start-up is in
     tests/test_resume.py)."""
@@ -151,11 +152,25 @@ time.sleep(600)
 """
 
 
-def test_orphan_guard_stops_children_started_after_it(tmp_path):
-    front = subprocess.Popen([sys.executable, "-c", LATE_CHILD], cwd=REPO, stdout=subprocess.PIPE, text=True,
+ADOPTED_CHILD = """
+import os, subprocess, sys, time
+from vbench_async.backends.guard import OrphanGuard
+guard = OrphanGuard(watch_children=True)
+time.sleep(1.2)  # the watcher's first looks find nothing
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # spawned just before Ctrl-C
+guard.adopt_children()  # what the vLLM backend does on Ctrl-C during start-up
+print(child.pid, flush=True)
+os._exit(130)  # sooner than the watcher's next poll
+"""
+
+
+@pytest.mark.parametrize("script", [LATE_CHILD, ADOPTED_CHILD], ids=["polled", "adopted_before_a_quick_exit"])
+def test_orphan_guard_stops_children_started_after_it(script, tmp_path):
+    front = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True,
                              env={**os.environ, "PYTHONPATH": str(REPO)})
     child = int(front.stdout.readline())
-    time.sleep(1.5)  # the watcher polls twice a second
+    if script is LATE_CHILD:
+        time.sleep(1.5)  # the watcher polls twice a second
     front.kill()
     front.wait()
     try:

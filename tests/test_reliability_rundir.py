@@ -130,7 +130,7 @@ def test_a_full_disk_under_the_frame_cache_stops_the_run_and_records_nothing(tmp
     assert (b["n_total"], b["n_failed"], b["complete"], b["score"]) == (24, 0, True, 1.0), b
 
 
-@pytest.mark.parametrize("how", ["read_only", "not_a_directory"])
+@pytest.mark.parametrize("how", ["read_only", pytest.param("not_a_directory", marks=pytest.mark.slow)])
 def test_an_unwritable_cache_directory_stops_the_run_and_a_writable_one_then_scores_every_sample(tmp_path, how):
     data_map = _suite(tmp_path / "data", [_rec(f"q{i}", video=i % 2) for i in range(4)], videos=2)
     with FaultServer() as server, contextlib.ExitStack() as stack:

@@ -44,8 +44,13 @@ while True:
         if not chunk:
             break  # end of file: the process that armed us is gone
         message += chunk
-        if message == b"disarm\n":
-            sys.exit(0)
+        *lines, message = message.split(b"\n")
+        for line in lines:
+            if line == b"disarm":
+                sys.exit(0)
+            if line.startswith(b"adopt "):  # children the armer listed itself: no polling window to miss them in
+                pid, _, start = line[6:].decode().partition(":")
+                targets[pid] = start
     elif parent:
         for entry in os.listdir("/proc"):
             if entry.isdigit() and int(entry) != me and entry not in targets:
@@ -66,12 +71,18 @@ for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
 """
 
 
-def _start_time(pid: int) -> str | None:
+def _stat(pid: int | str) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name (state first; [1] the parent, [19] the start time)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return stat[stat.rindex(")") + 2:].split()[19]
+    return stat[stat.rindex(")") + 2:].split()
+
+
+def _start_time(pid: int) -> str | None:
+    fields = _stat(pid)
+    return None if fields is None else fields[19]
 
 
 class OrphanGuard:
@@ -86,6 +97,22 @@ class OrphanGuard:
             # Its own session: a Ctrl-C or a kill of this process group must not take the watcher first.
             self._proc = subprocess.Popen([sys.executable, "-c", WATCHER, parent, *targets], stdin=subprocess.PIPE,
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def adopt_children(self) -> None:
+        """Hand the watcher this process's children now. Before an exit that may come sooner than the watcher's
+        next poll (Ctrl-C while an engine starts), so a child spawned in the last half second is stopped too."""
+        if self._proc is None:
+            return
+        me, found = os.getpid(), []
+        for entry in os.listdir("/proc"):
+            fields = _stat(entry) if entry.isdigit() and int(entry) != self._proc.pid else None
+            if fields is not None and int(fields[1]) == me:
+                found.append(f"adopt {entry}:{fields[19]}\n")
+        try:
+            self._proc.stdin.write("".join(found).encode())
+            self._proc.stdin.flush()
+        except OSError:
+            pass
 
     def disarm(self) -> None:
         if self._proc is None:

@@ -182,8 +182,10 @@ class VLLMBackend:
             await built
         except asyncio.CancelledError:
             # Ctrl-C while the engine starts: the thread shuts it down if it gets that far; if this process exits
-            # first, the guard (left armed) stops the engine core.
+            # first, the guard (left armed) stops the engine core, which it is told of now in case it spawned since
+            # the watcher's last look.
             cancelled.set()
+            self._guard.adopt_children()
             raise
         except BaseException:
             self._guard.disarm()  # vLLM stops what it started when its start-up fails
