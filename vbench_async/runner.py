@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from .backends.base import Backend, Completion, Request, SamplingParams
+from .backends.base import Backend, NoRequests, SamplingParams
 from .backends.factory import make_backend
 from .backends.openai import ServerSettings
 from .backends.vllm import VLLMSettings
@@ -223,20 +223,10 @@ def plan(cfg: RunConfig) -> WorkloadPlan:
 def video_jobs(cfg: RunConfig, model: ModelRef, overrides: list[dict[str, int | float]]) -> list[VideoJob]:
     """The frame jobs of the selection's samples under each of the frame settings `overrides` (a sweep's budgets),
     with the samples loaded once; samples whose video path is unsafe are left to the runs to record."""
-    from .frames import VideoJob
-
-    data_root, outside = cfg.selection.data_root, cfg.selection.allow_outside_root
     jobs = []
     for bench, samples in _load(cfg)[0]:
-        specs = [bench.frame_spec(model.family, o) for o in overrides]
-        for s in samples:
-            if not isinstance(s, Sample) or not s.video:
-                continue
-            try:
-                video = bench.video_path(s, data_root, allow_outside=outside)
-            except SampleError:
-                continue
-            jobs.extend(VideoJob(video=video, spec=spec, window=s.window, benchmark=bench.id) for spec in specs)
+        specs = [bench.frame_spec(model.family, model.frame_overrides(o)) for o in overrides]  # as each run has them
+        jobs += bench.video_jobs(samples, specs, cfg.selection.data_root, cfg.selection.allow_outside_root)[0]
     return jobs
 
 
@@ -472,24 +462,6 @@ def _backend(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], worklo
              backends: BackendFactory = make_backend) -> Backend:
     return backends(cfg.backend, model.path, engine=engine_settings(cfg, plans, workload), server=cfg.server,
                     concurrency=cfg.concurrency)
-
-
-class NoRequests:
-    """The backend of a run with nothing to send: every pending sample failed before reaching an engine."""
-
-    name = "none"
-
-    async def start(self) -> None:
-        pass
-
-    async def close(self) -> None:
-        pass
-
-    async def generate(self, request: Request) -> Completion:
-        raise RuntimeError("no request was expected: every sample failed before reaching the engine")
-
-    def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "reason": "every pending sample failed before reaching an engine"}
 
 
 def _scorer() -> Callable[[Sample, str], Score]:

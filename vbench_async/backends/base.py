@@ -110,3 +110,21 @@ def array_uuid(array: np.ndarray) -> str:
     h.update(str(array.shape).encode())
     h.update(np.ascontiguousarray(array).data)
     return h.hexdigest()
+
+
+class NoRequests:
+    """The backend of a run with nothing to send: every pending sample failed before reaching an engine."""
+
+    name = "none"
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    async def generate(self, request: Request) -> Completion:
+        raise RuntimeError("no request was expected: every sample failed before reaching the engine")
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "reason": "every pending sample failed before reaching an engine"}

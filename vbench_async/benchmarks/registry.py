@@ -75,6 +75,26 @@ class Benchmark:
         root = resolved.clip_root if "clip_source" in sample.fields and resolved.clip_root else resolved.video_root
         return safe_join(root, sample.video, allow_outside, "video")
 
+    def video_jobs(self, samples: Iterable[Sample | Exception], specs: Iterable[Any], data_root: Path | str | None,
+                   allow_outside: bool = False) -> tuple[list[Any], list[str]]:
+        """The frame jobs of `samples`' videos, one per spec (`frames.VideoJob`), and a line for each sample left out:
+        an invalid record or one without a video (nothing to decode; the run records it), or an unsafe path."""
+        from ..frames import VideoJob
+
+        specs = list(specs)
+        jobs, skipped = [], []
+        for sample in samples:
+            if isinstance(sample, Exception) or not sample.video:
+                skipped.append("")  # nothing to say: the run records these samples itself
+                continue
+            try:
+                video = self.video_path(sample, data_root, allow_outside=allow_outside)
+            except SampleError as exc:
+                skipped.append(f"{sample.key}: {exc}")
+                continue
+            jobs.extend(VideoJob(video, spec, sample.window, benchmark=self.id) for spec in specs)
+        return jobs, skipped
+
     def image_paths(self, sample: Sample, data_root: Path | str | None, allow_outside: bool = False) -> list[Path]:
         """The sample's extra images, checked like its video (SampleError("path_unsafe") unless allowed)."""
         root = self.resolve_source(data_root).image_root

@@ -69,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
     from ..benchmarks.selection import Selection
     from ..frames.overrides import FrameOverrides
     from .options import from_args
-    from ..frames import DEFAULT_DECODER, FrameCache, VideoJob, default_cache_dir, preprocess
+    from ..frames import DEFAULT_DECODER, FrameCache, default_cache_dir, preprocess
     from ..frames.budget import gb_to_bytes
     from ..models import frames_for
     from ..launcher import resolve_shard
@@ -97,17 +97,11 @@ def main(args: argparse.Namespace) -> int:
 
     jobs, skipped = [], 0
     for bench, spec, samples in loaded:
-        for sample in samples:
-            if isinstance(sample, Exception) or not sample.video:
-                skipped += 1  # invalid record or no video: `run` records it; nothing to decode
-                continue
-            try:
-                path = bench.video_path(sample, selection.data_root, allow_outside=selection.allow_outside_root)
-            except Exception as exc:  # unsafe path: reported, not decoded
-                print(f"skipping {sample.key}: {exc}", file=sys.stderr)
-                skipped += 1
-                continue
-            jobs.append(VideoJob(path, spec, sample.window, benchmark=bench.id))
+        found, left_out = bench.video_jobs(samples, [spec], selection.data_root, selection.allow_outside_root)
+        jobs += found
+        skipped += len(left_out)
+        for why in filter(None, left_out):  # unsafe paths: reported, not decoded
+            print(f"skipping {why}", file=sys.stderr)
 
     cache_dir = args.cache_dir or default_cache_dir()
     try:

@@ -82,6 +82,8 @@ class PromptCounter:
         self.video_target: tuple[int, ...] = tuple(self.rule.video_target)
         self.image_id = self.rule.image_id
         self._frames: dict[tuple[int, int], tuple[str, str] | None] = {}
+        # Per geometry, and per counter (a cache on the method would keep every counter and its processor alive).
+        self._replacement = lru_cache(maxsize=65536)(self.rule.video_replacement)
 
     # -- pieces ----------------------------------------------------------------------------------------------------
     def render(self, prompt: str, n_videos: int, n_images: int) -> str:
@@ -124,10 +126,9 @@ class PromptCounter:
         """Embeddings of one video (what its encoder output, and the encoder cache, hold)."""
         return self.rule.video_tokens(video)
 
-    @lru_cache(maxsize=65536)
     def video_replacement(self, video: VideoGeometry) -> int:
         """Length of the token run that replaces the video's placeholder in the prompt."""
-        return self.rule.video_replacement(video)
+        return self._replacement(video)
 
     def image_tokens(self, height: int, width: int, resize: bool) -> int:
         """Embeddings of one image of this (already loaded and resized) size; `resize`: the engine's processor resizes
