@@ -59,7 +59,7 @@ def _field(r: Result, name: str) -> Any:
     return None if v in (None, "") else v
 
 
-def _category_key(cat: Category) -> Callable[[Result], Any]:
+def category_key(cat: Category) -> Callable[[Result], Any]:
     def key(r: Result) -> Any:
         v = _field(r, cat.field)
         if v is None:
@@ -84,7 +84,7 @@ def breakdowns(results: list[Result], categories: Iterable[Category]) -> dict[st
     if len(task_groups) > 1:
         out["by_problem_type"] = {k: _stats(v) for k, v in task_groups.items()}
     for cat in categories:
-        groups = _group(results, _category_key(cat))
+        groups = _group(results, category_key(cat))
         if groups:
             out[f"by_{cat.name}"] = {k: _stats(v) for k, v in groups.items()}
     return out

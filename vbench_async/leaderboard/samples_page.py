@@ -30,11 +30,11 @@ def sample_rows(records: list[dict[str, Any]], results: list[dict[str, Any]], ca
 
 def categories_of(row: dict[str, Any], card: Any) -> list[str]:
     """The row's groups as "breakdown: group" labels (task type first), as the category filter lists them."""
-    from ..benchmarks.aggregate import _category_key
+    from ..benchmarks.aggregate import category_key
 
     out = [f"task type: {row['task_type']}"] if row.get("task_type") else []
     for cat in getattr(card, "categories", ()) or ():
-        group = _category_key(cat)({"fields": row.get("fields") or {}})
+        group = category_key(cat)({"fields": row.get("fields") or {}})
         if group is not None:
             out.append(f"{cat.name}: {group}")
     return out

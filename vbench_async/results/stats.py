@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 
-from ..benchmarks.aggregate import _category_key, value
+from ..benchmarks.aggregate import category_key, value
 
 # ------------------------------------------------------------------------------------------- distributions
 
@@ -329,7 +329,7 @@ def category_estimates(results: Sequence[Result], categories: Iterable[Any] = ()
     if len(by_task) > 1:
         out["by_task_type"] = by_task
     for cat in categories:
-        groups = grouped_estimates(results, _category_key(cat), level)
+        groups = grouped_estimates(results, category_key(cat), level)
         if groups:
             out[f"by_{cat.name}"] = groups
     return out
