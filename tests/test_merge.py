@@ -90,6 +90,20 @@ def test_merge_writes_what_an_unsharded_run_writes(tmp_path):
     assert manifest["counts"]["n_total"] == sum(len(s) for _, s, _ in shards.values())
 
 
+def test_a_merged_max_samples_run_stays_a_subset(tmp_path):
+    write_shards(tmp_path)
+    for k in range(2):  # each shard's summary marks its --max-samples subset, as `run --shard k/2` writes it
+        path = tmp_path / f"summary.shard-{k}-of-2.json"
+        shard = json.loads(path.read_text())
+        shard["benchmarks"] = {"demo-mc": {"subset": {"max_samples": 11, "n_available": 40, "shard": f"{k}/2",
+                                                      "reason": "..."}}}
+        path.write_text(json.dumps(shard))
+    block = merge_run(tmp_path)["benchmarks"]
+    assert block["demo-mc"]["subset"] == {"max_samples": 11, "n_available": 40,
+                                          "reason": "the first 11 of 40 records (--max-samples 11)"}
+    assert "subset" not in block["demo-count"]
+
+
 def test_missing_samples_are_listed_with_their_shard(tmp_path):
     shards = write_shards(tmp_path)
     chash, samples, sel = shards["demo-mc"]

@@ -25,7 +25,7 @@ from .manifest import iso, totals
 from .rundir import (PLAN_DIRNAME, RESULTS_DIRNAME, ShardId, manifest_path, read_manifest, read_summary,
                      summary_path, write_json)
 from .store import ResultStore, StoreLocked, read_results
-from .summaries import summarize_benchmark
+from .summaries import records_subset, summarize_benchmark
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +197,7 @@ def merge_if_complete(run_dir: Path, configs: Mapping[str, str], count: int) -> 
 def _write(run_dir: Path, checks: list[MergeCheck]) -> dict[str, Any]:
     from ..benchmarks import get_benchmark
 
+    shards = _shard_outputs(run_dir, sorted({c.shard_set.count for c in checks}))
     benchmarks: dict[str, Any] = {}
     for c in checks:
         s = c.shard_set
@@ -205,9 +206,11 @@ def _write(run_dir: Path, checks: list[MergeCheck]) -> dict[str, Any]:
                 store.rewrite(c.results)
         except StoreLocked as exc:
             raise MergeRefused(f"{exc} (an unsharded run of the same config?); merge when it has finished") from exc
+        # A --max-samples run stays a subset once merged (each shard's summary says so; the shard part is gone).
+        subset = next((records_subset(b.get("subset")) for sh in shards
+                       if (b := ((sh["summary"] or {}).get("benchmarks") or {}).get(s.benchmark))), None)
         benchmarks[s.benchmark] = summarize_benchmark(run_dir, get_benchmark(s.benchmark), store.path,
-                                                      s.config_hash, len(s.sample_ids))
-    shards = _shard_outputs(run_dir, sorted({c.shard_set.count for c in checks}))
+                                                      s.config_hash, len(s.sample_ids), subset=subset)
     first = next((sh["summary"] for sh in shards if sh["summary"]), {})
     summary = {
         "model": first.get("model", run_dir.name),

@@ -282,14 +282,28 @@ def subset_of(run_config: Mapping[str, Any], plan: PlannedBenchmark) -> dict[str
         out["shard"] = f"{shard[0]}/{shard[1]}"
     if not out:
         return None
-    parts = []
-    if "max_samples" in out:
-        parts.append(f"the first {max_samples} of {out['n_available'] if out['n_available'] is not None else '?'} "
-                     f"records (--max-samples {max_samples})")
-    if "shard" in out:
-        parts.append(f"shard {out['shard']} of a sharded run")
-    out["reason"] = "; ".join(parts)
+    out["reason"] = _subset_reason(out)
     return out
+
+
+def records_subset(shard_subset: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A shard's `subset` as the merged run has it: only its `--max-samples` part (the merge covers every shard)."""
+    if not shard_subset or "max_samples" not in shard_subset:
+        return None
+    out = {"max_samples": shard_subset["max_samples"], "n_available": shard_subset.get("n_available")}
+    out["reason"] = _subset_reason(out)
+    return out
+
+
+def _subset_reason(subset: Mapping[str, Any]) -> str:
+    parts = []
+    if "max_samples" in subset:
+        available = subset.get("n_available")
+        parts.append(f"the first {subset['max_samples']} of {available if available is not None else '?'} "
+                     f"records (--max-samples {subset['max_samples']})")
+    if "shard" in subset:
+        parts.append(f"shard {subset['shard']} of a sharded run")
+    return "; ".join(parts)
 
 
 def write_run_outputs(run_dir: Path, model: ModelRef, run_config: Mapping[str, Any],
