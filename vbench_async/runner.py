@@ -454,7 +454,7 @@ def backend_options(cfg: RunConfig, plans: list[BenchmarkPlan], workload: Worklo
     if cfg.backend == "vllm":
         return dataclasses.asdict(engine_settings(cfg, plans, workload))
     if cfg.backend == "openai":
-        return {**dataclasses.asdict(cfg.server), "concurrency": cfg.concurrency}
+        return {**plain(cfg.server), "concurrency": cfg.concurrency}  # plain: the API key redacted
     return {}
 
 

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EngineDead, SampleError, UserError
+from ..redact import remember
 from .base import Completion, ImageInput, Request, VideoInput, explicit_sampling
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
@@ -86,7 +87,8 @@ class ServerSettings:
     base_url: str | None = field(default=None, metadata={"help": "server URL, e.g. http://127.0.0.1:8000/v1"})
     served_model: str | None = field(
         default=None, metadata={"help": "model name the server expects (default: the model evaluated)"})
-    api_key: str | None = field(default=None, metadata={"help": "bearer token (default: $OPENAI_API_KEY or none)"})
+    api_key: str | None = field(default=None, metadata={"help": "bearer token (default: $OPENAI_API_KEY or none)",
+                                                        "secret": True})
     request_timeout: float = field(default=600.0, metadata={"help": "seconds per request"})
     max_retries: int = field(default=4, metadata={"help": "retries on 429/5xx/connection errors"})
 
@@ -99,6 +101,7 @@ class OpenAIBackend:
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key or os.environ.get("OPENAI_API_KEY")
+        remember(self.api_key)  # whatever reports this run (an error, a log line) must not repeat the key
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s

@@ -7,8 +7,10 @@ id that is already taken is an error naming both files, never a silent override.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
+from typing import Iterator
 
 from ..errors import UserError
 
@@ -30,6 +32,23 @@ def add_include(*folders: str | Path) -> None:
         path = _folder(value, "--include")
         if path not in _added:
             _added.append(path)
+
+
+@contextlib.contextmanager
+def included(*folders: str | Path) -> Iterator[None]:
+    """The cards and suites of `folders` known to the registry for the block only: a server job's folders must not
+    outlive it (one with a card that clashes would otherwise fail every later job)."""
+    before = list(_added)
+    try:
+        add_include(*folders)
+        yield
+    finally:
+        _added[:] = before
+
+
+def added() -> tuple[Path, ...]:
+    """The folders added so far (cheap: a cache key of what the registry knows)."""
+    return tuple(_added)
 
 
 def include_dirs() -> list[Path]:

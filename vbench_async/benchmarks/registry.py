@@ -18,7 +18,7 @@ from . import aggregate as _aggregate
 from . import prompts
 from .card_check import check_card
 from .cards import Card, apply_preset, load_card
-from .include import include_dirs
+from .include import added, include_dirs
 from .sources import Resolved, load_records, resolve, to_samples
 from .sources import data_root as data_root_of
 
@@ -236,11 +236,12 @@ def score_sample(sample: Sample, output: str) -> Any:
     `<id>@<preset>`); the pipeline's scorer for runs that span several benchmarks."""
     from ..scoring import score
 
-    return score(sample, output, protocol=_protocol_of(sample.benchmark))
+    return score(sample, output, protocol=_protocol_of(sample.benchmark, added()))
 
 
 @cache
-def _protocol_of(benchmark: str) -> str | None:
+def _protocol_of(benchmark: str, folders: tuple[Path, ...] = ()) -> str | None:
+    """`folders`: the included folders when asked (a server job's card of the same id may be another's)."""
     return get_benchmark(benchmark).protocol
 
 

@@ -14,6 +14,7 @@ import sys
 
 from ..errors import EngineDead, UserError
 from ..process_exit import INTERRUPTED, exit_now
+from ..redact import remember_named
 from .include import apply_include
 from .console import configure_logging
 
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     command = next((w for w in words if not w.startswith("-")), "")  # only -v/-h come before the command
     args = build_parser(command).parse_args(argv)
+    remember_named(vars(args))  # a secret flag's value is redacted wherever this command writes it
     configure_logging(args.verbose)
     try:
         apply_include(args)

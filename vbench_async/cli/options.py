@@ -28,6 +28,7 @@ from ..backends.vllm import VLLMSettings
 from ..benchmarks.prompts import PromptSettings
 from ..benchmarks.selection import Selection
 from ..frames.overrides import FrameOverrides
+from ..redact import mark_secret
 from .formatting import bounded
 
 T = TypeVar("T")
@@ -56,6 +57,8 @@ def add_group(parser: argparse.ArgumentParser, cls: type, title: str | None = No
         kind = _scalar(hints[f.name])
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         flag = f.metadata.get("flag", "--" + f.name.replace("_", "-"))
+        if f.metadata.get("secret"):  # its value is redacted from the command line every artefact records
+            mark_secret(f.name)
         kwargs: dict[str, Any] = {"dest": _dest(f, default), "help": f.metadata["help"]}
         if kind is bool:  # a switch: it sets the field when off by default, clears it when on
             kwargs.update(action="store_true", default=False)

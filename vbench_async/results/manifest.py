@@ -4,6 +4,8 @@ model (path, content fingerprint, hub revision) - backend and engine settings - 
 variant and templates (routing, per-file and combined hashes), config hash and counts - sampling and seed - package
 versions - the project's git commit - hardware - start and end times - the command line and the few environment
 variables that change results. A judge pass adds its own section (`results/summaries.recompute_summary`).
+No secret is recorded: secret settings, secret flags of the command line and any key the run used are redacted
+(`redact.py`), since result pages are made to be shared.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from ..redact import REDACTED, is_secret, redact_argv, scrub
 from .store import ResultStore
 
 if TYPE_CHECKING:
@@ -70,7 +73,7 @@ def manifest(model: ModelRef, run_config: Mapping[str, Any], backend_options: Ma
             "counts": {k: agg[k] for k in _COUNTS if k in agg} or {"n_expected": p.n_total},
         }
     sampling = dict(run_config["sampling"])
-    return {
+    return scrub({
         "manifest_version": MANIFEST_VERSION,
         "model": model_identity(model),
         "backend": {"name": run_config["backend"], **dict(loop_stats.get("backend", {})),
@@ -83,7 +86,7 @@ def manifest(model: ModelRef, run_config: Mapping[str, Any], backend_options: Ma
         "benchmarks": per_benchmark,
         "counts": totals(benchmarks),
         "throughput": {k: v for k, v in loop_stats.items() if k != "backend"},
-        "command": list(sys.argv),
+        "command": redact_argv(sys.argv),
         "environment": {k: os.environ[k] for k in _ENV_RECORDED if k in os.environ},
         "versions": package_versions(),
         "git_commit": git_commit(),
@@ -92,7 +95,7 @@ def manifest(model: ModelRef, run_config: Mapping[str, Any], backend_options: Ma
         "finished_at": iso(finished_at),
         "duration_s": round(finished_at - started_at, 3),
         "judge": dict(judge) if judge else None,
-    }
+    })
 
 
 def totals(benchmarks: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -193,9 +196,10 @@ def _memory_bytes() -> int | None:
 
 
 def plain(obj: Any) -> Any:
-    """JSON-friendly copy of a config dataclass (paths as strings)."""
+    """JSON-friendly copy of a config dataclass (paths as strings; a secret field's value redacted)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: REDACTED if is_secret(f) and getattr(obj, f.name) is not None else plain(getattr(obj, f.name))
+                for f in dataclasses.fields(obj)}
     if isinstance(obj, Mapping):
         return {str(k): plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

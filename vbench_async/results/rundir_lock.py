@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from ..errors import UserError
+from ..redact import redact_argv
 
 LOCK_FILE = ".run.lock"
 
@@ -44,7 +45,7 @@ class RunDirLock:
                              "finish or choose another --output-dir") from None
         if not self.shared:  # shards share the lock: the first one's note stays (they are one run)
             note = json.dumps({"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-                               "command": " ".join(sys.argv)}) + "\n"
+                               "command": " ".join(redact_argv(sys.argv))}) + "\n"
             try:  # unbuffered: nothing is left to flush (and fail) when the file is closed
                 os.ftruncate(fh.fileno(), 0)
                 os.write(fh.fileno(), note.encode("utf-8", "replace"))

@@ -8,6 +8,7 @@ run as Ctrl-C stops `run`: the finished lines stay, a partial summary is written
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import threading
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EngineDead, UserError
+from ..redact import scrub
 from ..runner import RunConfig, run, run_dir_for
 from .engine import EngineKeeper, JobCancelled
 from .jobs import Job, JobSpec, result_lines
@@ -109,12 +111,13 @@ class EvalServer:
 
     def _run(self, job: Job) -> None:
         from .. import models
-        from ..benchmarks.include import add_include
+        from ..benchmarks.include import included
 
         running = _Running(job)
         self._running = running
+        scope = contextlib.ExitStack()  # the job's include folders are known to the registry for this job only
         try:
-            add_include(*job.spec.include)
+            scope.enter_context(included(*job.spec.include))
             cfg = job.spec.run_config(self.base)
             if cfg.backend == "openai" and cfg.model != self.base.model:
                 raise UserError(f"this server sends requests to {self.base.server.base_url}, which serves "
@@ -141,14 +144,15 @@ class EvalServer:
             job.status = "cancelled"
             job.summary = _read_summary(job.run_dir)
         except UserError as exc:
-            job.status, job.error = "failed", str(exc)
+            job.status, job.error = "failed", scrub(str(exc))  # a busy run directory's note names a command
         except EngineDead as exc:  # finished lines are kept; the next job starts a new engine
             job.status, job.error = "failed", f"the engine stopped: {exc}"
             self.keeper.discard()
         except Exception as exc:  # noqa: BLE001 - one job's failure is its own; the server takes the next
             log.exception("job %s failed", job.id)
-            job.status, job.error = "failed", f"{type(exc).__name__}: {exc}"
+            job.status, job.error = "failed", scrub(f"{type(exc).__name__}: {exc}")
         finally:
+            scope.close()
             job.finished_at = time.time()
             self._running = None
             log.info("job %s %s in %.1f s", job.id, job.status, job.finished_at - job.started_at)
