@@ -18,6 +18,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from ..errors import UserError
+from ..redact import scrub
 from ..resources import data_dir
 from ..results.rundir import safe_name
 from . import tables
@@ -91,10 +92,10 @@ def build_site(run_dirs: list[Path], out_dir: Path, cache_dirs: list[Path] | Non
             writer.text(f"compare/{pair.slug}.html", env.get_template("compare.html.j2").render(
                 root="../", a=pair.a, b=pair.b, sections=sections))
     writer.json("data/runs.json", [{"run": r.id, "model": r.label, "dir_name": r.dir.name, "summary": r.summary,
-                                    "manifest": r.manifest} for r in runs])
+                                    "manifest": scrub(r.manifest)} for r in runs])  # older manifests held keys
     for r in runs:
         writer.text(f"runs/{r.id}.html", env.get_template("run.html.j2").render(
-            root="../", run=r, facts=_facts(r), manifest_text=_pretty(r.manifest),
+            root="../", run=r, facts=_facts(r), manifest_text=_pretty(scrub(r.manifest)),
             summary_text=_pretty(r.summary)))
     writer.text("index.html", env.get_template("index.html.j2").render(
         root="", runs=runs, benchmarks=pages, grid=_grid(runs, main, readings), columns=_columns(main, bids),

@@ -138,7 +138,7 @@ def _in_range(name: str, value: Any) -> None:
         return
     cap = LIMITS.get(name.rpartition(".")[2], MAX_NUMBER)
     if (isinstance(value, float) and not math.isfinite(value)) or not -MAX_NUMBER <= value <= cap:
-        raise UserError(f"job field {name} must be a finite number of at most {cap}, got {value!r}")
+        raise UserError(f"job field {name} must be a finite number of at most {cap}, got {value!r:.40}")
 
 
 @dataclass
