@@ -113,7 +113,7 @@ def test_a_web_page_cannot_submit_or_read(tokenless) -> None:
     assert got == 200 and json.loads(text)["ok"]
 
 
-@pytest.mark.parametrize("name,req,status,words", [
+MALFORMED = [
     ("Content-Length abc", b"POST /jobs HTTP/1.1\r\nHost: H\r\nContent-Type: application/json\r\n"
                            b"Content-Length: abc\r\n\r\n{}", 400, "Content-Length"),
     ("Content-Length -1", b"POST /jobs HTTP/1.1\r\nHost: H\r\nContent-Type: application/json\r\n"
@@ -136,7 +136,10 @@ def test_a_web_page_cannot_submit_or_read(tokenless) -> None:
     ("concurrency 400,000", None, 400, "concurrency"),
     ("max_frames 1e300", None, 400, "max_frames"),
     ("temperature NaN", None, 400, "temperature"),
-])
+]
+
+
+@pytest.mark.parametrize("name,req,status,words", MALFORMED, ids=[case[0] for case in MALFORMED])
 def test_every_malformed_request_is_answered_at_once(tokenless, name, req, status, words) -> None:
     evals, url = tokenless
     bodies = {"nested 100,000 deep": "[" * 100_000 + "]" * 100_000,

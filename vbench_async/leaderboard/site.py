@@ -10,6 +10,7 @@ fetch it.
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,9 @@ from .load import Run, benchmark_ids, load_runs
 from .samples_page import category_options, reading_scores, sample_rows
 from .thumbnails import FOLDER as FRAMES_FOLDER, Thumbnailer
 
-MARKER = ".vbench-async-site"  # says "this folder is ours": only then are stale pages removed
-OWNED = ("benchmarks", "samples", "runs", "data", "static", "compare", FRAMES_FOLDER)
+# Says "this folder is ours" and lists every file the last build wrote: only those are ever removed (a file a user
+# put in the folder, even under data/ or runs/, is never touched).
+MARKER = ".vbench-async-site"
 
 
 def json_script(obj: Any) -> Markup:
@@ -69,7 +71,7 @@ def build_site(run_dirs: list[Path], out_dir: Path, cache_dirs: list[Path] | Non
     if not run_dirs:
         raise UserError("give at least one result directory")
     out_dir = Path(out_dir)
-    _claim(out_dir)
+    previous = _claim(out_dir)
     runs = load_runs([Path(d) for d in run_dirs])
     writer = _Writer(out_dir)
     env = environment()
@@ -104,7 +106,7 @@ def build_site(run_dirs: list[Path], out_dir: Path, cache_dirs: list[Path] | Non
     for f in sorted(static.iterdir()):
         if f.is_file():
             writer.bytes(f"static/{f.name}", f.read_bytes())
-    writer.remove_stale()
+    writer.finish(previous)
     return out_dir
 
 
@@ -224,15 +226,59 @@ def _pretty(obj: Any) -> str:
     return "(none)" if obj is None else json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True, default=str)
 
 
-def _claim(out_dir: Path) -> None:
+def _claim(out_dir: Path) -> set[Path]:
+    """Take `out_dir` for the site (it must be empty, new, or hold the marker); the files the last build wrote."""
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"{out_dir} exists and is not a folder")
-    # Ours: empty, marked, or holding nothing but what a site consists of (an older site had no marker).
-    if out_dir.is_dir() and not (out_dir / MARKER).exists() and \
-            any(p.name not in ("index.html", *OWNED) for p in out_dir.iterdir()):
-        raise UserError(f"{out_dir} is not empty and holds no vbench-async site; choose an empty or new folder")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / MARKER).write_text("written by `vbench-async leaderboard`; safe to delete with the folder\n")
+    marker = out_dir / MARKER
+    if out_dir.is_dir() and not marker.exists() and any(out_dir.iterdir()):
+        raise UserError(f"{out_dir} is not empty and holds no vbench-async site (no {MARKER} file); choose an empty "
+                        "or new folder")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if not marker.exists():  # claimed before anything is written: a build stopped half-way is still ours
+            _write_marker(out_dir, [])
+    except OSError as exc:
+        raise _unwritable(out_dir, exc) from None
+    return _listed(out_dir)
+
+
+def _listed(root: Path) -> set[Path]:
+    """The files the marker lists, each inside `root` (a marker edited to name anything else is ignored there)."""
+    try:
+        files = json.loads((root / MARKER).read_text(encoding="utf-8")).get("files", [])
+    except (OSError, ValueError, AttributeError):
+        return set()  # an older site's marker (plain text) lists nothing: nothing of it is removed
+    out = set()
+    for rel in files if isinstance(files, list) else []:
+        if isinstance(rel, str) and rel and not Path(rel).is_absolute() and ".." not in Path(rel).parts:
+            out.add(root / rel)
+    return out
+
+
+def _write_marker(root: Path, files: list[str]) -> None:
+    text = json.dumps({"written_by": "vbench-async leaderboard; safe to delete with the folder",
+                       "files": sorted(files)}, indent=1) + "\n"
+    _atomic(root / MARKER, text.encode("utf-8"))
+
+
+def _atomic(path: Path, data: bytes) -> None:
+    """Write `data` under a temporary name, then rename it into place; no temporary file is left if it fails."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _unwritable(root: Path, exc: OSError) -> UserError:
+    from ..failure_kinds import environment_fault, is_environment_oserror
+
+    if is_environment_oserror(exc) or exc.errno == errno.EFBIG:
+        return environment_fault("site", root, exc)
+    return UserError(f"cannot write the site {root}: {exc.strerror or exc}")
 
 
 class _Writer:
@@ -240,15 +286,16 @@ class _Writer:
 
     def __init__(self, root: Path):
         self.root = root
-        self.written: set[Path] = {root / MARKER}
+        self.written: set[Path] = set()
 
     def bytes(self, rel: str, data: bytes) -> None:
         path = self.root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.read_bytes() != data:  # unchanged files keep their mtime
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_bytes(data)
-            tmp.replace(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists() or path.read_bytes() != data:  # unchanged files keep their mtime
+                _atomic(path, data)
+        except OSError as exc:  # a full disk: one message, exit 2 (as for the results), no temporary file left
+            raise _unwritable(self.root, exc) from None
         self.written.add(path)
 
     def text(self, rel: str, text: str) -> None:
@@ -269,10 +316,12 @@ class _Writer:
         self.text(f"data/{name}.csv", flat.to_csv(index=False, lineterminator="\n"))
         self.json(f"data/{name}.json", tables.records(df))
 
-    def remove_stale(self) -> None:
-        for sub in OWNED:
-            folder = self.root / sub
-            if folder.is_dir():
-                for f in sorted(folder.rglob("*")):
-                    if f.is_file() and f not in self.written:
-                        f.unlink()
+    def finish(self, previous: set[Path]) -> None:
+        """List what this build wrote in the marker, then remove what the last build wrote and this one did not."""
+        try:
+            _write_marker(self.root, [str(p.relative_to(self.root)) for p in self.written])
+        except OSError as exc:
+            raise _unwritable(self.root, exc) from None
+        for path in sorted(previous - self.written):
+            if path.is_file() or path.is_symlink():  # a link itself, never what it points to
+                path.unlink()

@@ -1,0 +1,72 @@
+"""The site writes only what it owns: `leaderboard -o DIR` claims a folder only when it is empty, new or marked as a
+site; a rebuild removes only files the site's own marker lists (a user's files, even under data/ and runs/, stay);
+and a full disk while the site is written is the usual one-line message and exit 2, with no temporary file left
+(a real tmpfs, as the results' disk-full test uses)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from test_leaderboard_runs import make_runs
+from test_reliability_rundir import _tmpfs
+from vbench_async.cli import main as cli_main
+from vbench_async.errors import UserError
+from vbench_async.leaderboard import build_site
+from vbench_async.leaderboard.site import MARKER
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> list[Path]:
+    return make_runs(tmp_path_factory.mktemp("runs"))
+
+
+def user_files(folder: Path) -> dict[str, str]:
+    files = {"data/experiments.csv": "run,score\na,1\n", "runs/2025/notes.md": "# my notes\n",
+             "static/logo.svg": "<svg/>"}  # only names a site also uses
+    for rel, text in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text)
+    return files
+
+
+def test_a_folder_of_the_users_is_never_claimed(runs, tmp_path: Path, capsys) -> None:
+    mine = tmp_path / "V"
+    mine.mkdir()
+    files = user_files(mine)
+    (mine / "runs" / "perfect.html").write_text("my page")  # a name the site also writes
+    assert cli_main(["leaderboard", *map(str, runs), "-o", str(mine)]) == 2
+    assert "holds no vbench-async site" in capsys.readouterr().err
+    for rel, text in files.items():
+        assert (mine / rel).read_text() == text, rel
+    assert (mine / "runs" / "perfect.html").read_text() == "my page" and not (mine / MARKER).exists()
+
+
+def test_a_rebuild_removes_only_what_the_site_wrote(runs, tmp_path: Path) -> None:
+    site = build_site(runs, tmp_path / "V")
+    listed = json.loads((site / MARKER).read_text())["files"]
+    assert "runs/noisy.html" in listed and "data/runs.json" in listed
+    files = user_files(site)  # the user keeps their own things beside the pages
+    (site / MARKER).write_text(json.dumps({"files": [*listed, "../outside.txt", str(tmp_path / "abs.txt")]}))
+    (tmp_path / "outside.txt").write_text("x")
+    (tmp_path / "abs.txt").write_text("x")
+    build_site(runs[:1], site)
+    assert not (site / "runs" / "noisy.html").exists() and (site / "runs" / "perfect.html").exists()
+    for rel, text in files.items():
+        assert (site / rel).read_text() == text, rel
+    assert (tmp_path / "outside.txt").exists() and (tmp_path / "abs.txt").exists()
+    with pytest.raises(UserError, match="is not a folder"):
+        build_site(runs, site / "index.html")
+
+
+def test_a_full_disk_under_the_site_is_one_message(runs, tmp_path: Path, capsys) -> None:
+    size = sum(p.stat().st_size for p in build_site(runs, tmp_path / "full-size").rglob("*") if p.is_file())
+    with _tmpfs(tmp_path / "small", f"{max(size // 3, 64 << 10) // 1024}k") as small:
+        rc = cli_main(["leaderboard", *map(str, runs), "-o", str(small / "site")])
+        err = capsys.readouterr().err
+        assert rc == 2 and "Traceback" not in err, err
+        assert [p for p in small.rglob("*.tmp")] == []  # the file being written when the disk filled is gone
+        lines = [x for x in err.splitlines() if x.strip()]
+        assert len(lines) == 1 and "cannot write the site" in lines[0] and "free some space" in lines[0], err
