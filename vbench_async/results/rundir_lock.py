@@ -74,6 +74,7 @@ def _holder(fh: IO[str]) -> str:
     try:
         fh.seek(0)
         note = json.loads(fh.readline() or "{}")
-        return f"pid {note['pid']}, started {note['started']}: {note['command']}"
+        command = " ".join(redact_argv(str(note["command"]).split(" ")))  # a note an older release wrote has keys
+        return f"pid {note['pid']}, started {note['started']}: {command}"
     except (OSError, ValueError, KeyError, TypeError):
         return "a sharded run, or one that left no note"
