@@ -22,6 +22,7 @@ from vbench_async.backends.openai import ServerSettings
 from vbench_async.resources import data_dir
 from vbench_async.runner import RunConfig
 from vbench_async.serve import client
+from vbench_async.serve import api
 from vbench_async.serve.api import MAX_BODY, make_http_server
 from vbench_async.serve.server import EvalServer
 
@@ -164,6 +165,21 @@ def test_every_malformed_request_is_answered_at_once(tokenless, name, req, statu
     assert time.monotonic() - started < 5
     assert evals.jobs() == []
     assert client.health(url)["ok"]  # the server is still there for the next request
+
+
+def test_a_client_that_stalls_is_dropped_without_a_traceback(tokenless, monkeypatch, capfd) -> None:
+    evals, url = tokenless
+    monkeypatch.setattr(api._Handler, "timeout", 1.0)  # 30 s in service
+    port = int(url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as headers, \
+            socket.create_connection(("127.0.0.1", port), timeout=10) as body:
+        headers.sendall(f"POST /jobs HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Ty".encode())  # stops mid-header
+        body.sendall(request(url, headers={"Content-Length": "100"}) + b'{"suite": ')  # stops mid-body
+        started = time.monotonic()
+        assert headers.recv(65536) == b"" and body.recv(65536) == b""  # closed by the server after its timeout
+        assert time.monotonic() - started < 5
+    assert client.health(url)["ok"] and evals.jobs() == []
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_a_bad_include_job_fails_alone(tmp_path: Path) -> None:

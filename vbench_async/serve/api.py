@@ -22,6 +22,7 @@ import ipaddress
 import json
 import logging
 import socket
+import sys
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Collection
@@ -233,6 +234,14 @@ class _HTTPServer(ThreadingHTTPServer):
             names |= {"localhost", "127.0.0.1", "::1"} if host == "localhost" else {"localhost"}
         self._wildcard = host in ("", "0.0.0.0", "::")  # any name may reach it: the required token guards it
         self._names = names
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that stalled past the timeout or left mid-request: nothing to answer, and no traceback."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):
+            log.debug("%s: %s: %s", client_address, type(exc).__name__, exc)
+            return
+        log.error("request from %s failed", client_address, exc_info=exc)
 
     def host_allowed(self, header: str) -> bool:
         """Whether a request's Host header names this server (its address or an allowed name, and its port)."""
