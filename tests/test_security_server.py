@@ -140,6 +140,22 @@ MALFORMED = [
 ]
 
 
+def test_allowed_names_and_origins_get_in() -> None:
+    evals = EvalServer(RunConfig(model="tiny-qwen2.5-vl", backend="openai"))
+    httpd = make_http_server(evals, "127.0.0.1", 0, None, allowed_hosts=["proxy.example"],
+                             allowed_origins=["http://ui.example:8080/"])
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        for headers, status in (({"Host": "proxy.example"}, 200), ({"Origin": "http://ui.example:8080"}, 200),
+                                ({"Origin": "http://ui.example:8081"}, 403), ({"Host": "proxy.example:1"}, 403)):
+            assert raw(url, request(url, "GET", "/health", headers=headers))[0] == status, headers
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        evals.close()
+
+
 @pytest.mark.parametrize("name,req,status,words", MALFORMED, ids=[case[0] for case in MALFORMED])
 def test_every_malformed_request_is_answered_at_once(tokenless, name, req, status, words) -> None:
     evals, url = tokenless

@@ -43,6 +43,10 @@ def add_options(p: argparse.ArgumentParser) -> None:
     where.add_argument("--port", type=int, default=8765, help="port (0: any free port, printed at start)")
     where.add_argument("--token", help="require `Authorization: Bearer TOKEN` on every request "
                                        "(default: $VBENCH_ASYNC_SERVE_TOKEN)")
+    where.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                       help="another Host name clients reach it by (a reverse proxy's); repeatable")
+    where.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                       help="a web page origin (http://host:port) allowed to call it; none by default; repeatable")
     how = p.add_argument_group("how jobs run")
     how.add_argument("--backend", default="vllm", choices=BACKENDS,
                      help="vllm: an in-process engine kept between jobs; openai: an OpenAI-compatible server "
@@ -76,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
     token = args.token or os.environ.get(TOKEN_ENV) or None
     evals = EvalServer(base)
     try:
-        httpd = make_http_server(evals, args.host, args.port, token)
+        httpd = make_http_server(evals, args.host, args.port, token, args.allow_host, args.allow_origin)
     except UserError:
         evals.close()
         raise
