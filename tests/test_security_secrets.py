@@ -25,7 +25,8 @@ TOKEN = "planted-serve-token-51d2e8"
 
 def test_redaction_of_command_lines_and_values() -> None:
     argv = ["vbench-async", "run", "--api-key", "k1-secret", "--api-key=k2-secret", "--api-k", "k3-secret",
-            "--server", "http://127.0.0.1:8765", "--server-token", "t1-secret", "--token=t2-secret", "--max-tokens", "8"]
+            "--server", "http://127.0.0.1:8765", "--server-token", "t1-secret", "--token=t2-secret",
+            "--max-tokens", "8"]
     shown = redact_argv(argv)
     assert not any("secret" in a for a in shown), shown
     assert "http://127.0.0.1:8765" in shown and shown[-2:] == ["--max-tokens", "8"]

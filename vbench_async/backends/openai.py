@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EngineDead, SampleError, UserError
-from ..redact import remember
+from ..redact import remember, scrub
 from .base import Completion, ImageInput, Request, VideoInput, explicit_sampling
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
@@ -133,8 +133,8 @@ class OpenAIBackend:
             self._client = None
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "base_url": self.base_url, "model": self.model, "timeout_s": self.timeout_s,
-                "max_retries": self.max_retries}
+        return {"backend": self.name, "base_url": scrub(self.base_url), "model": self.model,  # no URL password
+                "timeout_s": self.timeout_s, "max_retries": self.max_retries}
 
     @staticmethod
     def prepare_video(video: VideoInput) -> EncodedVideo:
