@@ -19,6 +19,7 @@ import yaml
 from support.fault_server import RETRIES, TIMEOUT_S, FaultServer, fault_suite
 
 from vbench_async.backends.openai import ServerSettings
+from vbench_async.errors import UserError
 from vbench_async.resources import data_dir
 from vbench_async.runner import RunConfig
 from vbench_async.serve import client
@@ -110,6 +111,8 @@ def test_a_web_page_cannot_submit_or_read(tokenless) -> None:
         assert got == status and words in json.loads(text)["error"], (name, got, text)
     assert evals.jobs() == []  # nothing was queued
     assert client.health(url)["ok"]  # the real client still gets in, by address and by name
+    with pytest.raises(UserError, match="HTTP 404: no job 'nope'"):  # its cancel passes the door, to the routing
+        client.cancel(url, "nope")
     got, text = raw(url, request(url, "GET", "/health", headers={"Host": f"localhost:{port}"}))
     assert got == 200 and json.loads(text)["ok"]
 

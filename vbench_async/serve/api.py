@@ -90,6 +90,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self, method: str, route: Any) -> None:
         """Check the request's front door, then route it; every refusal is an answer, never a traceback."""
+        self._body_read = False
         try:
             self._check_origin()
             self._check_token()
@@ -97,6 +98,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json_only()
             route()
         except BadRequest as exc:
+            self._drain()
             self._error(exc.status, exc.message)
         except UserError as exc:
             self._error(HTTPStatus.BAD_REQUEST, str(exc))
@@ -106,6 +108,18 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # noqa: BLE001 - one bad request must not kill its handler without an answer
             log.exception("%s %s failed", method, self.path)
             self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"internal error: {type(exc).__name__}")
+
+    def _drain(self) -> None:
+        """Read (and drop) a refused request's body of a valid length, so the client reads the answer: closing a
+        socket with unread data resets the connection, and the client may lose what was sent."""
+        raw = self.headers.get_all("Content-Length") or []
+        if self._body_read or len(raw) != 1 or not raw[0].strip().isdigit() or int(raw[0]) > MAX_BODY:
+            return
+        try:
+            self.rfile.read(int(raw[0]))
+        except OSError:
+            pass
+        self._body_read = True
 
     def _check_origin(self) -> None:
         host = self.headers.get_all("Host") or []
@@ -143,6 +157,7 @@ class _Handler(BaseHTTPRequestHandler):
         if length > MAX_BODY:
             raise BadRequest(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request body over {MAX_BODY} bytes")
         data = self.rfile.read(length) if length else b""
+        self._body_read = True
         if len(data) < length:
             raise BadRequest(HTTPStatus.BAD_REQUEST, f"the body ended after {len(data)} of {length} bytes")
         try:
