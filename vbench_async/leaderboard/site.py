@@ -274,11 +274,10 @@ def _atomic(path: Path, data: bytes) -> None:
 
 
 def _unwritable(root: Path, exc: OSError) -> UserError:
-    from ..failure_kinds import environment_fault, is_environment_oserror
-
-    if is_environment_oserror(exc) or exc.errno == errno.EFBIG:
-        return environment_fault("site", root, exc)
-    return UserError(f"cannot write the site {root}: {exc.strerror or exc}")
+    """One line for a destination that cannot take the site (exit 2), as `leaderboard` words it for any OSError."""
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    return UserError(f"cannot write the site to {root}: {exc.strerror or exc}; "
+                     + ("free some space and build it again" if full else "choose a writable -o folder"))
 
 
 class _Writer:
