@@ -6,6 +6,7 @@ any answer of the server."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from test_security_server import openai_base, serving
 from conftest import REPO
 from vbench_async.cli import main as cli_main
 from vbench_async.redact import REDACTED, redact_argv, scrub
+from vbench_async.results.manifest import plain
 from vbench_async.serve import client
 
 KEY = "sk-planted-api-key-7f3a9c"
@@ -30,6 +32,13 @@ def test_redaction_of_command_lines_and_values() -> None:
     shown = redact_argv(argv)
     assert not any("secret" in a for a in shown), shown
     assert "http://127.0.0.1:8765" in shown and shown[-2:] == ["--max-tokens", "8"]
+    @dataclasses.dataclass
+    class Settings:  # any setting marked secret, whatever its name
+        hub_credential: str | None = dataclasses.field(default=None, metadata={"secret": True})
+        unset_key: str | None = dataclasses.field(default=None, metadata={"secret": True})
+        name: str = "public"
+
+    assert plain(Settings("hf_abc")) == {"hub_credential": REDACTED, "unset_key": None, "name": "public"}
     assert scrub({"api_key": "x", "n": {"token": "y"}, "url": "http://me:pw@host/v1", "token_count": 3}) == {
         "api_key": REDACTED, "n": {"token": REDACTED}, "url": f"http://me:{REDACTED}@host/v1", "token_count": 3}
 
