@@ -42,10 +42,6 @@ def remember_named(values: Mapping[str, Any]) -> None:
     remember(*(v for k, v in values.items() if _secret_key(k)))
 
 
-def secret_values() -> frozenset[str]:
-    return frozenset(_seen)
-
-
 def _flags() -> set[str]:
     return {"--" + name.replace("_", "-") for name in SECRET_NAMES}
 
