@@ -96,6 +96,26 @@ def test_official_and_robust_scores_match_the_golden_pairs(benchmark: str) -> No
     assert not failures, f"{len(failures)}/{len(mine)} pairs disagree:\n" + "\n".join(failures)
 
 
+# Where lmms-eval's port and the authors' scorer differ, the card follows the authors and the lmms-eval reading is a
+# named protocol; its golden numbers (lmms-eval's code run on the same pairs) sit beside: official.lmms_eval_score.
+LMMS_VARIANTS = {"ovobench": "ovobench_lmms"}
+
+
+@pytest.mark.skipif(not PAIRS, reason=f"no parity fixtures in {PARITY}")
+@pytest.mark.parametrize("benchmark,variant", sorted(LMMS_VARIANTS.items()))
+def test_lmms_eval_variant_matches_lmms_eval_on_the_golden_pairs(benchmark: str, variant: str) -> None:
+    mine = [p for b, p in PAIRS if b == benchmark and "lmms_eval_score" in p["official"]]
+    assert mine, f"no lmms-eval numbers in {benchmark}.jsonl"
+    wrong = []
+    for p in mine:
+        sample = parse_record(p["record"], benchmark=benchmark, index=0)
+        got = score(sample, p["output"], protocol=variant).official.value
+        if not _close(got, p["official"]["lmms_eval_score"]):
+            wrong.append(f"{p['id']}: lmms-eval {p['official']['lmms_eval_score']}, {variant} {got}")
+    differ = sum(p["official"]["lmms_eval_score"] != p["official"]["score"] for p in mine)
+    assert not wrong and differ > 0, "\n".join(wrong) or "the variant never differs from the card's reading"
+
+
 def agreement() -> dict[str, dict[str, int]]:
     """Per benchmark: pairs, official agreements (documented differences counted apart), robust agreements."""
     table: dict[str, Counter] = {}

@@ -131,10 +131,18 @@ def charades_sta(sample: Sample, output: str) -> Reading:
 
 
 def ovobench(sample: Sample, output: str) -> Reading:
-    """OVO-Bench: backward/real-time letters by substring; REC by concatenated digits; SSR/CRR by Y/N or the
-    substring Yes/No. lmms-eval strips backward/real-time responses only (after its CLI cut reasoning tags)."""
+    """OVO-Bench as the authors' `utils/OVOBenchScore.py` scores the saved response: the raw output, nothing cut.
+    Backward/real-time letters by substring; REC by concatenated digits; SSR/CRR by Y/N or the substring Yes/No."""
+    return _ovobench_read(sample, output)
 
-    text = strip_reasoning_tags(output)
+
+def ovobench_lmms(sample: Sample, output: str) -> Reading:
+    """lmms-eval's port of the same rules, which first cuts closed reasoning blocks (its CLI's `--reasoning_tags`):
+    `<think>It is probably B.</think>` reads nothing here and B by the authors' scorer."""
+    return _ovobench_read(sample, strip_reasoning_tags(output))
+
+
+def _ovobench_read(sample: Sample, text: str) -> Reading:
     kind = canonical_task_type(sample.task_type)  # REC is counting, SSR/CRR are boolean
     if kind == "counting":
         count = ground_truth(sample, lambda t, w: extract.parse_number(t, w), "a count").value
