@@ -30,9 +30,9 @@ DOCUMENTED = {
     # The official code draws random.choice from an unseeded generator when nothing parses; ours is seeded by the
     # sample's key. The value may differ; that a guess was made must agree.
     "random_guess": "seeded guess: the drawn letter may differ, the guess itself must be flagged",
-    # Video-MMMU drops an empty output ("API Error") from its denominator; a denominator here never shrinks, so
-    # the item counts as 0.
-    "excluded": "an item the official aggregation drops scores 0 here",
+    # Video-MMMU drops an empty output ("API Error") from its denominator: the reading is marked dropped (value 0
+    # for per-sample use) and the aggregation leaves it out.
+    "excluded": "an item the official aggregation drops is marked dropped",
     # The official code raises on the output (LiveSports-3K's response[0] on an empty response): 0 here.
     "error": "an output the official code crashes on scores 0 here",
     # No official scoring code exists (ODV-Bench): the official reading must be empty.
@@ -73,7 +73,10 @@ def _check(benchmark: str, pair: dict) -> str | None:
     if official.get("random_guess"):
         if not s.official.guessed:
             problems.append(f"official guessed, ours read {s.official.extracted!r}")
-    elif official.get("excluded") or official.get("error"):
+    elif official.get("excluded"):
+        if not s.official.dropped:
+            problems.append(f"an item the official aggregation drops is not marked dropped ({s.official.value})")
+    elif official.get("error"):
         if s.official.value != 0.0:
             problems.append(f"an item the official code drops or crashes on scored {s.official.value}")
     elif official.get("unavailable"):
@@ -82,6 +85,8 @@ def _check(benchmark: str, pair: dict) -> str | None:
     elif not _close(s.official.value, official["score"]):
         problems.append(f"official {official['score']} (read {official.get('extracted')!r}), "
                         f"ours {s.official.value} (read {s.official.extracted!r})")
+    if bool(official.get("dropped") or official.get("excluded")) != s.official.dropped:
+        problems.append(f"dropped from the official denominator: expected {not s.official.dropped}")
     if not s.robust.needs_judge and not _close(s.robust.value, careful["score"]):
         problems.append(f"careful {careful['score']} ({careful.get('why', '')}), robust {s.robust.value} "
                         f"(read {s.robust.extracted!r})")
@@ -114,6 +119,27 @@ def test_lmms_eval_variant_matches_lmms_eval_on_the_golden_pairs(benchmark: str,
             wrong.append(f"{p['id']}: lmms-eval {p['official']['lmms_eval_score']}, {variant} {got}")
     differ = sum(p["official"]["lmms_eval_score"] != p["official"]["score"] for p in mine)
     assert not wrong and differ > 0, "\n".join(wrong) or "the variant never differs from the card's reading"
+
+
+AGGREGATES = json.loads((PARITY / "aggregates.json").read_text()) if (PARITY / "aggregates.json").is_file() else {}
+
+
+@pytest.mark.skipif("mvbench" not in AGGREGATES, reason="no official aggregates")
+def test_mvbench_aggregate_leaves_empty_predictions_out_as_lmms_eval() -> None:
+    from vbench_async.results.summaries import reading_lines
+
+    golden = AGGREGATES["mvbench"]
+    lines = []
+    for b, p in PAIRS:
+        if b == "mvbench":
+            s = _score(b, p)
+            lines.append({"sample_id": p["id"], "score": s.value, "error": None, "official": s.official.to_dict(),
+                          "robust": s.robust.to_dict(), "fields": {"task": "action_sequence"}})
+    agg = get_benchmark("mvbench").aggregate(reading_lines(lines, "official"))
+    assert len(lines) == golden["n"] and agg["n_dropped"] == golden["n"] - golden["answered"]
+    assert math.isclose(100 * agg["score"], golden["aggregate_percent"], abs_tol=1e-9)
+    robust = get_benchmark("mvbench").aggregate(reading_lines(lines, "robust"))
+    assert "n_dropped" not in robust and robust["n_scored"] == golden["n"]  # the careful reading counts empties as 0
 
 
 def agreement() -> dict[str, dict[str, int]]:

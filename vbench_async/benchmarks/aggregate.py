@@ -3,7 +3,9 @@
 The results may be seen through one reading of the outputs (`results.summaries.reading_line`: `score` is that
 reading's value); summaries aggregate each benchmark under both. Every kind follows one rule: a failed sample
 (error set) or an unscored one (score None) counts as 0 in every denominator it belongs to, so a run that loses
-samples can never score higher for it. `n_failed` and `n_pending` say how many there were.
+samples can never score higher for it. `n_failed` and `n_pending` say how many there were. The one exception is
+the official code's own: a line marked `dropped` (an empty prediction that MVBench's and Video-MMMU's official
+aggregations leave out of the denominator) is left out, and `n_dropped` counts it.
 Scores are fractions in [0, 1].
 
 Kinds (card `aggregation.kind`):
@@ -235,6 +237,10 @@ def aggregate(results: list[Result], spec: Aggregation, categories: Iterable[Cat
     needs_judge = sum(1 for r in results if awaits_judge(r))  # free text, or an official reading, without verdict
     out: dict[str, Any] = {"score": None, "metric": metric, "n_total": len(results),
                            "n_scored": len(results) - failed - pending, "n_failed": failed, "n_pending": pending}
+    dropped = sum(1 for r in results if r.get("dropped") and not r.get("error"))
+    if dropped:
+        out["n_dropped"] = dropped
+        results = [r for r in results if not r.get("dropped") or r.get("error")]
     if needs_judge:
         out["n_needs_judge"] = needs_judge  # items still carrying their offline value (ROUGE-L or the careful one)
     if results:

@@ -276,6 +276,7 @@ def headline_estimate(results: Sequence[Result], aggregation: Any = None, level:
     kind = getattr(aggregation, "kind", "micro")
     unit = (0.0, 1.0)
     params = getattr(aggregation, "params", {}) or {}
+    results = [r for r in results if not r.get("dropped") or r.get("error")]  # as the aggregation leaves them out
     ys = [value(r) for r in results]
     cl = [cluster_of(r) for r in results]
     if kind in ("micro", "by_field", "temporal_grounding"):

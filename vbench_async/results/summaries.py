@@ -82,6 +82,8 @@ def reading_line(result: Mapping[str, Any], reading: str) -> Mapping[str, Any]:
     if result.get("error") or rd is None:
         return result
     line = {**result, "score": reading_value(result, reading), "line_score": result.get("score"), "seen_as": reading}
+    if rd.get("dropped"):  # the official aggregation leaves the item out of its denominators
+        line["dropped"] = True
     details = result.get("details") or {}
     waits = bool(rd.get("needs_judge")) and rd.get("value") is None and not details.get("judge")
     if bool(details.get("needs_judge")) != waits:

@@ -12,16 +12,22 @@ class Reading:
 
     `value` is in [0, 1], or None while the protocol still needs an LLM judge for this item (`needs_judge`).
     `guessed` marks a value that the official code draws at random for an unreadable answer (seeded by sample id).
+    `dropped` marks an item the official aggregation leaves out of its denominator (MVBench's and Video-MMMU's
+    empty predictions); its value is 0 for any per-sample use.
     """
 
     value: float | None
     extracted: str | None = None
     guessed: bool = False
     needs_judge: bool = False
+    dropped: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "extracted": self.extracted, "guessed": self.guessed,
-                "needs_judge": self.needs_judge}
+        out = {"value": self.value, "extracted": self.extracted, "guessed": self.guessed,
+               "needs_judge": self.needs_judge}
+        if self.dropped:  # written only when set: lines of every other item keep their shape
+            out["dropped"] = True
+        return out
 
 
 @dataclass(frozen=True)

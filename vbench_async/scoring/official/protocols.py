@@ -43,8 +43,11 @@ def lmms_abcd(sample: Sample, output: str) -> Reading:
 
 
 def mvbench(sample: Sample, output: str) -> Reading:
-    correct, read = choice.mvbench_correct(truth_letter(sample), strip_reasoning_tags(output))
-    return Reading(1.0 if correct else 0.0, read or None)
+    """MVBench `mcq_acc`; an empty prediction (after the reasoning cut: a closed `<think>` alone is empty too) is
+    left out of `mvbench_aggregate_results`' denominator."""
+    text = strip_reasoning_tags(output)
+    correct, read = choice.mvbench_correct(truth_letter(sample), text)
+    return Reading(1.0 if correct else 0.0, read or None, dropped=text == "")
 
 
 def longvideobench(sample: Sample, output: str) -> Reading:
@@ -93,8 +96,8 @@ def videommmu(sample: Sample, output: str) -> Reading:
         read = choice.lmms_mcq_extract(text, valid_letters(sample)) or "No Answer Found."
         return Reading(1.0 if read == truth_letter(sample) else 0.0, read)
     preds = answers.mmmu_open_response(text)
-    if preds is None:  # "API Error": the official aggregation drops the item; here it scores 0
-        return Reading(0.0, None)
+    if preds is None:  # "API Error": the official aggregation drops the item from its denominator
+        return Reading(0.0, None, dropped=True)
     ok = answers.mmmu_eval_open(truth_text(sample), preds)
     return Reading(1.0 if ok else 0.0, ", ".join(sorted(map(str, preds)))[:200])
 
