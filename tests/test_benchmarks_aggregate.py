@@ -104,3 +104,42 @@ def test_benchmark_aggregate_uses_its_card() -> None:
             result(0.5, task_type="regression", original_question_type="object_counting")]
     agg = get_benchmark("vsibench").aggregate(rows)
     assert agg["by_task"] == {"object_counting": 0.5, "object_rel_direction": 0.5} and close(agg["score"], 0.5)
+
+
+# ----------------------------------------------------------------------------------- labelled fallbacks (#29)
+
+
+def test_stvg_from_the_unified_file_is_labelled_a_fallback() -> None:
+    """Without the release's meta fields LLaVA-ST's token parser cannot run: the headline says it is the JSON
+    reading and headline_basis names what would give the official m_vIoU."""
+    gt = '{"time": [0, 2], "boxes": {"0": [0, 0, 10, 10], "1": [0, 0, 10, 10], "2": [0, 0, 10, 10]}}'
+    item = {**result(1.0, task_type="stvg"), "answer": gt, "details": {"tiou": 1.0, "siou": 1.0, "viou": 1.0}}
+    unified = get_benchmark("stvg").aggregate([item, item])
+    basis = unified["headline_basis"]
+    assert "official ST-Align metric" not in unified["headline"] and "JSON" in unified["headline"]
+    assert "token" in basis["official"] and "meta" in basis["reason"] and "ST-Align-Benchmark" in basis["reason"]
+    meta = {"split": [0, 49], "width": 640, "height": 360, "time_token": {"<s>": 0, "<e>": 20}}
+    release = get_benchmark("stvg").aggregate([{**item, "fields": {"meta": meta}}] * 2)
+    assert "headline_basis" not in release and release["headline"] == "m_vIoU (official ST-Align metric)"
+
+
+def test_mvbench_with_missing_tasks_says_so() -> None:
+    rows = [result(1.0, task=f"t{i}") for i in range(18)] + [result(0.0, task="t0")]
+    agg = get_benchmark("mvbench").aggregate(rows)
+    basis = agg["headline_basis"]
+    assert basis["official"] == "unweighted mean over the 20 task groups"
+    assert basis["reported"] == "unweighted mean over the 18 present" and "2 of the 20" in basis["reason"]
+    full = get_benchmark("mvbench").aggregate([result(1.0, task=f"t{i}") for i in range(20)])
+    assert "headline_basis" not in full
+
+
+def test_mvbench_unified_basis_names_the_two_missing_tasks() -> None:
+    agg = get_benchmark("mvbench").aggregate([result(1.0), result(0.0)])
+    reason = agg["headline_basis"]["reason"]
+    assert "nturgbd" in reason and "tvqa" in reason and "3,586" in reason
+
+
+def test_dropped_items_leave_the_denominator() -> None:
+    rows = [result(1.0), result(0.0), {**result(0.0), "dropped": True}, {**result(None, FAIL), "dropped": True}]
+    agg = aggregate(rows, Aggregation("micro"))
+    assert agg["n_dropped"] == 1 and close(agg["score"], 1 / 3)  # a failure still counts 0

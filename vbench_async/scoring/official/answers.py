@@ -295,9 +295,14 @@ def llava_st_item(output: str, split: Sequence[int], width: float, height: float
     gt = [round((i - split[0]) / (duration - 1), 3) for i in gt_span]
     lo, hi = min(gt[0], pred_span[0]), max(gt[1], pred_span[1])
     tiou = max(0.0, (min(gt[1], pred_span[1]) - max(gt[0], pred_span[0])) / (hi - lo)) if hi - lo else 0.0
-    pred: dict[str, list[int]] = {}
+    # two dicts as `parse_stpair_from_text` then `eval_stvg` build them: by token (a repeated token keeps its first
+    # place and its last box), then by frame, where tokens sharing a frame (clips under 100 frames) leave the box
+    # of the token that comes last in that order
+    by_token: dict[float, list[float]] = {}
     for m in _ST_PAIR.finditer(_st_tokens(output, as_index=True).replace(" ", "")):
-        k, v = float(m.group(1)), [float(m.group(i)) / 99 for i in range(2, 6)]
+        by_token[float(m.group(1))] = [float(m.group(i)) / 99 for i in range(2, 6)]
+    pred: dict[str, list[int]] = {}
+    for k, v in by_token.items():
         frame = str(round(split[0] + k / (num_frames - 1) * (duration - 1)))
         pred[frame] = [round(v[0] * width), round(v[1] * height), round(v[2] * width), round(v[3] * height)]
     gt_boxes = {str(k): b for k, b in gt_boxes.items()}
