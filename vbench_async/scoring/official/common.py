@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from collections.abc import Sequence
 
 from ...samples import Sample
@@ -53,3 +54,13 @@ def option_texts(sample: Sample) -> dict[str, str]:
 def truth_text(sample: Sample) -> str:
     """The ground truth as plain text (answer tags and emphasis removed)."""
     return ground_truth(sample, _parse_text, "text", multiline=True)
+
+
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
+
+
+def raw_truth_text(sample: Sample) -> str:
+    """The ground truth as the release holds it: the unified file's `<answer>` wrapper removed, nothing else (no
+    emphasis, quote, `$` or final-period cleaning), as official code that reads `doc["answer"]` sees it."""
+    tags = _ANSWER_TAG.findall(sample.answer)
+    return (tags[-1] if tags else sample.answer).strip()

@@ -16,7 +16,7 @@ from ..grounding import parse_span
 from ..task_types import canonical_task_type
 from ..tasks import ground_truth, valid_letters
 from . import answers, choice
-from .common import option_texts, seeded_guess, strip_reasoning_tags, truth_letter, truth_text
+from .common import option_texts, raw_truth_text, seeded_guess, strip_reasoning_tags, truth_letter, truth_text
 
 
 def _letter_reading(read: str | None, truth: str, guessed: bool = False, *, fold_case: bool = False) -> Reading:
@@ -81,7 +81,7 @@ def mmvu(sample: Sample, output: str) -> Reading:
     """MMVU: rules for multiple choice; open-ended items pass by rule or go to the LLM judge."""
     text = strip_reasoning_tags(output)
     if not sample.options:
-        if answers.mmvu_open_rule(text, truth_text(sample)):
+        if answers.mmvu_open_rule(text, raw_truth_text(sample)):  # lmms-eval reads doc["answer"] as it is
             return Reading(1.0, text[:100] or None)
         return Reading(None, text[:100] or None, needs_judge=True)
     ok = choice.mmvu_choice_correct(text, truth_letter(sample), option_texts(sample))
