@@ -19,6 +19,7 @@ import ast
 import re
 from typing import Any, Sequence
 
+from ..official.answers import vrb_final_answer
 from .base import NEEDS_FIELDS, UNPARSABLE, Ask, JudgeItem, JudgeProtocol, Outcome, correct_incorrect
 from .vrb_states import DEMOS, NEEDED, PLAYERS, TargetUnreadable
 
@@ -113,19 +114,7 @@ Extracted Operations:
 EXTRACTORS = {"hrd": EXTRACT_MOVES, "grid": EXTRACT_MOVES, "cup": EXTRACT_CUP, "file_sys": EXTRACT_FILE,
               "card": EXTRACT_CARD, "chip": EXTRACT_CHIP}
 OPERATION_DIM = "prediction_operation"
-_FINAL = re.compile(r"Final Answer\s*(.*?)\s*$", re.S)
-_THINK_END = "\u25c1/think\u25b7"  # Kimi's end-of-thinking mark, cut as the official code cuts it
-
-
-def final_answer(response: str) -> str | None:
-    """The official `extract_final_answer`: after Kimi's think mark, the text following the first "Final Answer"
-    (its colon included); None when there is none, or nothing follows it."""
-    if not response:
-        return None
-    if _THINK_END in response:
-        response = response.split(_THINK_END)[1]
-    m = _FINAL.search(response)
-    return (m.group(1) or None) if m else None
+final_answer = vrb_final_answer  # the official `extract_final_answer`; the rule part lives with the protocols
 
 
 def demo_of(item: JudgeItem) -> str | None:

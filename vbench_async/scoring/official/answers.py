@@ -310,3 +310,21 @@ def llava_st_item(output: str, split: Sequence[int], width: float, height: float
     total = sum(_st_iou(gt_boxes[k], pred[k]) for k in shared)
     return {"tiou": tiou, "siou": total / max(len(shared), 1), "viou": total / max(len(set(gt_boxes) | set(pred)), 1),
             "n_pred_frames": len(pred)}
+
+
+# ------------------------------------------------------- VideoReasonBench (llyx97/video_reason_bench eval_utils)
+
+_VRB_FINAL = re.compile(r"Final Answer\s*(.*?)\s*$", re.S)
+_KIMI_THINK_END = "\u25c1/think\u25b7"  # Kimi's end-of-thinking mark, which the official code splits on
+
+
+def vrb_final_answer(response: str) -> str | None:
+    """`extract_final_answer`: after Kimi's think mark (the text up to the next one), the text following the first
+    "Final Answer" (its colon included); None when there is none or nothing follows it: the official `evaluate`
+    then returns False before any judge runs."""
+    if not response:
+        return None
+    if _KIMI_THINK_END in response:
+        response = response.split(_KIMI_THINK_END)[1]
+    m = _VRB_FINAL.search(response)
+    return (m.group(1) or None) if m else None

@@ -246,11 +246,13 @@ def livesports(sample: Sample, output: str) -> Reading:
 
 
 def videoreasonbench(sample: Sample, output: str) -> Reading:
-    """llyx97/video_reason_bench: a response without "Final Answer" (case-sensitive) is wrong before any judge runs;
-    the text after it goes to the LLM judge."""
-    if "Final Answer" not in output:
+    """llyx97/video_reason_bench: a response whose `extract_final_answer` is empty is wrong before any judge runs
+    (no "Final Answer", case-sensitive; nothing after it; or none after Kimi's `◁/think▷` mark); the text after the
+    first one goes to the LLM judge."""
+    final = answers.vrb_final_answer(output)
+    if final is None:
         return Reading(0.0, None)
-    return Reading(None, output.split("Final Answer")[-1].strip(" :*\n")[:80] or None, needs_judge=True)
+    return Reading(None, final[:80], needs_judge=True)
 
 
 def needs_judge(sample: Sample, output: str) -> Reading:
