@@ -78,8 +78,10 @@ def test_presets_put_the_setting_in_the_id() -> None:
 
 
 def test_prompt_hash_changes_with_routing() -> None:
-    assert get_benchmark("videomme").prompt_template_hash() == get_benchmark("holmes").prompt_template_hash()
-    assert get_benchmark("videomme").prompt_template_hash() != get_benchmark("vsibench").prompt_template_hash()
+    # the same routing and no official prompt of their own: the same hash; an official prompt changes it
+    assert get_benchmark("odvbench").prompt_template_hash() == get_benchmark("demo-mc").prompt_template_hash()
+    assert get_benchmark("videomme").prompt_template_hash() != get_benchmark("holmes").prompt_template_hash()
+    assert get_benchmark("odvbench").prompt_template_hash() != get_benchmark("vsibench").prompt_template_hash()
 
 
 @pytest.mark.parametrize("name,message", [

@@ -71,8 +71,9 @@ def resolve(template: str, benchmark: str, variant: str = DEFAULT_VARIANT, think
     """The template file that renders the card's routed `template` for `benchmark` (a card id; a preset's
     "<id>@<preset>" uses its card's) under `variant`."""
     check_variant(variant)
-    if variant == "official":
-        name = f"official/{benchmark.partition('@')[0]}"
+    if variant == "official":  # a preset with its own official prompt (mlvu@dev: official/mlvu_dev), else the card's
+        names = (f"official/{benchmark.replace('@', '_')}", f"official/{benchmark.partition('@')[0]}")
+        name = next((n for n in names if n in _variant_files()), names[1])
         return name if not thinking and name in _variant_files() else template
     name = f"{variant}/{template}"
     return name if name in _variant_files() else template
