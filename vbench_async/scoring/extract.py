@@ -180,7 +180,8 @@ def normalize_text(text: str) -> str:
 # -------------------------------------------------------------------------------------------------- numbers
 
 NUMBER_PATTERN = r"[-+−]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?"
-_NUMBER = re.compile(rf"(?<![\w.]){NUMBER_PATTERN}(?:\s*/\s*\d+(?![\d.]))?(?:\s*%)?")
+# a fraction may end a sentence ("The ratio is 1/2."): only a digit or a decimal part after it breaks it
+_NUMBER = re.compile(rf"(?<![\w.]){NUMBER_PATTERN}(?:\s*/\s*\d+(?!\d|\.\d))?(?:\s*%)?")
 _UNITS = {
     "zero": 0,
     "one": 1,
@@ -283,14 +284,37 @@ _RANGE = re.compile(
     re.I)
 
 
+# "3 or 4", "either 1/4 or 3/4", "about 8 or maybe 5": a hedge between two numbers names no answer
+_HEDGE_NUMBERS = re.compile(
+    rf"(?<![\w.])({NUMBER_PATTERN}(?:\s*/\s*\d+)?)\s*%?\s*(?:\w+\s+)?,?\s*\bor\s+(?:maybe\s+|perhaps\s+|possibly\s+)?"
+    rf"{NUMBER_PATTERN}(?![\w])", re.I)
+
+
 def _in_range(text: str, number: Number) -> bool:
-    """Whether `number` opens a range ("between 2 and 6", "10 to 30", "82-246 cm"): a range is no single answer."""
-    return any(number.text in (m.group(1), m.group(2)) for m in _RANGE.finditer(text))
+    """Whether `number` opens a range ("between 2 and 6", "10 to 30", "82-246 cm") or a hedge ("3 or 4"): neither
+    is a single answer."""
+    if any(number.text in (m.group(1), m.group(2)) for m in _RANGE.finditer(text)):
+        return True
+    return any(number.text.rstrip("% ") == m.group(1) for m in _HEDGE_NUMBERS.finditer(text))
+
+
+# Asides that count something else: "I count four chairs in total, though 2 are partly hidden", "5 cars (2 red,
+# 3 blue)", "ten people, and 3 of them are moving". The answer sits in the main clause; the aside is left out
+# when the main clause has a number of its own.
+_ASIDE = re.compile(
+    r"\([^()]*\)|[,;]\s*(?:though|although|even\s+though|while|whereas|of\s+which|including|excluding|except)\b[^.;\n]*"
+    r"|[,;]?\s*\b(?:and|but)\s+(?:only\s+)?\S+\s+of\s+(?:them|these|those)\b[^.;\n]*"
+    r"|\s+(?:though|although)\s+[^.;\n]*", re.I)
+
+
+def _main_clause(text: str) -> str:
+    main = _ASIDE.sub(" ", text)
+    return main if main != text and find_numbers(main) else text
 
 
 def parse_number(text: str, whole_text: bool = False) -> Number | None:
     """The answer number of one candidate (see `_answer_number`); None when that number opens a range."""
-    number = _answer_number(text, whole_text)
+    number = _answer_number(_main_clause(text), whole_text)
     return None if number is None or _in_range(text, number) else number
 
 
@@ -325,6 +349,24 @@ _HEDGE = re.compile(r"\s*(?:,\s*)?(?:and|or|/)\s*$", re.I)  # "yes and no", "yes
 _CORRECTION = re.compile(r"\b(?:actually|wait|on second thought|correction|rather|instead|i mean)\b", re.I)
 
 
+# Yes and no said in words. Negative phrases are tried first: "I don't think so" also holds "think so".
+_NO_PHRASE = re.compile(
+    r"\b(?:(?:absolutely|definitely|certainly|surely|of\s+course)\s+not|not\s+at\s+all|no\s+way"
+    r"|(?:don['’]t|do\s+not|doesn['’]t|does\s+not)\s+(?:think|believe)\s+so"
+    r"|(?:has|have)(?:n['’]t|\s+not)\s+(?:yet\s+)?been\s+(?:completed|finished|done)"
+    r"|(?:is|are)(?:n['’]t|\s+not)\s+(?:yet\s+)?(?:completed|finished|done))\b", re.I)
+_YES_PHRASE = re.compile(
+    r"^(?:absolutely|definitely|certainly|of\s+course|sure|surely)\b(?!\s+not)"
+    r"|\b(?:i\s+)?(?:think|believe)\s+so\b|\bthat['’]?s\s+(?:right|correct)\b"
+    r"|\b(?:has|have)\s+(?:already\s+)?been\s+(?:completed|finished|done)\b", re.I)
+
+
+def _yes_no_in_words(text: str) -> str | None:
+    if _NO_PHRASE.search(text):
+        return "no"
+    return "yes" if _YES_PHRASE.search(text) else None
+
+
 def parse_yes_no(text: str, whole_text: bool = False) -> str | None:
     """ "yes" / "no" from whole words only: "NOT", "KNOW", "EYES", "nobody" are not answers; "Nope", "Not yet",
     "Yeah" are. A bare "Y"/"N" counts.
@@ -337,7 +379,7 @@ def parse_yes_no(text: str, whole_text: bool = False) -> str | None:
         return "yes" if t.upper() == "Y" else "no"
     found = list(_YES_NO.finditer(t))
     if not found:
-        return None
+        return _yes_no_in_words(t)
     for a, b in zip(found, found[1:]):
         if _HEDGE.fullmatch(t[a.end() : b.start()]) and (a.group(1).lower() in _YES) != (b.group(1).lower() in _YES):
             return None

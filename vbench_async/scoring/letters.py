@@ -41,6 +41,9 @@ _LETTER_PHRASES = [
     re.compile(r"\b(?i:option|choice)\s*(?:(?i:is|would\s+be|should\s+be)\s*[:：]?|[:：])\s*[\(\[]?([A-J])[\)\]]?(?![\w'’])"),
     re.compile(r"\b(?i:choose|select|pick|go\s+with)\s+(?i:option\s+|answer\s+)?[\(\[]?([A-J])[\)\]]?(?![\w'’])"),
     re.compile(r"(?<![\w'’])[\(\[]?([A-J])[\)\]]?\s+(?i:is\s+(?:the\s+)?(?:correct|right|best))\b"),
+    # "the correct one is D", "the right choice must be D"
+    re.compile(r"\b(?i:correct|right|best|true)\s+(?i:one|option|choice|pick)\s+(?i:is|would\s+be|must\s+be|should\s+be)"
+               r"\s*[:：]?\s*[\(\[]?([A-J])[\)\]]?(?![\w'’])"),
     re.compile(r"(?:答案|选项?)\s*(?:是|为)?\s*[:：]?\s*([A-J])"),
     re.compile(r"\*\*\(?([A-J])\)?\*\*"),
     re.compile(r"\(([A-J])\)"),
@@ -48,6 +51,11 @@ _LETTER_PHRASES = [
 # Marks that also serve to list options: several different letters in them means options discussed, not chosen.
 _LISTING = (_LETTER_PHRASES[-2], _LETTER_PHRASES[-1])
 _STANDALONE = re.compile(r"(?<![\w'’])([A-J])(?![\w'’])")
+# A letter that is ruled out ("B is incorrect", "not B", "B can be eliminated") is no answer.
+_NEGATED_AFTER = re.compile(
+    r"^[\)\]]?\s*(?:(?i:is|seems|looks)\s+(?:(?i:clearly|definitely)\s+)?(?i:incorrect|wrong|false|not\b|out\b)"
+    r"|(?i:isn['’]t|can\s+be\s+(?:ruled\s+out|eliminated|excluded)|cannot\s+be|can['’]t\s+be|is\s+ruled\s+out))")
+_NEGATED_BEFORE = re.compile(r"(?i:\bnot|\bn['’]t\s+be|\brule\s+out|\beliminate|\bexclude)\s*(?i:option\s+)?[\(\[]?$")
 # "B or C", "B/C", "B and C": a hedge between letters names no answer.
 _ALTERNATIVE = re.compile(
     r"^[\)\]]?\s*(?:,|/|(?i:\bor\b|\band\b|\bvs\.?|\bversus\b))\s*(?:(?i:option)\s+)?[\(\[]?[A-J](?![\w'’])")
@@ -96,6 +104,8 @@ def _leading_letter(text: str, letters: Sequence[str], options: Sequence[str]) -
     m = _LETTER_SPACE.match(text)
     if m:
         letter, rest = m.group(1), m.group(2) or ""
+        if letter not in letters or _NEGATED_AFTER.match(" " + rest):  # "I would ...", "B is incorrect"
+            return None
         if options and letter in letters:
             opt = options[list(letters).index(letter)]
             if normalize_text(rest) == normalize_text(option_text(opt)):
@@ -127,9 +137,11 @@ def _unique_letter(text: str, letters: Sequence[str]) -> str | None:
     found = set()
     for m in _STANDALONE.finditer(text):
         letter, rest = m.group(1), text[m.end() :]
-        if letter not in letters:
+        if letter not in letters or _NEGATED_AFTER.match(rest) or _NEGATED_BEFORE.search(text[: m.start()]):
             continue
-        if _looks_like_article(letter, rest) and (_next_word(rest) or "") not in _CONJUNCTIONS:
+        after_conjunction = re.search(r"\b(?:and|or|nor)\s+$", text[: m.start()], re.I)  # "B and A seem ..."
+        if (_looks_like_article(letter, rest) and not after_conjunction
+                and (_next_word(rest) or "") not in _CONJUNCTIONS):
             continue
         found.add(letter)
     return found.pop() if len(found) == 1 else None

@@ -70,6 +70,20 @@ def mean_relative_accuracy(pred: float, gt: float) -> float:
     return sum(rel <= tol for tol in MRA_TOLERANCES) / len(MRA_TOLERANCES)
 
 
+def paper_mra(pred: float, gt: float) -> float:
+    """MRA as the VSI-Bench paper defines it, for the careful reading: the share of the 10 levels 0.50, 0.55, ...,
+    0.95 with |pred - gt| / gt < 1 - level, strictly and in exact decimals (pred 5 vs truth 4 gives 0.5: a
+    relative error of 0.25 misses the 0.75 level). A ground truth of 0 scores 1 only for an exact 0."""
+    from fractions import Fraction
+
+    if not (math.isfinite(pred) and math.isfinite(gt)):
+        return 0.0
+    if gt == 0:
+        return 1.0 if pred == 0 else 0.0
+    rel = abs(Fraction(repr(pred)) - Fraction(repr(gt))) / abs(Fraction(repr(gt)))
+    return sum(rel < Fraction(50 - 5 * k, 100) for k in range(10)) / 10
+
+
 def levenshtein(a: Sequence, b: Sequence) -> int:
     """Edit distance between two sequences (characters or words)."""
     if len(a) < len(b):

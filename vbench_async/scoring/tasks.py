@@ -17,7 +17,7 @@ from ..samples import Sample
 from . import extract
 from .base import Score, clip01, malformed
 from .letters import parse_choice
-from .metrics import anls, mean_relative_accuracy, rouge_l, word_error_rate
+from .metrics import anls, paper_mra, rouge_l, word_error_rate
 
 Parser = Callable[[str, bool], Any]  # (candidate text, is it the whole output?) -> answer, or None if not one
 
@@ -114,7 +114,7 @@ def score_regression(sample: Sample, output: str) -> Score:
     if found is None:
         return malformed(source=None, mra=0.0)
     pred, cand = found
-    mra = mean_relative_accuracy(pred.value, gt.value)
+    mra = paper_mra(pred.value, gt.value)  # the official code's `<=` in floats is the official reading's
     return Score(mra, pred.text, True, {"source": cand.source, "mra": mra})
 
 
