@@ -206,7 +206,8 @@ def _stvg(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
     predecessor = mean(value({**r, "score": r.get("line_score", r.get("score"))}) for r in results)
     headline = params.get("headline", "m_vIoU")
     out: dict[str, Any] = {"score": official.get(headline), "headline": f"{headline} (official ST-Align metric)"}
-    without_meta = sum(1 for r in results if not isinstance(_field(r, "meta"), Mapping))
+    needs = params.get("official_field")  # the card's field the official parser needs (ST-Align: meta)
+    without_meta = sum(1 for r in results if not isinstance(_field(r, needs), Mapping)) if needs else 0
     if without_meta:  # the unified file: the official parser cannot run, the project's JSON reading stands in
         out["headline"] = f"{headline} of the JSON reading in seconds (not LLaVA-ST's token parser)"
         out["headline_basis"] = {
