@@ -39,13 +39,17 @@ MC_RIGHT = [
     "Not {W}. The answer is {T}.", "It can't be {W}; the answer is {T}.", "{W} is wrong, so the answer is {T}.",
     "Therefore, the final answer is: {T}", "\\boxed{{{T}}}", "The best answer is {T}.", "{T} - {text}",
     "Looking at the frames, {text}. So the answer is {T}.", "{W} can be ruled out. The right answer is {T}.",
-    "The correct option is {T}.", "{T}, because {text} is what the video shows.",
+    "The correct option is {T}.", "{T}, because {text} is what the video shows.", "**Answer:** {T}",
+    "Option ({T})", "The answer is {T}: {text}.", "I'm fairly confident it's {T}.", "Answer - {T}",
+    "Between {W} and {T}, the video clearly shows {T}.", "{lower}", "The best choice here is {T}.",
+    "Watching the end of the clip, {text} is what happens, so I'd say {T}.",
 ]
 MC_WRONG = [
     "{W}", "The answer is {W}.", "{T} or {W}", "{W} or {T}", "Either {T} or {W}.", "I can't tell from the video.", "",
     "None of the options fit.", "<think>The answer is {T}.</think>", "<think>It is probably {T}, but let me check",
     "{T} is incorrect. The correct one is {W}.", "Not {T}. The answer is {W}.", "Both {T} and {W} seem possible.",
     "I'd pick {W}.", "{W}. {wtext}", "{wtext}", "It can't be {T}; the answer is {W}.", "{T} is wrong, so the answer is {W}.",
+    "The video does not show enough to decide.", "**Answer:** {W}", "Option ({W})", "I'm torn between {T} and {W}.",
 ]
 
 
@@ -58,7 +62,7 @@ def multiple_choice(rng: random.Random, n: int) -> list[dict]:
         w = rng.choice([k for k in range(len(texts)) if k != t])
         right = i % 2 == 0
         tmpl = rng.choice(MC_RIGHT if right else MC_WRONG)
-        output = tmpl.format(T=letters[t], W=letters[w], text=texts[t], wtext=texts[w])
+        output = tmpl.format(T=letters[t], W=letters[w], text=texts[t], wtext=texts[w], lower=letters[t].lower())
         record = {"problem_type": "multiple choice", "problem": question, "options": [f"{L}. {x}" for L, x in
                   zip(letters, texts)], "solution": f"<answer>{letters[t]}</answer>"}
         out.append(_line("mc", i, record, output, 1.0 if right else 0.0, tmpl))
@@ -74,12 +78,15 @@ COUNT_RIGHT = [
     "Total = {N}", "I see {w} {obj}, and {k} of them are moving.", "{W} {obj} are visible.",
     "There are {N} {obj} ({k} on the left, {r} on the right).", "The count is {N}.", "Exactly {N}.",
     "<think>I see {k} near the door and {r} by the window.</think>\n{N}", "Therefore, the final answer is: {N}",
-    "My count: {N} {obj}.", "{N} {obj} appear in the video, although {k} leave early.",
+    "My count: {N} {obj}.", "{N} {obj} appear in the video, although {k} leave early.", "There were {N}.",
+    "{N} in total.", "The total count is {w}.", "**{N}**", "The person does it {N} times in the clip.",
+    "Counting carefully frame by frame, I get {N}.",
 ]
 COUNT_WRONG = [
     "{m}", "There are {m} {obj}.", "{N} or {m}", "{m} or {N}", "Either {N} or {m}.", "About {N} or {m}.",
     "Between {N} and {mm} {obj}.", "I can't count them reliably.", "", "<think>There are {N}.</think>",
     "The answer is {m}.", "I count {wm} {obj} in total, though {N} are partly hidden.", "{N} to {mm}",
+    "Roughly {N}-{mm}.", "At least {m}, maybe more.", "**{m}**",
 ]
 OBJECTS = ["chairs", "people", "cars", "birds", "cups", "jumps", "balls", "books"]
 
@@ -154,11 +161,12 @@ def regression(rng: random.Random, n: int) -> list[dict]:
 YES = ["Yes", "yes.", "Yes, it is.", "Absolutely.", "Definitely.", "Certainly.", "Of course.", "Sure.", "Yep.",
        "That's correct.", "Correct.", "Indeed.", "It has been completed.", "Yes, the step is done.",
        "<answer>Yes</answer>", "The answer is yes.", "I believe so.", "I think so.", "Affirmative.",
-       "Yes, they are.", "Yeah.", "Absolutely, yes.", "It has been finished.", "Yes. The person is doing it now."]
+       "Yes, they are.", "Yeah.", "Absolutely, yes.", "It has been finished.", "Yes. The person is doing it now.",
+       "**Yes**", "Yes, definitely.", "Y", "True.", "Certainly, the step is being performed."]
 NO = ["No", "no.", "No, it isn't.", "I don't think so.", "Definitely not.", "Not at all.", "Nope.", "Not yet.",
       "It has not been completed yet.", "Of course not.", "Absolutely not.", "Certainly not.", "I do not think so.",
       "Incorrect.", "The answer is no.", "Negative.", "No, they are not.", "It hasn't been completed.",
-      "No. Nothing like that happens."]
+      "No. Nothing like that happens.", "**No**", "N", "False.", "No, not yet.", "Definitely not, no."]
 UNSURE = ["Yes and no.", "I'm not sure.", "Maybe.", "It's hard to tell.", "", "<think>Yes</think>", "Yes or no?",
           "Possibly."]
 
@@ -187,7 +195,8 @@ SPAN_FORMS = [
     '{{"time": [{s}, {e}]}}', '<answer>{{"time": [{s}, {e}]}}</answer>', "{s} - {e}", "From {s} to {e} seconds.",
     "It starts at {s} seconds and ends at {e} seconds.", "The event happens between {s}s and {e}s.", "[{s}, {e}]",
     "The event happens in the {s} - {e} seconds.", "{s}s to {e}s", "The moment spans {s} to {e} seconds.",
-    "Start: {s}s, end: {e}s.", "It begins at {s} s and finishes at {e} s.",
+    "Start: {s}s, end: {e}s.", "It begins at {s} s and finishes at {e} s.", "({s}, {e})",
+    '```json\n{{"time": [{s}, {e}]}}\n```', "The action occurs from {s} seconds to {e} seconds.",
 ]
 
 
@@ -225,7 +234,8 @@ def spans(rng: random.Random, n: int) -> list[dict]:
 TEXTS = ["EXIT ONLY", "No Parking", "Welcome Home", "Fresh Bread Daily", "Platform 9", "Open 24 Hours",
          "Danger High Voltage", "Keep Left"]
 TEXT_RIGHT = ["{t}", '"{t}"', 'The sign reads "{t}".', "**{t}**", "<answer>{t}</answer>", "{t}.",
-              'It says "{t}".', "The text on screen is \"{t}\".", "{lower}", "Answer: {t}"]
+              'It says "{t}".', "The text on screen is \"{t}\".", "{lower}", "Answer: {t}", "{upper}",
+              'The words "{t}" appear on the sign.']
 TEXT_WRONG = ["{o}", 'The sign reads "{o}".', "I cannot read the text.", "", "<think>It says {t}.</think>"]
 
 
@@ -237,7 +247,7 @@ def free_text(rng: random.Random, n: int) -> list[dict]:
             o = rng.choice(TEXTS)
         right = i % 2 == 0
         tmpl = rng.choice(TEXT_RIGHT if right else TEXT_WRONG)
-        output = tmpl.format(t=t, o=o, lower=t.lower())
+        output = tmpl.format(t=t, o=o, lower=t.lower(), upper=t.upper())
         label = 1.0 if right else 0.0
         record = {"problem_type": "OCR", "problem": "What does the sign say?", "options": [],
                   "solution": f"<answer>{t}</answer>"}

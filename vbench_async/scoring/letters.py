@@ -39,7 +39,8 @@ _LETTER_PHRASES = [
     # "answer B", "answer: B", "the option is B"; a bare "option B" only names an option under discussion
     re.compile(r"\b(?i:answer)\s*(?i:is|would\s+be|should\s+be)?\s*[:：]?\s*(?i:option\s*)?[\(\[]?([A-J])[\)\]]?(?![\w'’])"),
     re.compile(r"\b(?i:option|choice)\s*(?:(?i:is|would\s+be|should\s+be)\s*[:：]?|[:：])\s*[\(\[]?([A-J])[\)\]]?(?![\w'’])"),
-    re.compile(r"\b(?i:choose|select|pick|go\s+with)\s+(?i:option\s+|answer\s+)?[\(\[]?([A-J])[\)\]]?(?![\w'’])"),
+    re.compile(r"\b(?i:choose|select|pick|go\s+with|i['’]?d\s+say|i\s+would\s+say|the\s+video\s+(?:clearly\s+)?shows)"
+               r"\s+(?i:option\s+|answer\s+)?[\(\[]?([A-J])[\)\]]?(?![\w'’])"),
     re.compile(r"(?<![\w'’])[\(\[]?([A-J])[\)\]]?\s+(?i:is\s+(?:the\s+)?(?:correct|right|best))\b"),
     # "the correct one is D", "the right choice must be D"
     re.compile(r"\b(?i:correct|right|best|true)\s+(?i:one|option|choice|pick)\s+(?i:is|would\s+be|must\s+be|should\s+be)"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 from ..errors import SampleError
@@ -87,8 +88,12 @@ def numbers_match(pred: extract.Number, gt: extract.Number) -> bool:
     if gt.percent:
         pairs.append((pred.value, gt.value / 100, 0.01))
     for p, g, scale in pairs:
-        tol = 0.5 * 10.0 ** (-gt.decimals) * scale if 0 < gt.decimals < 6 else 0.0
-        if abs(p - g) <= tol + 1e-9 * max(1.0, abs(g)):
+        if 0 < gt.decimals < 6:  # strictly inside half a unit of the last written digit, in exact decimals:
+            # 0.25 is not 0.2 (it is as far from 0.2 as from 0.3), 0.24 is
+            tol = Fraction(1, 2) * Fraction(1, 10 ** gt.decimals) * Fraction(repr(scale))
+            if abs(Fraction(repr(p)) - Fraction(repr(g))) < tol:
+                return True
+        elif abs(p - g) <= 1e-9 * max(1.0, abs(g)):
             return True
     return False
 
