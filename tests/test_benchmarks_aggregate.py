@@ -143,3 +143,17 @@ def test_dropped_items_leave_the_denominator() -> None:
     rows = [result(1.0), result(0.0), {**result(0.0), "dropped": True}, {**result(None, FAIL), "dropped": True}]
     agg = aggregate(rows, Aggregation("micro"))
     assert agg["n_dropped"] == 1 and close(agg["score"], 1 / 3)  # a failure still counts 0
+
+
+def test_the_table_notes_what_stvg_reported_instead() -> None:
+    import io
+
+    from vbench_async.cli.output import print_table
+
+    gt = '{"time": [0, 2], "boxes": {"0": [0, 0, 10, 10]}}'
+    item = {**result(1.0, task_type="stvg"), "answer": gt, "details": {"tiou": 1.0, "siou": 1.0, "viou": 1.0}}
+    block = {**get_benchmark("stvg").aggregate([item]), "status": "complete"}
+    buf = io.StringIO()
+    print_table({"benchmarks": {"stvg": block}}, file=buf)
+    assert "stvg: m_vIoU by the same definition on the JSON answer" in buf.getvalue()
+    assert "appletea2333/ST-Align-Benchmark" in buf.getvalue()
