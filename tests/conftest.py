@@ -62,11 +62,11 @@ def demo_ids() -> dict[str, list[str]]:
 
 def outputs(run_dir: Path, field: str = "output") -> dict[str, object]:
     """`benchmark/sample_id` -> a field of each stored result."""
-    from vbench_async.results.store import read_results
+    from vbench_async.results.lines import read_lines
 
     res = {}
     for f in sorted((run_dir / "results").glob("*.jsonl")):
-        for sid, r in read_results(f).items():
+        for sid, r in read_lines(f).items():
             res[f"{r['benchmark']}/{sid}"] = r[field]
     return res
 

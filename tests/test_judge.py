@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -16,6 +17,8 @@ from vbench_async.backends.openai import ServerSettings
 from vbench_async.cli import main
 from vbench_async.judge import JudgeConfig, judge_run_dir, resolve_identity
 from vbench_async.scoring.judges import JUDGES, PROMPT_HASH, judge_prompt, parse_verdict, reference_text
+from vbench_async.result import as_results
+from vbench_async.results.lines import read_lines
 from vbench_async.results.store import read_results
 from vbench_async.results.verdicts import answer_hash, apply_judgements, judge_store
 from vbench_async.samples import Sample
@@ -54,29 +57,30 @@ def _line(sid: str, output: str, score: float, error=None) -> dict:
 
 
 def test_apply_judgements_replaces_offline_scores_only_with_clear_verdicts():
-    results = [_line("ok", "x", 0.4), _line("bad", "y", 0.9), _line("unparsable", "z", 0.3),
-               _line("stale", "new text", 0.2), _line("failed", "", None, {"kind": "engine_error", "message": "m"}),
-               {**_line("mc", "A", 1.0), "details": {}}]
+    results = as_results([_line("ok", "x", 0.4), _line("bad", "y", 0.9), _line("unparsable", "z", 0.3),
+                          _line("stale", "new text", 0.2),
+                          _line("failed", "", None, {"kind": "engine_error", "message": "m"}),
+                          {**_line("mc", "A", 1.0), "details": {}}])
     ident = {"judge_id": "j@1", "prompt_hash": PROMPT_HASH, "key": "k"}
     vcr = JUDGES["vcrbench"].prompt_hash
 
     def j(r, verdict, score, error=None):
-        return {"sample_id": r["sample_id"], "answer_hash": answer_hash(r), "verdict": verdict, "score": score,
+        return {"sample_id": r.sample_id, "answer_hash": answer_hash(r), "verdict": verdict, "score": score,
                 "error": error, "judge_id": "j@1", "prompt_hash": vcr}
 
     judgements = {"ok": j(results[0], "correct", 1.0), "bad": j(results[1], "incorrect", 0.0),
                   "unparsable": j(results[2], None, None, {"kind": "judge_unparsable", "message": "?"}),
-                  "stale": j({**results[3], "output": "old text"}, "correct", 1.0)}
+                  "stale": j(replace(results[3], output="old text"), "correct", 1.0)}
     merged, info = apply_judgements(results, judgements, ident)
-    by_id = {r["sample_id"]: r for r in merged}
-    assert by_id["ok"]["score"] == 1.0 and by_id["ok"]["details"]["judge"]["offline_score"] == 0.4
-    assert by_id["bad"]["score"] == 0.0 and by_id["bad"]["details"]["judge"]["judge_id"] == "j@1"
-    assert by_id["unparsable"]["score"] == 0.3  # keeps its offline score: a judge failure is not a zero
-    assert by_id["unparsable"]["details"]["judge_error"]["kind"] == "judge_unparsable"
-    assert by_id["stale"]["score"] == 0.2 and "judge" not in by_id["stale"]["details"]  # answer changed since
+    by_id = {r.sample_id: r for r in merged}
+    assert by_id["ok"].score == 1.0 and by_id["ok"].details["judge"]["offline_score"] == 0.4
+    assert by_id["bad"].score == 0.0 and by_id["bad"].details["judge"]["judge_id"] == "j@1"
+    assert by_id["unparsable"].score == 0.3  # keeps its offline score: a judge failure is not a zero
+    assert by_id["unparsable"].details["judge_error"]["kind"] == "judge_unparsable"
+    assert by_id["stale"].score == 0.2 and "judge" not in by_id["stale"].details  # answer changed since
     assert by_id["mc"] == results[5]
     assert info == {**ident, "n_judged": 2, "n_judge_failed": 1, "n_unjudged": 1}
-    assert results[0]["score"] == 0.4  # inputs untouched
+    assert results[0].score == 0.4  # inputs untouched
     # the official aggregate counts what still needs a judge
     agg = get_benchmark("vcrbench").aggregate(merged)
     assert agg["n_needs_judge"] == 2 and agg["n_failed"] == 1
@@ -122,7 +126,7 @@ def test_recorded_verdicts_drive_the_summary_and_the_site(tmp_path):
     # oe-4 still needs a verdict, so the headline stays empty ("needs judge"): ROUGE never stands in for accuracy.
     # The offline figure beside it: three correct verdicts, one incorrect, oe-4's ROUGE-L, oe-3 failed (0), over 6
     assert b["score"] is None and b["headline_status"] == "needs judge"
-    assert b["offline_fallback"]["score"] == pytest.approx((3 + results["oe-4"]["score"]) / 6)
+    assert b["offline_fallback"]["score"] == pytest.approx((3 + results["oe-4"].score) / 6)
     assert b["n_needs_judge"] == 1 and b["judge"]["n_judged"] == 4 and b["judge"]["n_judge_failed"] == 1
     site = (run_dir / "leaderboard" / "index.html").read_text()
     assert "old site" not in site and "1 need judge" in site
@@ -146,7 +150,7 @@ def test_judge_pass_through_real_vllm_engine(vllm_server, tmp_path):
 
     files = list((run_dir / "judge").glob("*.jsonl"))
     assert len(files) == 1
-    lines = list(read_results(files[0]).values())
+    lines = list(read_lines(files[0]).values())  # verdict lines
     assert sorted(x["sample_id"] for x in lines) == ["oe-0", "oe-1", "oe-2", "oe-4", "oe-5"]
     for x in lines:
         assert x["prompt_hash"] == JUDGES["vcrbench"].prompt_hash and x["judge_id"] == jp["judge_id"]

@@ -13,10 +13,11 @@ from test_leaderboard_runs import make_run
 from vbench_async.backends.openai import ServerSettings
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.judge import JudgeConfig, judge_run_dir
-from vbench_async.results.store import read_results
+from vbench_async.result import Result
+from vbench_async.results.lines import read_lines
 from vbench_async.results.verdicts import answer_hash, apply_judgements
 from vbench_async.samples import Sample
-from vbench_async.scoring.judges import JUDGES, NEEDS_FIELDS, UNPARSABLE, Ask, JudgeItem, Outcome, needs_judge
+from vbench_async.scoring.judges import JUDGES, NEEDS_FIELDS, UNPARSABLE, Ask, JudgeItem, Outcome
 from vbench_async.scoring.judges import tempcompass, vcrbench, videommlu, videoreasonbench as vrb
 from vbench_async.scoring.judges.mmvu import parse_binary
 
@@ -247,18 +248,18 @@ def test_needs_judge_covers_official_readings_and_keeps_the_headline_empty():
     sample = Sample(benchmark="vcrbench", sample_id="mc", task_type="multiple choice", question="Why?",
                     answer="<answer>B</answer>", options=("A. x", "B. y"))
     sc = get_benchmark("vcrbench").score(sample, "B")
-    line = {"sample_id": "mc", "benchmark": "vcrbench", "task_type": "multiple choice", "score": sc.value,
-            "details": dict(sc.details), "official": sc.official.to_dict(), "robust": sc.robust.to_dict()}
-    assert sc.robust.value == 1.0 and needs_judge(line)  # VCR-Bench judges every item, multiple choice too
+    line = Result.read({"sample_id": "mc", "benchmark": "vcrbench", "task_type": "multiple choice", "score": sc.value,
+                        "details": dict(sc.details), "official": sc.official.to_dict(), "robust": sc.robust.to_dict()})
+    assert sc.robust.value == 1.0 and line.needs_judge()  # VCR-Bench judges every item, multiple choice too
     agg = get_benchmark("vcrbench").aggregate([line])
     assert agg["score"] is None and agg["headline_status"] == "needs judge" and agg["n_needs_judge"] == 1
     assert agg["offline_fallback"]["score"] == 1.0
     verdict = {"sample_id": "mc", "answer_hash": answer_hash(line), "prompt_hash": JUDGES["vcrbench"].prompt_hash,
                "verdict": "incorrect", "score": 0.0, "error": None, "judge_id": "j@1", "protocol": "vcrbench"}
     (judged,), info = apply_judgements([line], {"mc": verdict}, {"judge_id": "j@1"})
-    assert info["n_judged"] == 1 and judged["score"] == 0.0  # the judged (official) value is the item's score
-    assert judged["official"] == {**line["official"], "value": 0.0, "needs_judge": False, "judged": True}
-    assert judged["robust"] == line["robust"]  # the careful grader's reading stays beside it
+    assert info["n_judged"] == 1 and judged.score == 0.0  # the judged (official) value is the item's score
+    assert judged.official == {**line.official, "value": 0.0, "needs_judge": False, "judged": True}
+    assert judged.robust == line.robust  # the careful grader's reading stays beside it
     assert get_benchmark("vcrbench").aggregate([judged])["score"] == 0.0
     stale = {**verdict, "prompt_hash": "0" * 16}  # a verdict under other prompts no longer counts
     assert apply_judgements([line], {"mc": stale}, {})[1]["n_unjudged"] == 1
@@ -302,7 +303,7 @@ def _judge_end_to_end(tmp_path, monkeypatch, cfg: JudgeConfig) -> None:
 
     summary = judge_run_dir(run_dir, cfg)
     assert summary["judge_pass"]["n_judged"] + summary["judge_pass"]["n_judge_failed"] == 4
-    lines = {x["sample_id"]: x for f in (run_dir / "judge").glob("*.jsonl") for x in read_results(f).values()}
+    lines = {x["sample_id"]: x for f in (run_dir / "judge").glob("*.jsonl") for x in read_lines(f).values()}
     assert lines["nofinal"]["steps"] == [] and lines["nofinal"]["score"] == 0.0  # decided by the official rule
     assert [s["stage"] for s in lines["op"]["steps"]] == ["extract_chip"]
     assert lines["op"]["score"] is not None  # the simulator always decides once the judge listed anything (or not)

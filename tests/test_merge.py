@@ -14,7 +14,8 @@ import pytest
 from conftest import run_cli
 from vbench_async.benchmarks import get_benchmark, resolve_benchmarks
 from vbench_async.results.merge import MergeRefused, merge_if_complete, merge_run
-from vbench_async.results.store import ResultStore, config_hash, read_results
+from vbench_async.results.lines import read_lines
+from vbench_async.results.store import ResultStore, config_hash
 from vbench_async.sharding import Shard, items_for, select
 
 BENCHES = ("demo-mc", "demo-count")
@@ -184,7 +185,7 @@ def test_auto_merge_waits_for_the_last_shard(tmp_path):
     merged = (tmp_path / "results" / f"demo-mc.{chash}.jsonl").read_bytes()
     assert merge_if_complete(tmp_path, configs, 2) is True  # again: same files
     assert (tmp_path / "results" / f"demo-mc.{chash}.jsonl").read_bytes() == merged
-    assert len(read_results(tmp_path / "results" / f"demo-mc.{chash}.jsonl")) == len(samples)
+    assert len(read_lines(tmp_path / "results" / f"demo-mc.{chash}.jsonl")) == len(samples)
 
 
 def test_merge_waits_for_a_writer_of_the_merged_file(tmp_path):

@@ -18,7 +18,7 @@ import pytest
 from conftest import ENGINE_GROUP, run_cli, shared_dir
 from support.real_layout import lay_out
 from vbench_async.benchmarks import resolve_benchmarks
-from vbench_async.results.store import read_results
+from vbench_async.results.lines import read_lines
 
 pytestmark = [pytest.mark.vllm, ENGINE_GROUP]
 
@@ -48,7 +48,7 @@ def layout_run(tmp_path_factory):
 def _results(run_dir):
     out = {}
     for f in sorted((run_dir / "results").glob("*.jsonl")):
-        for sid, r in read_results(f).items():
+        for sid, r in read_lines(f).items():
             out[f"{r['benchmark']}/{sid}"] = r
     return out
 

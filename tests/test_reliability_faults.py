@@ -25,7 +25,7 @@ import pytest
 from conftest import REPO, run_cli
 from support.fault_server import ANSWER, RETRIES, TIMEOUT_S, FaultServer, fault_suite, openai_args, slow_run, wait_until
 from support.processes import alive, descendants, wait_gone
-from vbench_async.results.store import read_results
+from vbench_async.results.lines import read_lines
 
 # mode -> (error kind or None, attempts the client must make)
 FAULTS = {
@@ -46,7 +46,7 @@ FAULTS = {
 
 def _results(out: Path) -> dict[str, dict]:
     files = list((out / "results").glob("*.jsonl"))
-    return {sid: r for f in files for sid, r in read_results(f).items()}
+    return {sid: r for f in files for sid, r in read_lines(f).items()}
 
 
 def test_server_faults_get_bounded_retries_then_recorded_failures(tmp_path):

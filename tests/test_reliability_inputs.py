@@ -33,7 +33,8 @@ from vbench_async.benchmarks.registry import safe_join
 from vbench_async.errors import SampleError
 from vbench_async.frames import FrameCache, FrameSpec, load_image
 from vbench_async.frames.maintenance import gc_cache, verify_cache
-from vbench_async.results.store import ResultStore, read_results
+from vbench_async.results.lines import read_lines
+from vbench_async.results.store import ResultStore
 from vbench_async.samples import Sample
 from vbench_async.scoring import score
 
@@ -275,12 +276,12 @@ def test_torn_and_damaged_lines_cost_only_their_samples(tmp_path):
     data = store.path.read_bytes().splitlines(keepends=True)
     # bit rot in the middle line, and a last line cut by a crash mid-write
     store.path.write_bytes(data[0] + b'{"sample_id": "b", "out\x00\n' + data[2][:-9])
-    assert set(read_results(store.path)) == {"a"}
+    assert set(read_lines(store.path)) == {"a"}
     assert store.completed_ids() == {"a"}
     with store:  # resume: the torn tail is cut, new lines start on a line boundary
         store.append(_result("b"))
         store.append(_result("c"))
-    assert list(read_results(store.path)) == ["a", "b", "c"]
+    assert list(read_lines(store.path)) == ["a", "b", "c"]
     assert store.path.read_bytes().endswith(b"\n")
 
 
@@ -288,7 +289,7 @@ def test_text_that_is_not_unicode_still_gets_its_line(tmp_path):
     store = ResultStore(tmp_path, "b", "h")
     with store:
         store.append(_result("s", output="lone \ud800 surrogate", details={"iou": float("nan")}))
-    got = read_results(store.path)["s"]
+    got = read_lines(store.path)["s"]
     assert got["output"] == "lone \ud800 surrogate" and got["details"]["iou"] is None
 
 

@@ -30,7 +30,7 @@ import pytest
 from conftest import REPO, run_cli
 from support.hostile import _good, _video, write_data_map
 from support.fault_server import FaultServer, openai_args, slow_run, wait_until
-from vbench_async.results.store import read_results
+from vbench_async.results.lines import read_lines
 
 BENCH = "mmvu"
 
@@ -76,7 +76,7 @@ def _board_row(site: Path) -> dict[str, str]:
 
 
 def _recorded(out: Path) -> dict[str, dict]:
-    return {sid: r for f in (out / "results").glob("*.jsonl") for sid, r in read_results(f).items()}
+    return {sid: r for f in (out / "results").glob("*.jsonl") for sid, r in read_lines(f).items()}
 
 
 @contextlib.contextmanager
@@ -195,7 +195,7 @@ def test_lines_of_records_no_longer_in_the_file_count_nowhere_and_an_interrupted
         args.remove("--no-site")
         first = run_cli(*args, timeout=300)
         assert first.returncode == 1, first.stderr[-3000:]  # the torn record is a recorded failure
-        assert "#4" in read_results(_result_file(out))
+        assert "#4" in read_lines(_result_file(out))
         # The record is repaired (it becomes "j9"), and its answer takes long: Ctrl-C while it is in flight.
         fixed = [_rec(f"j{i}") for i in range(4)] + [_rec("j9", problem="FAULT=hang#9 Which colour is the square?")]
         (data / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in fixed))

@@ -18,7 +18,7 @@ from PIL import Image
 from conftest import run_cli
 from support.hostile import CARD, _good, _video, write_data_map
 from support.fault_server import FaultServer
-from vbench_async.results.store import read_results
+from vbench_async.results.lines import read_lines
 
 ESCAPING = ("dotdot", "absolute", "symlink_out", "image_dotdot")  # record ids whose media leave the root
 
@@ -51,7 +51,7 @@ def _run(data_map: Path, out: Path, url: str, *extra: str) -> dict[str, dict]:
                    "--max-pixels", "16384", "--no-progress", "--no-site", "--backend", "openai", "--base-url", url,
                    *extra, timeout=300)
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    return {sid: r for f in (out / "results").glob("*.jsonl") for sid, r in read_results(f).items()}
+    return {sid: r for f in (out / "results").glob("*.jsonl") for sid, r in read_lines(f).items()}
 
 
 def test_run_refuses_escaping_paths_unless_allowed(data, tmp_path):

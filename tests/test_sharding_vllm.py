@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DEMO_ARGS, ENGINE_GROUP, REPO, demo_ids, run_cli, served_args
-from vbench_async.results.store import read_results
+from vbench_async.results.lines import read_lines
 
 pytestmark = [pytest.mark.vllm, ENGINE_GROUP]
 
@@ -55,7 +55,7 @@ def test_merged_shards_equal_the_unsharded_run(runs):
         # Sharding is not part of the config; the serving path is (the shards sent their requests to a server).
         ca, cb = (dict(c[bench]["config"]) for c in configs)
         assert (ca.pop("backend"), cb.pop("backend")) == ("vllm", "openai") and ca == cb
-        ra, rb = read_results(a), read_results(b)
+        ra, rb = read_lines(a), read_lines(b)
         assert list(rb) == ids  # merged in annotation order, each sample once
         for sid in ids:
             assert {k: ra[sid].get(k) for k in COMPARED} == {k: rb[sid].get(k) for k in COMPARED}, (bench, sid)
@@ -78,7 +78,7 @@ def test_each_shard_evaluated_its_own_videos(runs):
         assert summary["shard"] == {"index": k, "count": 2} and summary["complete"]
         per_shard.append(sum(b["n_total"] for b in summary["benchmarks"].values()))
         for f in (sharded / "results").glob(f"*.shard-{k}-of-2.jsonl"):
-            for r in read_results(f).values():
+            for r in read_lines(f).values():
                 shard_of_video[r["video"]].add(k)
     assert sum(per_shard) == sum(len(v) for v in demo_ids().values()) and min(per_shard) > 0
     assert all(len(shards) == 1 for shards in shard_of_video.values())  # a video's questions stay together

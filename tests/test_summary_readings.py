@@ -97,7 +97,7 @@ def test_official_judge_wait_empties_the_official_headline_only():
     assert agg["robust"]["score"] == pytest.approx(1.0) and "headline_status" not in agg["robust"]
     # a verdict of the judge counts for the reading that waited for it
     judged = [lines[0], {**lines[1], "score": 0.0, "details": {**lines[1]["details"], "judge": {"verdict": "no"}}}]
-    assert [r["score"] for r in reading_lines(judged, "official")] == [1.0, 0.0]
+    assert [r.score for r in reading_lines(judged, "official")] == [1.0, 0.0]
 
 
 def test_without_official_code_the_headline_is_the_robust_reading():

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import errno
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING
 
 from .errors import UserError
+
+if TYPE_CHECKING:
+    from .result import Result
 
 # Caused by the input itself: the same input fails the same way again.
 FINAL_KINDS = frozenset({
@@ -36,12 +39,11 @@ class EnvironmentFault(UserError):
     """The run cannot go on in this environment (a full disk, a read-only directory). Finished lines are kept."""
 
 
-def is_final(result: Mapping[str, Any]) -> bool:
+def is_final(result: Result) -> bool:
     """Whether a result line settles its sample: no error, or an error the input itself caused."""
-    error = result.get("error")
-    if not error:
+    if not result.failed:
         return True
-    kind = error.get("kind") if isinstance(error, Mapping) else None
+    kind = result.error_kind
     return kind not in TRANSIENT_KINDS and kind not in ENVIRONMENT_KINDS
 
 

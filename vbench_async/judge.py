@@ -15,7 +15,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .backends.base import Backend, Request, SamplingParams
 from .backends.factory import make_backend
@@ -25,10 +25,11 @@ from .errors import EngineDead, SampleError
 from .models import ModelRef
 from .results.current import drop_stale
 from .results.rundir import read_summary
+from .result import Result
 from .results.store import read_results
 from .results.summaries import recompute_summary
 from .results.verdicts import (JudgeIdentity, JudgeStore, activate_judge, answer_hash, is_current, judge_store,
-                               needs_judge)
+                               read_verdicts)
 from .scoring.judges import PROMPT_HASH, Ask, JudgeItem, JudgeProtocol, Outcome, judge_for
 
 if TYPE_CHECKING:
@@ -72,12 +73,12 @@ def _judge_backend(cfg: JudgeConfig, ref: ModelRef) -> Backend:
     return make_backend(cfg.backend, ref.path, engine=engine, server=server, concurrency=cfg.concurrency)
 
 
-async def judge_one(backend: Backend, identity: JudgeIdentity, protocol: JudgeProtocol, r: Mapping[str, Any],
+async def judge_one(backend: Backend, identity: JudgeIdentity, protocol: JudgeProtocol, r: Result,
                     limit: asyncio.Semaphore) -> dict[str, Any]:
     """Run one item's protocol to its outcome and return its verdict line. Each round's prompts go out together."""
     item = JudgeItem.from_result(r)
     sampling = SamplingParams(**identity.sampling)
-    line: dict[str, Any] = {"sample_id": r["sample_id"], "benchmark": r.get("benchmark"), "judge_id": identity.judge_id,
+    line: dict[str, Any] = {"sample_id": r.sample_id, "benchmark": r.benchmark or None, "judge_id": identity.judge_id,
                             "protocol": protocol.name, "prompt_hash": protocol.prompt_hash,
                             "answer_hash": answer_hash(r), "steps": [], "output": None, "verdict": None,
                             "score": None, "error": None}
@@ -90,7 +91,7 @@ async def judge_one(backend: Backend, identity: JudgeIdentity, protocol: JudgePr
     async def ask(a: Ask, n: int) -> str:
         params = replace(sampling, max_tokens=sampling.max_tokens or a.max_tokens)
         async with limit:
-            c = await backend.generate(Request(f"judge-{identity.key}-{r['sample_id']}-{a.stage}-{n}", a.text(),
+            c = await backend.generate(Request(f"judge-{identity.key}-{r.sample_id}-{a.stage}-{n}", a.text(),
                                                sampling=params))
         tokens[0] += c.prompt_tokens
         tokens[1] += c.output_tokens
@@ -106,7 +107,7 @@ async def judge_one(backend: Backend, identity: JudgeIdentity, protocol: JudgePr
     except EngineDead:
         raise
     except Exception as exc:  # noqa: BLE001 - a protocol bug on one item must not stop the pass: recorded, logged
-        log.exception("judge protocol %s failed on %s", protocol.name, r["sample_id"])
+        log.exception("judge protocol %s failed on %s", protocol.name, r.sample_id)
         step = Outcome.failed("judge_protocol_error", f"{type(exc).__name__}: {exc}"[:300])
     line.update(output=line["steps"][-1]["output"] if line["steps"] else None, score=step.score,
                 verdict=step.verdict, error=step.error, info=step.info, prompt_tokens=tokens[0],
@@ -114,14 +115,14 @@ async def judge_one(backend: Backend, identity: JudgeIdentity, protocol: JudgePr
     return line
 
 
-async def judge_pending(backend: Backend, identity: JudgeIdentity, work: list[tuple[JudgeStore, Mapping[str, Any]]],
+async def judge_pending(backend: Backend, identity: JudgeIdentity, work: list[tuple[JudgeStore, Result]],
                         concurrency: int = 8) -> dict[str, int]:
     """Judge each (store, result) and append one verdict line per item. A dead engine stops the pass (finished lines
     stay); any other per-item problem is recorded as a judge failure."""
     limit = asyncio.Semaphore(max(1, concurrency))
     counts = {"n_judged": 0, "n_judge_failed": 0}
 
-    async def one(store: JudgeStore, r: Mapping[str, Any]) -> None:
+    async def one(store: JudgeStore, r: Result) -> None:
         line = await judge_one(backend, identity, judge_for(r), r, limit)
         store.append(line)
         counts["n_judge_failed" if line["error"] else "n_judged"] += 1
@@ -150,18 +151,18 @@ def judge_run_dir(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
 def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
     summary = read_summary(run_dir)
     ref, identity = resolve_identity(cfg)
-    work: list[tuple[JudgeStore, Mapping[str, Any]]] = []
+    work: list[tuple[JudgeStore, Result]] = []
     stores: list[JudgeStore] = []
     n_skipped = 0
     for b in summary["benchmarks"].values():
         results_path = run_dir / b["results_file"]
         store = judge_store(run_dir, results_path, identity.key)
-        done = read_results(store.path)
+        done = read_verdicts(store)
         todo = []
         for r in drop_stale(read_results(results_path).values(), b):  # samples no longer in the file: skipped
-            if not needs_judge(r):
+            if not r.needs_judge():
                 continue
-            prev = done.get(r["sample_id"])
+            prev = done.get(r.sample_id)
             if prev and is_current(prev, r) and not (cfg.retry_failed and prev.get("error")):
                 n_skipped += 1
                 continue

@@ -1,20 +1,26 @@
 """`Result`: what one sample ended as, and the one shape of a line in `results/*.jsonl`.
 
 Every sample ends as exactly one result, a failure included (`error` set, `score` None). The completion's fields
-(tokens, finish reason, latency) are present only when the model answered. Readers get the lines back as dicts
-(`results.store.read_results`); `Result.from_dict` turns one into the record again.
+(tokens, finish reason, latency) are present only when the model answered. Lines are read back into `Result`
+(`Result.read`, through `results.store.read_results`), checked against the dataclass's own fields, so writing and
+reading share one declaration; the methods below are the only code that reads a line's readings and judge flags.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 # Written only when the model answered: a line without them is a failure before any request.
 COMPLETION_FIELDS = ("prompt_tokens", "output_tokens", "finish_reason", "latency_s")
+# The two readings of an output (scoring.Reading as a dict): the benchmark's own protocol and the careful grader.
+READINGS = ("official", "robust")
+# A field with this metadata belongs to a view of a line (`Result.seen_as`), never to the stored line.
+_VIEW = {"view": True}
 
 
 @dataclass
@@ -41,12 +47,16 @@ class FramesSeen:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "FramesSeen":
+    def from_dict(cls, d: Mapping[str, Any]) -> FramesSeen:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-@dataclass
+class BadResult(ValueError):
+    """A mapping that is not a result line (the message says which field is wrong)."""
+
+
+@dataclass(slots=True)
 class Result:
     sample_id: str
     benchmark: str
@@ -72,19 +82,206 @@ class Result:
     output_tokens: int | None = None
     finish_reason: str | None = None
     latency_s: float | None = None
+    # Set only on a view through one reading (`seen_as`): which reading, the score the scorer wrote, and whether that
+    # reading leaves the item out of the official denominators (an empty MVBench / Video-MMMU prediction).
+    seen_reading: str | None = field(default=None, metadata=_VIEW)
+    line_score: float | None = field(default=None, metadata=_VIEW)
+    dropped: bool = field(default=False, metadata=_VIEW)
 
+    # -- the stored form ---------------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """The JSON line (without the completion fields when there was no completion)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out = {f.name: getattr(self, f.name) for f in stored_fields()}
         if self.prompt_tokens is None:
             for name in COMPLETION_FIELDS:
                 del out[name]
         return out
 
     @classmethod
-    def from_dict(cls, line: Mapping[str, Any]) -> "Result":
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in line.items() if k in names})
+    def from_dict(cls, line: Mapping[str, Any]) -> Result:
+        """The record of a line written by `to_dict` (see `read` for lines of any age, checked)."""
+        return cls.read(line)
+
+    @classmethod
+    def read(cls, line: Mapping[str, Any]) -> Result:
+        """A stored line as the record, checked against the fields' types (BadResult names the first wrong one).
+
+        Fields a writer always sets may be absent or null in older lines and read as empty; unknown keys are
+        ignored."""
+        problem = result_problem(line)
+        if problem is not None:
+            raise BadResult(problem)
+        kwargs: dict[str, Any] = {}
+        for f in stored_fields():
+            v = line.get(f.name)
+            if v is None:
+                if f.default_factory is not dataclasses.MISSING:
+                    v = f.default_factory()
+                elif f.default is not dataclasses.MISSING:
+                    v = f.default
+                elif not _RESULT_KINDS[f.name].nullable:
+                    v = _EMPTY.get(f.name, str)()  # an older line without it: empty, never a None the type denies
+            elif isinstance(v, tuple):
+                v = list(v)
+            kwargs[f.name] = v
+        for f in dataclasses.fields(cls):  # a view handed in as a mapping (a test's aggregation input) keeps its marks
+            if f.metadata.get("view") and line.get(f.name) is not None:
+                kwargs[f.name] = line[f.name]
+        return cls(**kwargs)
+
+    @classmethod
+    def of(cls, line: Result | Mapping[str, Any]) -> Result:
+        """`line` as a Result (a Result is returned as it is)."""
+        return line if isinstance(line, Result) else cls.read(line)
+
+    # -- what a line says --------------------------------------------------------------------------------------------
+    @property
+    def failed(self) -> bool:
+        return bool(self.error)
+
+    @property
+    def error_kind(self) -> str | None:
+        return self.error.get("kind") if self.error else None
+
+    def reading(self, name: str) -> Mapping[str, Any] | None:
+        """The `official` or `robust` reading (None where the line has none: no official code, an older line)."""
+        rd = self.official if name == "official" else self.robust if name == "robust" else None
+        if rd is None and name not in READINGS:
+            raise ValueError(f"unknown reading {name!r}; known: {', '.join(READINGS)}")
+        return rd if isinstance(rd, Mapping) else None
+
+    def field_value(self, name: str) -> Any:
+        """A category field of the sample (None when absent or empty)."""
+        v = self.fields.get(name)
+        return None if v in (None, "") else v
+
+    @property
+    def judged(self) -> bool:
+        """A judge's verdict has replaced the offline score (`results.verdicts.apply_judgements`)."""
+        return bool(self.details.get("judge"))
+
+    def needs_judge(self) -> bool:
+        """The item is one an LLM judge decides (before any verdict): its free text has no careful reading, or its
+        official reading hands it to the judge. On a view through one reading, that reading's own wait."""
+        if self.failed:
+            return False
+        waits = bool(self.details.get("needs_judge"))
+        if self.seen_reading is not None:
+            return waits
+        official = self.reading("official")
+        return waits or bool(official and official.get("needs_judge"))
+
+    def awaits_judge(self) -> bool:
+        """The item needs a judge and no verdict has been applied yet."""
+        return self.needs_judge() and not self.judged
+
+    def value_under(self, reading: str) -> float | None:
+        """The score under one reading: the reading's value; where the reading waits for an LLM judge, the judge's
+        verdict once one ran (None until then); the line's own score where it has no such reading (a benchmark
+        without official code, a line written before the two readings)."""
+        rd = self.reading(reading)
+        if rd is None or (rd.get("value") is None and not rd.get("needs_judge")):
+            return self.score
+        if rd.get("value") is not None:
+            return float(rd["value"])
+        return self.score if self.judged else None
+
+    def seen_as(self, reading: str) -> Result:
+        """The line as one reading scores it: `score` is that reading's value and `needs_judge` its own wait for a
+        judge, so any aggregation of lines gives that reading's numbers; `line_score` keeps the value the scorer
+        wrote (the STVG aggregate reports EasyVideoR1's combined score from it)."""
+        rd = self.reading(reading)
+        if self.failed or rd is None:
+            return self
+        details = self.details
+        waits = bool(rd.get("needs_judge")) and rd.get("value") is None and not self.judged
+        if bool(details.get("needs_judge")) != waits:
+            details = {**details, "needs_judge": waits}
+        return dataclasses.replace(self, score=self.value_under(reading), line_score=self.score,
+                                   seen_reading=reading, details=details, dropped=bool(rd.get("dropped")))
+
+    @property
+    def scorer_score(self) -> float | None:
+        """The value the scorer wrote, whichever reading the line is seen through."""
+        return self.line_score if self.seen_reading is not None else self.score
+
+
+def as_results(lines: Iterable[Result | Mapping[str, Any]]) -> list[Result]:
+    return [Result.of(r) for r in lines]
+
+
+def stored_fields() -> tuple[dataclasses.Field[Any], ...]:
+    return tuple(f for f in dataclasses.fields(Result) if not f.metadata.get("view"))
+
+
+_EMPTY: dict[str, Any] = {"options": list, "fields": dict}
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """What one field accepts, read off its type hint."""
+
+    types: tuple[type, ...]
+    nullable: bool
+
+
+def _kinds(cls: type) -> dict[str, _Kind]:
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("view"):
+            continue
+        hint = hints[f.name]
+        members = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        bases = [typing.get_origin(m) or m for m in members]
+        accepted = tuple(b for b in bases if b is not type(None) and isinstance(b, type) and b is not Any)
+        if float in accepted:
+            accepted += (int,)  # JSON has one number type
+        if list in accepted:
+            accepted += (tuple,)  # an in-memory line (a test's, a sample's options); read as a list
+        out[f.name] = _Kind(accepted, type(None) in bases)
+    return out
+
+
+_RESULT_KINDS = _kinds(Result)
+
+
+def result_problem(line: Any) -> str | None:
+    """Why `line` is not a result line, or None when it is: each field against its declared type (absent or null
+    allowed for what older lines lack), a score a finite number in [0, 1], an error with a kind and a message."""
+    if not isinstance(line, Mapping):
+        return f"a {type(line).__name__}, not an object"
+    sid = line.get("sample_id")
+    if not isinstance(sid, str) or not sid:
+        return "no sample_id string"
+    for name, kind in _RESULT_KINDS.items():
+        v = line.get(name)
+        if v is None or not kind.types:
+            continue
+        if (isinstance(v, bool) and bool not in kind.types) or not isinstance(v, kind.types):
+            return f"{name} is a {type(v).__name__}"
+    return score_problem(line.get("score")) or error_problem(line.get("error"))
+
+
+def score_problem(score: Any) -> str | None:
+    """Why `score` is not a score (None: absent, or a finite number in [0, 1]); a verdict line's too."""
+    if score is None:
+        return None
+    if isinstance(score, bool) or not isinstance(score, (int, float)):
+        return f"score is a {type(score).__name__}"
+    if not math.isfinite(score) or not 0.0 <= score <= 1.0:
+        return f"score {score!r} is not a finite number in [0, 1]"
+    return None
+
+
+def error_problem(error: Any) -> str | None:
+    """Why `error` is not a failure record (None: absent, or an object with a kind and a message)."""
+    if error is None:
+        return None
+    if not isinstance(error, Mapping) or not isinstance(error.get("kind"), str) \
+            or not isinstance(error.get("message", ""), str):
+        return "error is not an object with a kind and a message"
+    return None
 
 
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
@@ -100,7 +297,8 @@ def result_schema() -> dict[str, Any]:
 def _object_schema(cls: type) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
     properties: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
+    fields = [f for f in dataclasses.fields(cls) if not f.metadata.get("view")]
+    for f in fields:
         hint = hints[f.name]
         members = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
         kinds = []
@@ -111,6 +309,6 @@ def _object_schema(cls: type) -> dict[str, Any]:
             elif base in _JSON_TYPES:
                 kinds.append(_JSON_TYPES[base])
         properties[f.name] = {"type": kinds if len(kinds) > 1 else kinds[0]} if kinds else {}
-    required = [f.name for f in dataclasses.fields(cls)
+    required = [f.name for f in fields
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     return {"type": "object", "properties": properties, "required": required}

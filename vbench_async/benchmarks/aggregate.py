@@ -1,6 +1,6 @@
 """Official aggregations: per-sample results -> headline score and breakdowns. Pure functions.
 
-The results may be seen through one reading of the outputs (`results.summaries.reading_line`: `score` is that
+The results may be seen through one reading of the outputs (`Result.seen_as`: `score` is that
 reading's value); summaries aggregate each benchmark under both. Every kind follows one rule: a failed sample
 (error set) or an unscored one (score None) counts as 0 in every denominator it belongs to, so a run that loses
 samples can never score higher for it. `n_failed` and `n_pending` say how many there were. The one exception is
@@ -21,20 +21,18 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping
 
-from ..scoring.judges import awaits_judge
+from ..result import Result, as_results
 from .cards import Aggregation, Category
-
-Result = Mapping[str, Any]
 
 
 def value(r: Result) -> float:
     """A result's contribution: its score, or 0 when it failed or was never scored."""
-    if r.get("error"):
+    if r.failed or r.score is None:
         return 0.0
-    score = r.get("score")
-    return float(score) if isinstance(score, (int, float)) and math.isfinite(score) else 0.0
+    return float(r.score) if math.isfinite(r.score) else 0.0
 
 
 def mean(values: Iterable[float]) -> float | None:
@@ -55,34 +53,30 @@ def _stats(results: list[Result]) -> dict[str, Any]:
     return {"score": mean(value(r) for r in results), "n": len(results)}
 
 
-def _field(r: Result, name: str) -> Any:
-    fields = r.get("fields") or {}
-    v = fields.get(name)
-    return None if v in (None, "") else v
+def category_value(cat: Category, fields: Mapping[str, Any]) -> Any:
+    """The group a sample with these category fields falls in under `cat` (None: in no group)."""
+    v = fields.get(cat.field)
+    if v in (None, ""):
+        return None
+    if cat.bins:
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            return "unknown"
+        edges = [-math.inf, *cat.bins, math.inf]
+        for lo, hi in zip(edges, edges[1:]):
+            if lo <= x < hi:
+                return f"{'' if lo == -math.inf else f'{lo:g}'}-{'' if hi == math.inf else f'{hi:g}'}"
+    return cat.labels.get(str(v).lower(), v) if cat.labels else v
 
 
 def category_key(cat: Category) -> Callable[[Result], Any]:
-    def key(r: Result) -> Any:
-        v = _field(r, cat.field)
-        if v is None:
-            return None
-        if cat.bins:
-            try:
-                x = float(v)
-            except (TypeError, ValueError):
-                return "unknown"
-            edges = [-math.inf, *cat.bins, math.inf]
-            for lo, hi in zip(edges, edges[1:]):
-                if lo <= x < hi:
-                    return f"{'' if lo == -math.inf else f'{lo:g}'}-{'' if hi == math.inf else f'{hi:g}'}"
-        return cat.labels.get(str(v).lower(), v) if cat.labels else v
-
-    return key
+    return lambda r: category_value(cat, r.fields)
 
 
 def breakdowns(results: list[Result], categories: Iterable[Category]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    task_groups = _group(results, lambda r: r.get("task_type"))
+    task_groups = _group(results, lambda r: r.task_type or None)
     if len(task_groups) > 1:
         out["by_problem_type"] = {k: _stats(v) for k, v in task_groups.items()}
     for cat in categories:
@@ -104,7 +98,7 @@ def _micro(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
 
 def _macro(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
     field = params["field"]
-    groups = _group(results, lambda r: _field(r, field))
+    groups = _group(results, lambda r: r.field_value(field))
     if not groups:
         reason = params.get("unavailable") or f"the records carry no {field!r} field"
         return {"score": mean(value(r) for r in results),
@@ -116,7 +110,7 @@ def _macro(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
         present = [scores.pop(p) for p in parts if p in scores]
         if present:
             scores[merged] = mean(present)
-    missing = sum(1 for r in results if _field(r, field) is None)
+    missing = sum(1 for r in results if r.field_value(field) is None)
     out = {"score": mean(scores.values()), "headline": f"unweighted mean over {len(scores)} {field} groups",
            f"by_{params.get('name', field)}": {k: scores[k] for k in sorted(scores)}}
     expected = params.get("groups")  # the official mean runs over this many groups (MVBench: 20 tasks)
@@ -134,24 +128,24 @@ def _hierarchical(results: list[Result], params: Mapping[str, Any]) -> dict[str,
     task_field, category_field = params["levels"]
     tasks: dict[str, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
     for r in results:
-        tasks[str(_field(r, category_field))][str(_field(r, task_field))].append(r)
-    by_task, by_category, every_task = {}, {}, []
+        tasks[str(r.field_value(category_field))][str(r.field_value(task_field))].append(r)
+    by_task, by_category, every_task, category_means = {}, {}, [], []
     for category, task_map in sorted(tasks.items()):
         task_scores = {t: mean(value(r) for r in rs) for t, rs in sorted(task_map.items())}
         every_task.extend(task_scores.values())
         for t, s in task_scores.items():
             by_task[t] = {"score": s, "n": len(task_map[t]), category_field: category}
-        by_category[category] = {"score": mean(task_scores.values()), "n_tasks": len(task_scores)}
+        category_means.append(mean(task_scores.values()))
+        by_category[category] = {"score": category_means[-1], "n_tasks": len(task_scores)}
     # OVO-Bench's current scorer (utils/OVOBenchScore.py since March 2025) prints the mean of the category means;
     # `overall: tasks` keeps the January 2025 README's plain mean of the task scores as a named variant
     if params.get("overall") == "tasks":
         score, headline = mean(every_task), f"mean of the {task_field} scores"
     else:
-        score = mean(c["score"] for c in by_category.values())
+        score = mean(category_means)
         headline = f"mean of {category_field} scores, each the mean of its {task_field} scores"
     return {"score": score, "headline": headline, f"by_{task_field}": by_task, f"by_{category_field}": by_category,
-            f"mean_of_{category_field}_means": mean(c["score"] for c in by_category.values()),
-            f"mean_of_{task_field}_scores": mean(every_task)}
+            f"mean_of_{category_field}_means": mean(category_means), f"mean_of_{task_field}_scores": mean(every_task)}
 
 
 def _temporal_grounding(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
@@ -165,20 +159,20 @@ def _temporal_grounding(results: list[Result], params: Mapping[str, Any]) -> dic
 def _stvg_item(r: Result) -> dict[str, float]:
     """Official per-item metrics of one result (ST-Align `eval_stvg`): the scorer's tiou / siou / viou, computed in
     the frame the model saw. Older result lines without them are re-read from the answer and the extraction. A line
-    seen through one reading (`results.summaries.reading_line`) takes its vIoU from that reading."""
-    details = r.get("details") or {}
-    if r.get("error"):
+    seen through one reading (`Result.seen_as`) takes its vIoU from that reading."""
+    details = r.details
+    if r.failed:
         return {"tiou": 0.0, "siou": 0.0, "viou": 0.0}
     if all(isinstance(details.get(k), (int, float)) for k in ("tiou", "siou", "viou")):
         item = {k: float(details[k]) for k in ("tiou", "siou", "viou")}
-        if "line_score" in r:
+        if r.seen_reading is not None:
             item["viou"] = value(r)
         return item
     from ..scoring import box_iou, interval_iou
     from ..scoring.grounding import parse_span_boxes
 
-    gt = parse_span_boxes(str(r.get("answer") or ""))
-    pred = parse_span_boxes(str(r["extracted"])) if r.get("extracted") else None
+    gt = parse_span_boxes(r.answer)
+    pred = parse_span_boxes(r.extracted) if r.extracted else None
     if gt is None or pred is None:
         return {"tiou": 0.0, "siou": 0.0, "viou": 0.0}
     (span, boxes), (gt_span, gt_boxes) = pred, gt
@@ -203,11 +197,11 @@ def _stvg(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
         label = {"tiou": "tIoU", "siou": "sIoU", "viou": "vIoU"}[name]
         official.update({k.replace("R@", f"{label}@"): v for k, v in hits.items()})
     # EasyVideoR1's number is the scorer's own value, whichever reading the lines are seen through
-    predecessor = mean(value({**r, "score": r.get("line_score", r.get("score"))}) for r in results)
+    predecessor = mean(value(replace(r, score=r.scorer_score)) for r in results)
     headline = params.get("headline", "m_vIoU")
     out: dict[str, Any] = {"score": official.get(headline), "headline": f"{headline} (official ST-Align metric)"}
     needs = params.get("official_field")  # the card's field the official parser needs (ST-Align: meta)
-    without_meta = sum(1 for r in results if not isinstance(_field(r, needs), Mapping)) if needs else 0
+    without_meta = sum(1 for r in results if not isinstance(r.field_value(needs), Mapping)) if needs else 0
     if without_meta:  # the unified file: the official parser cannot run, the project's JSON reading stands in
         out["headline"] = f"{headline} of the JSON reading in seconds (not LLaVA-ST's token parser)"
         out["headline_basis"] = {
@@ -224,15 +218,18 @@ def _stvg(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _videomathqa(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
-    mcq = [r for r in results if _field(r, "mbin_group") is None]
-    groups = _group([r for r in results if _field(r, "mbin_group") is not None], lambda r: _field(r, "mbin_group"))
-    mbin = mean(1.0 if all(value(r) == 1.0 for r in g) else 0.0 for g in groups.values())
-    parts = {"mcq": {"score": mean(value(r) for r in mcq), "n": len(mcq)},
-             "mbin": {"score": mbin, "n_questions": len(groups), "n": sum(map(len, groups.values()))},
-             "predecessor_micro": {"score": mean(value(r) for r in results), "n": len(results),
+    mcq = [r for r in results if r.field_value("mbin_group") is None]
+    groups = _group([r for r in results if r.field_value("mbin_group") is not None],
+                    lambda r: r.field_value("mbin_group"))
+    scores = {"mcq": mean(value(r) for r in mcq),
+              "mbin": mean(1.0 if all(value(r) == 1.0 for r in g) else 0.0 for g in groups.values()),
+              "predecessor_micro": mean(value(r) for r in results)}
+    parts = {"mcq": {"score": scores["mcq"], "n": len(mcq)},
+             "mbin": {"score": scores["mbin"], "n_questions": len(groups), "n": sum(map(len, groups.values()))},
+             "predecessor_micro": {"score": scores["predecessor_micro"], "n": len(results),
                                    "definition": "mean over every record, MCQ and binary alike (EasyVideoR1's number)"}}
     headline = params.get("headline", "mcq")
-    return {"score": parts[headline]["score"], "headline": f"{headline} (VideoMathQA)", **parts}
+    return {"score": scores[headline], "headline": f"{headline} (VideoMathQA)", **parts}
 
 
 KINDS: dict[str, Callable[[list[Result], Mapping[str, Any]], dict[str, Any]]] = {
@@ -246,18 +243,20 @@ KINDS: dict[str, Callable[[list[Result], Mapping[str, Any]], dict[str, Any]]] = 
 }
 
 
-def aggregate(results: list[Result], spec: Aggregation, categories: Iterable[Category] = (), metric: str = "") -> dict:
+def aggregate(lines: Iterable[Result | Mapping[str, Any]], spec: Aggregation, categories: Iterable[Category] = (),
+              metric: str = "") -> dict[str, Any]:
     if spec.kind not in KINDS:
         raise ValueError(f"unknown aggregation kind {spec.kind!r}; known: {', '.join(KINDS)}")
-    failed = sum(1 for r in results if r.get("error"))
-    pending = sum(1 for r in results if not r.get("error") and r.get("score") is None)
-    needs_judge = sum(1 for r in results if awaits_judge(r))  # free text, or an official reading, without verdict
+    results = as_results(lines)
+    failed = sum(1 for r in results if r.failed)
+    pending = sum(1 for r in results if not r.failed and r.score is None)
+    needs_judge = sum(1 for r in results if r.awaits_judge())  # free text, or an official reading, without verdict
     out: dict[str, Any] = {"score": None, "metric": metric, "n_total": len(results),
                            "n_scored": len(results) - failed - pending, "n_failed": failed, "n_pending": pending}
-    dropped = sum(1 for r in results if r.get("dropped") and not r.get("error"))
+    dropped = sum(1 for r in results if r.dropped and not r.failed)
     if dropped:
         out["n_dropped"] = dropped
-        results = [r for r in results if not r.get("dropped") or r.get("error")]
+        results = [r for r in results if not r.dropped or r.failed]
     if needs_judge:
         out["n_needs_judge"] = needs_judge  # items still carrying their offline value (ROUGE-L or the careful one)
     if results:
@@ -280,4 +279,4 @@ def _missing_breakdowns(results: list[Result], categories: Iterable[Category],
     """Official breakdowns the records cannot give (no sample carries the field), each with the reason."""
     reasons = params.get("unavailable_breakdowns") or {}
     return {cat.name: reasons.get(cat.name, f"the records carry no {cat.field!r} field")
-            for cat in categories if not any(_field(r, cat.field) is not None for r in results)}
+            for cat in categories if not any(r.field_value(cat.field) is not None for r in results)}

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import yaml
 
 from ..errors import SampleError, UserError
+from ..result import Result
 from ..resources import data_dir
 from ..samples import Sample
 from . import aggregate as _aggregate
@@ -139,7 +140,7 @@ class Benchmark:
         return score(sample, output, protocol=self.protocol)
 
     # -- results ---------------------------------------------------------------------------------------------
-    def aggregate(self, results: list[dict]) -> dict:
+    def aggregate(self, results: Iterable[Result | Mapping[str, Any]]) -> dict[str, Any]:
         return _aggregate.aggregate(results, self.card.aggregation, self.card.categories, self.card.metric)
 
 

@@ -39,20 +39,13 @@ _OTHER = "see the result lines' 'error' field"
 
 def failure_kinds(run_dir: Path, summary: dict[str, Any]) -> Counter[str]:
     """Failed samples by error kind, over the result files of the benchmarks that have failures."""
-    from ..results.store import read_results
+    from ..results.store import error_kinds
 
     kinds: Counter[str] = Counter()
     for b in summary["benchmarks"].values():
         if not b.get("n_failed") or not b.get("results_file"):
             continue
-        path = Path(run_dir) / b["results_file"]
-        if not path.exists():
-            continue
-        errors = read_results(path, view=lambda r: {"error": r.get("error")})
-        for r in errors.values():
-            error = r.get("error")
-            if error:
-                kinds[error.get("kind", "unknown") if isinstance(error, dict) else "unknown"] += 1
+        kinds.update(error_kinds(Path(run_dir) / b["results_file"]))
     return kinds
 
 

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..result import Result
 from ..results.stats import values_by_id
 from .charts import Chart, line_chart, score_chart
 from .load import BenchRun, Run, benchmark_ids
@@ -62,22 +63,21 @@ def flipped_samples(a: BenchRun, b: BenchRun) -> list[dict[str, Any]]:
         if math.isclose(va[sid], vb[sid]):
             continue
         out.append({"sample_id": sid, "delta": va[sid] - vb[sid], "score_a": va[sid], "score_b": vb[sid],
-                    "line_a": lines_a.get(sid, {}), "line_b": lines_b.get(sid, {})})
+                    "line_a": lines_a[sid], "line_b": lines_b[sid]})
     out.sort(key=lambda f: (-abs(f["delta"]), f["sample_id"]))
     return out
 
 
-def _latest_by_id(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {str(r.get("sample_id")): r for r in results}
+def _latest_by_id(results: list[Result]) -> dict[str, Result]:
+    return {r.sample_id: r for r in results}
 
 
 def _with_strips(flip: dict[str, Any], thumbs: Thumbnailer | None) -> dict[str, Any]:
     la, lb = flip["line_a"], flip["line_b"]
-    strip_a = thumbs.strip(la.get("frames")) if thumbs is not None else None
-    same = isinstance(la.get("frames"), dict) and isinstance(lb.get("frames"), dict) and \
-        la["frames"].get("cache_key") == lb["frames"].get("cache_key")
-    strip_b = None if same or thumbs is None else thumbs.strip(lb.get("frames"))
-    return {**flip, "question": la.get("question") or lb.get("question"), "answer": la.get("answer"),
+    strip_a = thumbs.strip(la.frames) if thumbs is not None else None
+    same = la.frames is not None and lb.frames is not None and la.frames.get("cache_key") == lb.frames.get("cache_key")
+    strip_b = None if same or thumbs is None else thumbs.strip(lb.frames)
+    return {**flip, "question": la.question or lb.question, "answer": la.answer,
             "strip_a": strip_a.to_dict() if strip_a else None, "strip_b": strip_b.to_dict() if strip_b else None,
             "same_frames": same}
 
@@ -128,6 +128,5 @@ def frame_budget(b: BenchRun) -> float | None:
     for key in ("nframes", "max_frames"):  # an exact count overrides the cap
         if isinstance(frames.get(key), (int, float)):
             return float(frames[key])
-    seen = [r["frames"]["n"] for r in b.results if isinstance(r.get("frames"), dict)
-            and isinstance(r["frames"].get("n"), int)]
+    seen = [r.frames["n"] for r in b.results if r.frames is not None and isinstance(r.frames.get("n"), int)]
     return sum(seen) / len(seen) if seen else None

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..result import Result
 from ..results.rundir import read_manifest, read_summary, safe_name
 from ..results.stats import Estimate, category_estimates, headline_estimate
 from ..results.current import is_complete
@@ -29,10 +30,10 @@ _COMPARED = ("frames", "prompt", "thinking", "sampling")
 @dataclass
 class BenchRun:
     """One benchmark of one run. `results` are the result lines whole (as the sample pages show them); `scored` the
-    same lines as the headline reads them (`score` = the official reading's value, `summaries.reading_line`)."""
+    same lines as the headline reads them (`score` = the official reading's value, `Result.seen_as`)."""
 
     benchmark: str
-    results: list[dict[str, Any]]
+    results: list[Result]
     aggregate: dict[str, Any]
     estimate: Estimate | None  # CI of the headline score (None where the metric is not a mean of sample scores)
     categories: dict[str, dict[str, Estimate]]
@@ -44,7 +45,7 @@ class BenchRun:
     problem: str | None = None  # what is wrong with the stored run (no result file, unknown benchmark)
     stored_complete: bool = True  # False when the run that wrote the summary was interrupted
     n_bad_lines: int = 0  # lines of the result file left out as invalid
-    scored: list[dict[str, Any]] = field(default_factory=list)
+    scored: list[Result] = field(default_factory=list)
     robust_estimate: Estimate | None = None
     subset: dict[str, Any] | None = None  # summaries.subset_of: what part of the benchmark the run evaluated
 

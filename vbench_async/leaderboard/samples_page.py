@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..result import Result
 from .thumbnails import Thumbnailer
 
 # What a sample row carries to the page (the page draws it; see static/site.js).
@@ -15,13 +16,13 @@ _KEEP = ("run", "sample_id", "task_type", "question", "options", "answer", "outp
          "judge_verdict", "error_kind", "error", "prompt")
 
 
-def sample_rows(records: list[dict[str, Any]], results: list[dict[str, Any]], card: Any,
+def sample_rows(records: list[dict[str, Any]], results: list[Result], card: Any,
                 thumbs: Thumbnailer | None) -> list[dict[str, Any]]:
     """`records`: rows of tables.samples_table; `results`: the lines they came from, in the same order (their frame
     records name the video file to fall back on). `card`: the benchmark's card (None for an unknown benchmark)."""
     out = []
     for row, line in zip(records, results, strict=True):
-        strip = thumbs.strip(line.get("frames")) if thumbs is not None else None
+        strip = thumbs.strip(line.frames) if thumbs is not None else None
         out.append({**{k: row.get(k) for k in _KEEP}, "official": row.get("official_score"),
                     "robust": row.get("robust_score"), "categories": categories_of(row, card),
                     "frames": strip.to_dict() if strip is not None else None})
@@ -30,11 +31,11 @@ def sample_rows(records: list[dict[str, Any]], results: list[dict[str, Any]], ca
 
 def categories_of(row: dict[str, Any], card: Any) -> list[str]:
     """The row's groups as "breakdown: group" labels (task type first), as the category filter lists them."""
-    from ..benchmarks.aggregate import category_key
+    from ..benchmarks.aggregate import category_value
 
     out = [f"task type: {row['task_type']}"] if row.get("task_type") else []
     for cat in getattr(card, "categories", ()) or ():
-        group = category_key(cat)({"fields": row.get("fields") or {}})
+        group = category_value(cat, row.get("fields") or {})
         if group is not None:
             out.append(f"{cat.name}: {group}")
     return out
@@ -48,7 +49,7 @@ def reading_scores(bench: Any) -> dict[str, Any]:
     """A run's benchmark as the pages show its two readings (a `load.BenchRun`; the numbers are the summary's, from
     `results.summaries`): the official headline, the robust score, how many answered samples carry both readings
     and on how many they differ."""
-    both = sum(1 for r in bench.results if not r.get("error") and isinstance(r.get("official"), dict)
-               and isinstance(r.get("robust"), dict))
+    both = sum(1 for r in bench.results if not r.failed and r.reading("official") is not None
+               and r.reading("robust") is not None)
     return {"official": bench.score, "robust": bench.robust_score, "n_differ": len(bench.differing_ids),
             "n_both": both}

@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 
 from ..results.stats import Estimate, combine_independent, paired_compare, values_by_id
-from ..results.summaries import reading_value
 from .families import bench_frames, grouped, run_family
 from .load import BenchRun, Run, benchmark_ids
 
@@ -152,20 +151,20 @@ def samples_table(runs: list[Run], bid: str) -> pd.DataFrame:
             continue
         differ = set(b.differing_ids)
         for x in b.results:
-            err = x.get("error") or {}
-            judge = (x.get("details") or {}).get("judge") or {}
-            rows.append({"run": r.id, "model": r.label, "sample_id": x.get("sample_id"),
-                         "task_type": x.get("task_type"), "video": x.get("video"), "question": x.get("question"),
-                         "options": list(x.get("options") or []), "answer": x.get("answer"),
-                         "output": x.get("output"), "extracted": x.get("extracted"), "score": x.get("score"),
-                         "official_score": None if err else reading_value(x, "official"),
-                         "official_extracted": (x.get("official") or {}).get("extracted"),
-                         "robust_score": None if err else reading_value(x, "robust"),
-                         "readings_differ": str(x.get("sample_id")) in differ,
-                         "well_formed": x.get("well_formed"), "judge_verdict": judge.get("verdict"),
+            err = x.error or {}
+            judge = x.details.get("judge") or {}
+            rows.append({"run": r.id, "model": r.label, "sample_id": x.sample_id,
+                         "task_type": x.task_type or None, "video": x.video, "question": x.question,
+                         "options": list(x.options), "answer": x.answer,
+                         "output": x.output, "extracted": x.extracted, "score": x.score,
+                         "official_score": None if err else x.value_under("official"),
+                         "official_extracted": (x.reading("official") or {}).get("extracted"),
+                         "robust_score": None if err else x.value_under("robust"),
+                         "readings_differ": x.sample_id in differ,
+                         "well_formed": x.well_formed, "judge_verdict": judge.get("verdict"),
                          "error_kind": err.get("kind"), "error": err.get("message"),
-                         "fields": dict(x.get("fields") or {}), "prompt": x.get("prompt"),
-                         "frames": _frames_seen(x.get("frames"))})
+                         "fields": dict(x.fields), "prompt": x.prompt,
+                         "frames": _frames_seen(x.frames)})
     return pd.DataFrame(rows, columns=["run", "model", "sample_id", "task_type", "video", "question", "options",
                                        "answer", "output", "extracted", "score", "official_score",
                                        "official_extracted", "robust_score", "readings_differ", "well_formed",

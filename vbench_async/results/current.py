@@ -11,25 +11,26 @@ from __future__ import annotations
 from typing import Any, Collection, Iterable, Mapping
 
 from ..failure_kinds import is_final
+from ..result import Result
 
 
-def split_current(results: Iterable[Mapping[str, Any]], current_ids: Collection[str] | None
-                  ) -> tuple[list[Mapping[str, Any]], list[str]]:
+def split_current(results: Iterable[Result], current_ids: Collection[str] | None
+                  ) -> tuple[list[Result], list[str]]:
     """(lines of current samples, ids of the others). `current_ids` None: every line is current."""
     if current_ids is None:
         return list(results), []
     kept, stale = [], []
     for r in results:
-        (kept if r["sample_id"] in current_ids else stale).append(r)
-    return kept, [str(r["sample_id"]) for r in stale]
+        (kept if r.sample_id in current_ids else stale).append(r)
+    return kept, [r.sample_id for r in stale]
 
 
-def drop_stale(results: Iterable[Mapping[str, Any]], block: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def drop_stale(results: Iterable[Result], block: Mapping[str, Any]) -> list[Result]:
     """The lines a summary block counts: without the stale ids it lists."""
     stale = set(block.get("stale_ids") or ())
-    return [r for r in results if r["sample_id"] not in stale] if stale else list(results)
+    return [r for r in results if r.sample_id not in stale] if stale else list(results)
 
 
-def is_complete(results: Iterable[Mapping[str, Any]], n_expected: int, stored: bool = True) -> bool:
+def is_complete(results: Iterable[Result], n_expected: int, stored: bool = True) -> bool:
     """Every expected sample has a final line; `stored` False (an interrupted run) keeps it incomplete."""
     return bool(stored) and sum(1 for r in results if is_final(r)) >= n_expected

@@ -11,24 +11,21 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
+
+from ..result import error_problem, result_problem, score_problem
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # <benchmark>.<config hash>[.shard-K-of-N].jsonl: the hash every line of the file must carry.
 _RESULT_FILE = re.compile(r"\.([0-9a-f]{12})(?:\.shard-\d+-of-\d+)?\.jsonl$")
 JUDGE_DIRNAME = "judge"
+# A judge's verdict line (judge/): field -> accepted types (result lines are checked against `Result` itself).
 _TEXT = (str, type(None))
-# field -> accepted types, for the fields a result line may carry (absent is fine for all but sample_id).
-_RESULT_TYPES: dict[str, tuple[type, ...]] = {
-    "benchmark": _TEXT, "task_type": _TEXT, "question": _TEXT, "answer": _TEXT, "video": _TEXT, "prompt": _TEXT,
-    "output": _TEXT, "options": (list,), "fields": (dict,), "details": (dict,), "well_formed": (bool,),
-    "finish_reason": _TEXT, "config_hash": (str,),
-}
 _JUDGE_TYPES: dict[str, tuple[type, ...]] = {"answer_hash": (str,), "verdict": _TEXT, "output": _TEXT,
                                             "judge_id": _TEXT}
 _COUNTS = ("prompt_tokens", "output_tokens")
@@ -58,33 +55,31 @@ def expected_hash(path: Path) -> str | None:
 
 def line_problem(rec: Any, path: Path) -> str | None:
     """Why `rec` is not a valid line of the file at `path`, or None when it is."""
+    if path.parent.name == JUDGE_DIRNAME:
+        return _verdict_problem(rec)
+    problem = result_problem(rec)
+    if problem is None:
+        want = expected_hash(path)
+        if want is not None and rec.get("config_hash") != want:
+            return f"config_hash {rec.get('config_hash')!r} does not match the file's {want}"
+    return problem
+
+
+def _verdict_problem(rec: Any) -> str | None:
     if not isinstance(rec, dict):
         return f"a {type(rec).__name__}, not an object"
     sid = rec.get("sample_id")
     if not isinstance(sid, str) or not sid:
         return "no sample_id string"
-    judge = path.parent.name == JUDGE_DIRNAME
-    for name, types in (_JUDGE_TYPES if judge else _RESULT_TYPES).items():
+    for name, types in _JUDGE_TYPES.items():
         if name in rec and not isinstance(rec[name], types):
             return f"{name} is a {type(rec[name]).__name__}"
-    score = rec.get("score")
-    if score is not None:
-        if isinstance(score, bool) or not isinstance(score, (int, float)):
-            return f"score is a {type(score).__name__}"
-        if not math.isfinite(score) or not 0.0 <= score <= 1.0:
-            return f"score {score!r} is not a finite number in [0, 1]"
-    error = rec.get("error")
-    if error is not None:
-        if not isinstance(error, dict) or not isinstance(error.get("kind"), str) \
-                or not isinstance(error.get("message", ""), str):
-            return "error is not an object with a kind and a message"
+    problem = score_problem(rec.get("score")) or error_problem(rec.get("error"))
+    if problem is not None:
+        return problem
     for name in _COUNTS:
         if name in rec and (isinstance(rec[name], bool) or not isinstance(rec[name], int)):
             return f"{name} is not an integer"
-    if not judge:
-        want = expected_hash(path)
-        if want is not None and rec.get("config_hash") != want:
-            return f"config_hash {rec.get('config_hash')!r} does not match the file's {want}"
     return None
 
 
@@ -95,12 +90,16 @@ def check_line(line: str, path: Path) -> None:
         raise InvalidResult(f"refusing to write an invalid line to {path}: {problem}")
 
 
-def read_lines(path: Path, view: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-               problems: list[BadLine] | None = None) -> dict[str, dict[str, Any]]:
-    """Valid lines keyed by sample id (a retried sample's latest line wins, in first-seen order). A torn last line
-    (a crash mid-write) is skipped silently: that sample was never done. Every other line left out is appended to
-    `problems` and logged once per file."""
-    out: dict[str, dict[str, Any]] = {}
+def _whole(line: dict[str, Any]) -> dict[str, Any]:
+    return line
+
+
+def read_lines(path: Path, view: Callable[[dict[str, Any]], T] = _whole,  # type: ignore[assignment]
+               problems: list[BadLine] | None = None) -> dict[str, T]:
+    """Valid lines keyed by sample id (a retried sample's latest line wins, in first-seen order), each mapped through
+    `view`. A torn last line (a crash mid-write) is skipped silently: that sample was never done. Every other line
+    left out is appended to `problems` and logged once per file."""
+    out: dict[str, T] = {}
     bad: list[BadLine] = []
     if not path.exists():
         return out
@@ -121,7 +120,7 @@ def read_lines(path: Path, view: Callable[[dict[str, Any]], dict[str, Any]] | No
                 continue
             sid = rec["sample_id"]
             out.pop(sid, None)  # keep insertion order of the latest line
-            out[sid] = view(rec) if view is not None else rec
+            out[sid] = view(rec)
     if bad:
         _report(path, bad)
         if problems is not None:

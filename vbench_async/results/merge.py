@@ -24,7 +24,8 @@ from ..errors import UserError
 from .manifest import iso, totals
 from .rundir import (PLAN_DIRNAME, RESULTS_DIRNAME, ShardId, manifest_path, read_manifest, read_summary,
                      summary_path, write_json)
-from .store import ResultStore, StoreLocked, read_results
+from .lines import read_lines
+from .store import ResultStore, StoreLocked
 from .summaries import records_subset, summarize_benchmark
 
 log = logging.getLogger(__name__)
@@ -137,7 +138,7 @@ def check(s: ShardSet) -> MergeCheck:
         if not path.exists():
             absent.append(shard)
             continue
-        results = read_results(path)
+        results = read_lines(path)  # the lines as written: the merged file holds them unchanged
         for sid, rec in results.items():
             holders[sid].append(shard)
             found.setdefault(sid, rec)

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 
 from ..benchmarks.aggregate import category_key, value
+from ..result import Result, as_results
 
 # ------------------------------------------------------------------------------------------- distributions
 
@@ -247,32 +248,27 @@ def paired_compare(a: Mapping[str, float], b: Mapping[str, float], clusters: Map
 # ------------------------------------------------------------------------------------------ result lines
 
 
-Result = Mapping[str, Any]
+Line = Result | Mapping[str, Any]  # a result, or a line not yet read into one (tests, older callers)
 
 
 def cluster_of(r: Result) -> str:
     """Questions on the same video form one cluster; a sample without a video is its own."""
-    return f"video:{r['video']}" if r.get("video") else f"sample:{r.get('sample_id')}"
+    return f"video:{r.video}" if r.video else f"sample:{r.sample_id}"
 
 
-def values_by_id(results: Iterable[Result]) -> tuple[dict[str, float], dict[str, str]]:
+def values_by_id(lines: Iterable[Line]) -> tuple[dict[str, float], dict[str, str]]:
     """(sample id -> contribution, sample id -> cluster) of a run's results."""
     vals, groups = {}, {}
-    for r in results:
-        sid = str(r.get("sample_id"))
-        vals[sid], groups[sid] = value(r), cluster_of(r)
+    for r in as_results(lines):
+        vals[r.sample_id], groups[r.sample_id] = value(r), cluster_of(r)
     return vals, groups
 
 
-def _field(r: Result, name: str) -> Any:
-    v = (r.get("fields") or {}).get(name)
-    return None if v in (None, "") else v
-
-
-def headline_estimate(results: Sequence[Result], aggregation: Any = None, level: float = 0.95) -> Estimate | None:
+def headline_estimate(lines: Sequence[Line], aggregation: Any = None, level: float = 0.95) -> Estimate | None:
     """The CI of a benchmark's headline score, for the aggregation kinds that are weighted means of per-sample scores
     (micro, by_field, macro, hierarchical, temporal_grounding). None for the others (STVG, VideoMathQA), whose
     headline is not such a mean."""
+    results = as_results(lines)
     kind = getattr(aggregation, "kind", "micro")
     unit = (0.0, 1.0)
     params = getattr(aggregation, "params", {}) or {}
@@ -282,10 +278,10 @@ def headline_estimate(results: Sequence[Result], aggregation: Any = None, level:
     if kind in ("micro", "by_field", "temporal_grounding"):
         return estimate(ys, cl, level=level, bounds=unit)
     if kind == "macro":
-        keep = [i for i, r in enumerate(results) if _field(r, params["field"]) is not None]
+        keep = [i for i, r in enumerate(results) if r.field_value(params["field"]) is not None]
         if not keep:  # the aggregation falls back to the plain mean in this case too
             return estimate(ys, cl, level=level, bounds=unit)
-        groups = [str(_field(results[i], params["field"])) for i in keep]
+        groups = [str(results[i].field_value(params["field"])) for i in keep]
         merged_of = {part: m for m, parts in (params.get("merge") or {}).items() for part in parts}
         present = set(groups)
         final = {merged_of.get(g, g) for g in present}  # groups after folding the merged parts
@@ -296,8 +292,8 @@ def headline_estimate(results: Sequence[Result], aggregation: Any = None, level:
         return estimate([ys[i] for i in keep], [cl[i] for i in keep], groups, weights, level, unit)
     if kind == "hierarchical":
         task_field, category_field = params["levels"]
-        tasks = [str(_field(r, task_field)) for r in results]
-        cats = [str(_field(r, category_field)) for r in results]
+        tasks = [str(r.field_value(task_field)) for r in results]
+        cats = [str(r.field_value(category_field)) for r in results]
         tasks_in: dict[str, set[str]] = defaultdict(set)
         for t, c in zip(tasks, cats):
             tasks_in[c].add(t)
@@ -322,11 +318,12 @@ def grouped_estimates(results: Sequence[Result], key: Callable[[Result], Any],
             for k, rs in sorted(groups.items())}
 
 
-def category_estimates(results: Sequence[Result], categories: Iterable[Any] = (),
+def category_estimates(lines: Sequence[Line], categories: Iterable[Any] = (),
                        level: float = 0.95) -> dict[str, dict[str, Estimate]]:
     """Breakdowns named as in the official aggregate (`by_task_type`, `by_<category>`), each group with its CI."""
+    results = as_results(lines)
     out: dict[str, dict[str, Estimate]] = {}
-    by_task = grouped_estimates(results, lambda r: r.get("task_type"), level)
+    by_task = grouped_estimates(results, lambda r: r.task_type or None, level)
     if len(by_task) > 1:
         out["by_task_type"] = by_task
     for cat in categories:

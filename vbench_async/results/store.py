@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -56,8 +57,11 @@ class ResultStore:
     def completed_ids(self, retry_failed: bool = False) -> set[str]:
         """Ids whose line settles them: without retry_failed, lines with a transient error are tried again. Holds one
         flag per line while reading, never the lines (a resumed run of 100,000 samples keeps only their ids)."""
-        settles = (lambda r: not r.get("error")) if retry_failed else is_final
-        return {sid for sid, done in read_results(self.path, view=settles).items() if done}
+        def settles(line: dict[str, Any]) -> dict[str, Any]:
+            r = Result.read({"sample_id": line["sample_id"], "error": line.get("error")})
+            return {"done": not r.failed if retry_failed else is_final(r)}
+
+        return {sid for sid, done in read_lines(self.path, view=settles).items() if done["done"]}
 
     # -- writing -----------------------------------------------------------------------------------------------------
     def open(self) -> "ResultStore":
@@ -133,12 +137,24 @@ class ResultStore:
         self.close()
 
 
-def read_results(path: Path, view: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-                 problems: list[BadLine] | None = None) -> dict[str, dict[str, Any]]:
-    """Valid results keyed by sample id: `lines.read_lines`, the one reader (invalid lines reported, left out).
+def read_results(path: Path, view: Callable[[Result], Result] | None = None,
+                 problems: list[BadLine] | None = None) -> dict[str, Result]:
+    """Valid results keyed by sample id, as `Result`s, through `lines.read_lines`, the one reader (invalid lines
+    reported, left out). `view` reduces each as it is read (to what a caller needs), so a large file is never held
+    whole."""
+    def typed(line: dict[str, Any]) -> Result:
+        r = Result.read(line)
+        return view(r) if view is not None else r
 
-    `view` maps each line as it is read (to the fields a caller needs), so a large file is never held whole."""
-    return read_lines(path, view, problems)
+    return read_lines(path, view=typed, problems=problems)
+
+
+def error_kinds(path: Path) -> Counter[str]:
+    """How many of a result file's samples failed, by error kind (one small record per line held while reading)."""
+    def kind(line: dict[str, Any]) -> dict[str, Any]:
+        return {"kind": Result.read({"sample_id": line["sample_id"], "error": line.get("error")}).error_kind}
+
+    return Counter(k["kind"] for k in read_lines(path, view=kind).values() if k["kind"] is not None)
 
 
 def _line(result: Mapping[str, Any]) -> str:

@@ -11,17 +11,18 @@ import logging
 import math
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Mapping, Sequence
 
+from ..result import READINGS, Result, as_results
 from .current import drop_stale, is_complete, split_current
 from .lines import BadLine, mark_bad_lines
 from .manifest import PlannedBenchmark, manifest
 from .rundir import ShardId, manifest_path, read_manifest, read_summary, summary_path, write_json
 from .stats import Estimate, headline_estimate
 from .store import read_results
-from .verdicts import active_judge, apply_active_judge, needs_judge
+from .verdicts import active_judge, apply_active_judge
 
 if TYPE_CHECKING:
     from ..benchmarks.registry import Benchmark
@@ -29,95 +30,60 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# What aggregation reads of a result line (answer and extracted: the spatio-temporal metrics re-parse them; video:
-# the interval's clusters).
-_AGGREGATED = ("sample_id", "task_type", "score", "error", "fields", "details", "answer", "extracted", "official",
-               "robust", "video")
 # What a recomputed summary keeps of the block it replaces (set when the run was planned, not by aggregation).
 _PLANNED = ("n_expected", "results_file", "config_hash", "subset")
 
 
-def aggregate_view(result: dict[str, Any]) -> dict[str, Any]:
+def aggregate_view(result: Result) -> Result:
     """A result line reduced to what aggregation needs: prompts and outputs stay on disk, so summarising a large run
-    holds a few hundred bytes per sample. Lines awaiting an LLM judge stay whole (its answer hash reads the output)."""
-    if needs_judge(result):
+    holds a few hundred bytes per sample (answer and extracted stay: the spatio-temporal metrics re-parse them;
+    video: the interval's clusters). Lines awaiting an LLM judge stay whole (its answer hash reads the output)."""
+    if result.needs_judge():
         return result
-    view = {k: result[k] for k in _AGGREGATED if k in result}
-    if isinstance(view.get("fields"), dict):
-        view["fields"] = {sys.intern(k): v for k, v in view["fields"].items()}
-    return view
+    return replace(result, question="", options=[], prompt="", output=None, frames=None,
+                   fields={sys.intern(k): v for k, v in result.fields.items()})
 
 
 # ----------------------------------------------------------------------------------------------- the two readings
-# Every result line carries two readings of the output (scoring.Reading as a dict): `official`, the benchmark's own
-# protocol, and `robust`, the careful grader. The headline is aggregated from the official reading (comparable with
-# papers); the robust score and the samples the two disagree on stand beside it. This is the one place that reads
-# them for aggregation: the run's summary, a judge pass's recomputation, a merge and the leaderboard all come here.
-
-READINGS = ("official", "robust")
+# Every result line carries two readings of the output: `official`, the benchmark's own protocol, and `robust`, the
+# careful grader (`Result.reading`, `Result.value_under`, `Result.seen_as`). The headline is aggregated from the
+# official reading (comparable with papers); the robust score and the samples the two disagree on stand beside it.
+# The run's summary, a judge pass's recomputation, a merge and the leaderboard all aggregate them here.
 
 
-def _reading(result: Mapping[str, Any], reading: str) -> Mapping[str, Any] | None:
-    rd = result.get(reading)
-    return rd if isinstance(rd, Mapping) else None
+def reading_value(result: Result, reading: str) -> float | None:
+    """A line's score under one reading (`Result.value_under`)."""
+    return result.value_under(reading)
 
 
-def reading_value(result: Mapping[str, Any], reading: str) -> float | None:
-    """A line's score under one reading: the reading's value; where the reading waits for an LLM judge, the judge's
-    verdict once one ran (None until then); the line's own score where it has no such reading (a benchmark without
-    official code, a line written before the two readings)."""
-    rd = _reading(result, reading)
-    if rd is None or (rd.get("value") is None and not rd.get("needs_judge")):
-        return result.get("score")
-    if rd.get("value") is not None:
-        return rd["value"]
-    return result.get("score") if (result.get("details") or {}).get("judge") else None
+def reading_lines(results: Iterable[Result | Mapping[str, Any]], reading: str) -> list[Result]:
+    """The lines as one reading scores them (`Result.seen_as`)."""
+    return [Result.of(r).seen_as(reading) for r in results]
 
 
-def reading_line(result: Mapping[str, Any], reading: str) -> Mapping[str, Any]:
-    """The line as one reading scores it: `score` is that reading's value and `needs_judge` its own wait for a judge,
-    so any aggregation of lines gives that reading's numbers. `line_score` keeps the value the scorer wrote (the
-    STVG aggregate reports EasyVideoR1's combined score from it)."""
-    rd = _reading(result, reading)
-    if result.get("error") or rd is None:
-        return result
-    line = {**result, "score": reading_value(result, reading), "line_score": result.get("score"), "seen_as": reading}
-    if rd.get("dropped"):  # the official aggregation leaves the item out of its denominators
-        line["dropped"] = True
-    details = result.get("details") or {}
-    waits = bool(rd.get("needs_judge")) and rd.get("value") is None and not details.get("judge")
-    if bool(details.get("needs_judge")) != waits:
-        line["details"] = {**details, "needs_judge": waits}
-    return line
-
-
-def reading_lines(results: Iterable[Mapping[str, Any]], reading: str) -> list[Mapping[str, Any]]:
-    return [reading_line(r, reading) for r in results]
-
-
-def differing_ids(results: Iterable[Mapping[str, Any]]) -> list[str]:
+def differing_ids(results: Iterable[Result | Mapping[str, Any]]) -> list[str]:
     """Sample ids of the lines whose official and robust readings give different scores (both readings present,
     both scored; a failed sample counts 0 under both). The sample browser lists these per benchmark."""
     out = []
-    for r in results:
-        if r.get("error") or _reading(r, "official") is None or _reading(r, "robust") is None:
+    for r in as_results(results):
+        if r.failed or r.reading("official") is None or r.reading("robust") is None:
             continue
-        o, b = reading_value(r, "official"), reading_value(r, "robust")
+        o, b = r.value_under("official"), r.value_under("robust")
         if o is not None and b is not None and not math.isclose(o, b, abs_tol=1e-9):
-            out.append(str(r.get("sample_id")))
+            out.append(r.sample_id)
     return out
 
 
-def headline_reading(results: Iterable[Mapping[str, Any]]) -> str | None:
+def headline_reading(results: Iterable[Result]) -> str | None:
     """Which reading the headline rests on: "official" when any line has an official value (or waits for the
     official judge), "robust" when only the careful grader read the outputs (no official code), None for lines
     written before the two readings."""
     seen = None
     for r in results:
-        rd = _reading(r, "official")
+        rd = r.reading("official")
         if rd is not None and (rd.get("value") is not None or rd.get("needs_judge")):
             return "official"
-        if _reading(r, "robust") is not None:
+        if r.reading("robust") is not None:
             seen = "robust"
     return seen
 
@@ -160,14 +126,15 @@ class ReadingAggregate:
         return out
 
 
-def aggregate_readings(benchmark: Benchmark, results: Sequence[Mapping[str, Any]]) -> ReadingAggregate:
+def aggregate_readings(benchmark: Benchmark, lines: Sequence[Result | Mapping[str, Any]]) -> ReadingAggregate:
     """Aggregate `results` under each reading with the benchmark's official aggregation."""
+    results = as_results(lines)
     aggs, ests = {}, {}
     for reading in READINGS:
-        lines = reading_lines(results, reading)
-        aggs[reading] = benchmark.aggregate(lines)
-        ests[reading] = headline_estimate(lines, benchmark.card.aggregation) if lines else None
-    guessed = sum(1 for r in results if not r.get("error") and (_reading(r, "official") or {}).get("guessed"))
+        seen = reading_lines(results, reading)
+        aggs[reading] = benchmark.aggregate(seen)
+        ests[reading] = headline_estimate(seen, benchmark.card.aggregation) if seen else None
+    guessed = sum(1 for r in results if not r.failed and (r.reading("official") or {}).get("guessed"))
     return ReadingAggregate(aggs["official"], aggs["robust"], ests, differing_ids(results), headline_reading(results),
                             guessed)
 
@@ -177,7 +144,7 @@ class JudgedResults:
     """One result file as it counts: the lines of current samples with the active judge's verdicts applied, their
     aggregate, and what was left out (lines of ids no longer in the annotation file; lines that are not results)."""
 
-    results: list[dict[str, Any]]
+    results: list[Result]
     aggregate: dict[str, Any]  # ReadingAggregate.block(): the headline and the robust score ({} without a benchmark)
     judge: dict[str, Any] | None  # the verdict counts, None when no judge ran
     stale: list[str] = field(default_factory=list)
@@ -195,7 +162,7 @@ class JudgedResults:
 
 
 def judged_aggregate(run_dir: Path, benchmark: Benchmark | None, results_path: Path,
-                     view: Callable[[dict[str, Any]], dict[str, Any]] | None = aggregate_view,
+                     view: Callable[[Result], Result] | None = aggregate_view,
                      current_ids: Collection[str] | None = None,
                      block: Mapping[str, Any] | None = None) -> JudgedResults:
     """Read `results_path` (each line through `view`; bad lines reported and left out), keep the current samples'
@@ -234,9 +201,6 @@ def summarize_benchmark(run_dir: Path, benchmark: Benchmark, results_path: Path,
     agg["results_file"] = str(results_path.relative_to(run_dir))
     agg["config_hash"] = config_hash
     return agg
-
-
-STATUSES = ("complete", "subset", "partial", "failed")
 
 
 def benchmark_status(agg: Mapping[str, Any]) -> str:

@@ -15,26 +15,28 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import UserError
 from .manifest import iso
 from .rundir import JUDGE_DIRNAME, read_json, write_json
-from ..scoring.judges import judge_for, needs_judge
-from .store import ResultStore, config_hash, read_results
+from ..result import Result
+from ..scoring.judges import judge_for
+from .lines import read_lines
+from .store import ResultStore, config_hash
 
 STATE_FILE = "judge.json"
 
 
-def answer_hash(result: Mapping[str, Any]) -> str:
+def answer_hash(result: Result) -> str:
     """What the verdict is about: question, reference and model output."""
-    blob = json.dumps([result.get("question"), result.get("answer"), result.get("output")], ensure_ascii=False)
+    blob = json.dumps([result.question, result.answer, result.output], ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def is_current(verdict: Mapping[str, Any], result: Mapping[str, Any]) -> bool:
+def is_current(verdict: Mapping[str, Any], result: Result) -> bool:
     """A verdict counts for `result` while the output it judged and its protocol's prompts are unchanged."""
     return (verdict.get("answer_hash") == answer_hash(result)
             and verdict.get("prompt_hash") == judge_for(result).prompt_hash)
@@ -103,40 +105,44 @@ def activate_judge(run_dir: Path, identity: JudgeIdentity) -> None:
     write_json(Path(run_dir) / JUDGE_DIRNAME / STATE_FILE, state)
 
 
-def apply_judgements(results: list[Mapping[str, Any]], judgements: Mapping[str, Mapping[str, Any]],
-                     identity: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def apply_judgements(results: list[Result], judgements: Mapping[str, Mapping[str, Any]],
+                     identity: Mapping[str, Any]) -> tuple[list[Result], dict[str, Any]]:
     """Results with the verdicts in place of the offline scores, and counts for the summary."""
     out, judged, failed, unjudged = [], 0, 0, 0
     for r in results:
-        r = dict(r)
-        if needs_judge(r):
-            j = judgements.get(str(r.get("sample_id")))
+        if r.needs_judge():
+            j = judgements.get(r.sample_id)
             if j is None or not is_current(j, r):
                 unjudged += 1
             elif j.get("score") is None:
                 failed += 1
-                r["details"] = {**(r.get("details") or {}), "judge_error": j.get("error")}
+                r = replace(r, details={**r.details, "judge_error": j.get("error")})
             else:
                 judged += 1
-                r["details"] = {**(r.get("details") or {}), "judge": {
+                official = r.reading("official")
+                r = replace(r, score=j["score"], details={**r.details, "judge": {  # the judged value is the score
                     "verdict": j["verdict"], "judge_id": j["judge_id"], "prompt_hash": j["prompt_hash"],
-                    "protocol": j.get("protocol"), "offline_score": r.get("score")}}
-                r["score"] = j["score"]  # the judged (official) value is the item's score
-                if isinstance(r.get("official"), Mapping) and r["official"].get("needs_judge"):
-                    r["official"] = {**r["official"], "value": j["score"], "needs_judge": False, "judged": True}
+                    "protocol": j.get("protocol"), "offline_score": r.score}})
+                if official is not None and official.get("needs_judge"):
+                    r.official = {**official, "value": j["score"], "needs_judge": False, "judged": True}
         out.append(r)
     info = {"judge_id": identity.get("judge_id"), "prompt_hash": identity.get("prompt_hash"),
             "key": identity.get("key"), "n_judged": judged, "n_judge_failed": failed, "n_unjudged": unjudged}
     return out, info
 
 
-def apply_active_judge(run_dir: Path, results_path: Path, results: list[Mapping[str, Any]]
-                       ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+def read_verdicts(store: JudgeStore) -> dict[str, dict[str, Any]]:
+    """A judge's verdict lines for one result file, keyed by sample id (invalid lines reported, left out)."""
+    return read_lines(store.path)
+
+
+def apply_active_judge(run_dir: Path, results_path: Path, results: list[Result]
+                       ) -> tuple[list[Result], dict[str, Any] | None]:
     """`results` with the active judge's verdicts applied (unchanged, and None, when no judge ran)."""
     identity = active_judge(Path(run_dir))
-    if identity is None or not any(needs_judge(r) for r in results):
-        return list(results), None  # the same dicts: callers only read them
+    if identity is None or not any(r.needs_judge() for r in results):
+        return list(results), None  # the same records: callers only read them
     store = judge_store(Path(run_dir), Path(results_path), identity["key"])
-    merged, info = apply_judgements(results, read_results(store.path), identity)
+    merged, info = apply_judgements(results, read_verdicts(store), identity)
     info["file"] = str(store.path.relative_to(run_dir))
     return merged, info

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from ...result import Result
 from ...samples import Sample
 
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
@@ -38,13 +39,12 @@ class JudgeItem:
     official: Mapping[str, Any] | None = None  # the official reading of the output (Reading.to_dict)
 
     @classmethod
-    def from_result(cls, r: Mapping[str, Any]) -> "JudgeItem":
-        return cls(sample_id=str(r.get("sample_id")), benchmark=str(r.get("benchmark") or ""),
-                   question=str(r.get("question") or ""), reference=reference_text(r.get("answer")),
-                   output=str(r.get("output") or ""), options=tuple(r.get("options") or ()),
-                   fields=dict(r.get("fields") or {}), video=r.get("video"),
-                   task_type=str(r.get("task_type") or "open-ended"), answer=str(r.get("answer") or ""),
-                   official=r.get("official") if isinstance(r.get("official"), Mapping) else None)
+    def from_result(cls, line: Result | Mapping[str, Any]) -> "JudgeItem":
+        r = Result.of(line)
+        return cls(sample_id=r.sample_id, benchmark=r.benchmark, question=r.question,
+                   reference=reference_text(r.answer), output=r.output or "", options=tuple(r.options),
+                   fields=dict(r.fields), video=r.video, task_type=r.task_type or "open-ended", answer=r.answer,
+                   official=r.reading("official"))
 
     def sample(self) -> Sample:
         return Sample(benchmark=self.benchmark, sample_id=self.sample_id, task_type=self.task_type,
