@@ -104,21 +104,14 @@ def letter_list(letters: list[str]) -> str:
     return ", ".join(letters[:-1]) + f", or {letters[-1]}"
 
 
-def _canonical(task_type: str) -> str:
-    from ..scoring import UnknownTaskType, canonical_task_type
-
-    try:
-        return canonical_task_type(task_type)
-    except UnknownTaskType:
-        return task_type
-
-
 def render(template: str, sample: Sample, thinking: bool = False) -> str:
     """Render one sample with the named template (a card's template name, or a variant's file as `resolve` names
     it). Raises SampleError for a sample the template cannot serve."""
     if template not in _variant_files():
         check_template(template)
-    task_type = _canonical(sample.task_type)
+    from ..scoring.task_types import canonical_or_given
+
+    task_type = canonical_or_given(sample.task_type)
     if not sample.options and (template.rpartition("/")[2] == "multiple_choice"
                                or (template.startswith("official/") and task_type == "multiple choice")):
         raise SampleError("record_invalid", f"{sample.key}: a multiple-choice question without options")

@@ -114,7 +114,9 @@ class Benchmark:
 
     def template_for(self, sample: Sample, thinking: bool = False) -> str:
         """The template file this sample renders with under the benchmark's prompt variant."""
-        routed = self.card.template_for(sample.task_type, prompts._canonical(sample.task_type))
+        from ..scoring.task_types import canonical_or_given
+
+        routed = self.card.template_for(sample.task_type, canonical_or_given(sample.task_type))
         return prompts.resolve(routed, self.id, self.prompt_variant, thinking)
 
     def render_prompt(self, sample: Sample, thinking: bool = False) -> str:

@@ -19,26 +19,6 @@ from ..samples import iter_records
 from .card_check import check_card
 from .cards import ID_RE, parse_card
 
-# canonical task type -> the template that asks for its answer format (the question carries its own otherwise)
-TEMPLATE_FOR = {
-    "multiple choice": "multiple_choice",
-    "numerical": "numeric",
-    "regression": "numeric",
-    "counting": "numeric",
-    "boolean": "yes_no",
-    "temporal grounding": "temporal_grounding",
-    "spatial-temporal grounding": "spatial_temporal_grounding",
-    "ocr": "open_answer",
-    "open-ended": "open_answer",
-    "math": "open_answer",
-}
-FALLBACK_TEMPLATE = "instructed"
-METRIC_FOR = {
-    "multiple choice": "accuracy", "numerical": "accuracy", "counting": "accuracy", "boolean": "accuracy",
-    "regression": "MRA", "ocr": "1 - word error rate", "open-ended": "ROUGE-L offline (LLM judge: `vbench-async judge`)",
-    "math": "accuracy", "temporal grounding": "mIoU", "spatial-temporal grounding": "m_vIoU",
-}
-GROUNDING_AGGREGATION = {"temporal grounding": "temporal_grounding", "spatial-temporal grounding": "stvg"}
 # Record fields never offered as categories: the unified format's own keys and clip bounds.
 _NOT_CATEGORIES = {"problem_id", "problem", "problem_type", "options", "solution", "path", "image_path", "data_type",
                    "start", "end"}
@@ -101,22 +81,22 @@ def _path_for(path: Path, data_root: Path | None) -> str:
 def starter_card(name: str, records_path: Path, video_dir: Path | None = None,
                  data_root: Path | None = None) -> dict[str, Any]:
     """The card's mapping (checked); `video_dir` defaults to the records file's folder."""
-    from ..scoring import canonical_task_type
+    from ..scoring import task_type
 
     if not ID_RE.match(name):
         raise UserError(f"benchmark name {name!r} must be lowercase letters, digits, '-' or '_' (it becomes the id)")
     records = _records(records_path)
     spellings = detect_task_types(records, str(records_path))
-    canonical = {s: canonical_task_type(s) for s in spellings}
-    templates = {s: TEMPLATE_FOR.get(c, FALLBACK_TEMPLATE) for s, c in canonical.items()}
+    types = {s: task_type(s) for s in spellings}
+    templates = {s: t.template for s, t in types.items()}
     prompt: str | dict[str, str] = next(iter(templates.values()))
     if len(set(templates.values())) > 1:
         prompt = dict(templates)
-    kinds = {canonical[s] for s in spellings}
-    metrics = sorted({METRIC_FOR.get(c, "accuracy") for c in kinds})
+    kinds = set(types.values())
+    metrics = sorted({t.metric for t in kinds})
     aggregation: dict[str, Any] = {"kind": "micro"}
-    if len(kinds) == 1 and next(iter(kinds)) in GROUNDING_AGGREGATION:
-        aggregation = {"kind": GROUNDING_AGGREGATION[next(iter(kinds))], "thresholds": [0.3, 0.5, 0.7]}
+    if len(kinds) == 1 and (only := next(iter(kinds))).aggregation != "micro":
+        aggregation = {"kind": only.aggregation, "thresholds": [0.3, 0.5, 0.7]}
     card: dict[str, Any] = {
         "id": name,
         "name": name,

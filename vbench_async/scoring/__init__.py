@@ -12,22 +12,18 @@ Modules: `extract` and `letters` (named answer-extraction steps), `tasks` / `gro
 from .base import Reading, Score, UnknownTaskType
 from .official import PROTOCOLS
 from .metrics import box_iou, interval_iou, mean_relative_accuracy, recall_at_iou
-from .router import (
-    canonical_task_type,
-    check_sample,
-    format_score,
-    known_task_types,
-    reward,
-    reward_parts,
-    score,
-)
+from .router import check_sample, format_score, reward, reward_parts, score
+from .task_types import TASK_TYPES, TaskType, canonical_or_given, canonical_task_type, known_task_types, task_type
 
 __all__ = [
     "PROTOCOLS",
+    "TASK_TYPES",
+    "TaskType",
     "Reading",
     "Score",
     "UnknownTaskType",
     "box_iou",
+    "canonical_or_given",
     "canonical_task_type",
     "check_sample",
     "format_score",
@@ -38,4 +34,5 @@ __all__ = [
     "reward",
     "reward_parts",
     "score",
+    "task_type",
 ]

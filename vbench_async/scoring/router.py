@@ -16,54 +16,13 @@ from ..errors import SampleError
 from ..samples import Sample, parse_record
 from . import extract
 from .base import Reading, Score, clip01, malformed
-from .code_task import score_code
-from .grounding import (
-    score_spatial_grounding,
-    score_spatial_temporal_grounding,
-    score_temporal_grounding,
-    score_tracking,
-)
-from .math_task import score_math
 from .official import Protocol, get_protocol
-from .task_types import canonical_task_type, known_task_types
-from .tasks import (
-    score_boolean,
-    score_counting,
-    score_multiple_choice,
-    score_numerical,
-    score_ocr,
-    score_open_ended,
-    score_preference,
-    score_regression,
-)
+from .task_types import task_type
+from .tasks import score_numerical
 
 log = logging.getLogger(__name__)
 
 Scorer = Callable[[Sample, str], Score]
-
-# canonical task type -> its scorer (the types and their spellings: task_types.py).
-_TASKS: dict[str, Scorer] = {
-    "multiple choice": score_multiple_choice,
-    "numerical": score_numerical,
-    "regression": score_regression,
-    "counting": score_counting,
-    "boolean": score_boolean,
-    "temporal grounding": score_temporal_grounding,
-    "spatial grounding": score_spatial_grounding,
-    "spatial-temporal grounding": score_spatial_temporal_grounding,
-    "tracking": score_tracking,
-    "ocr": score_ocr,
-    "math": score_math,
-    "open-ended": score_open_ended,
-    "code": score_code,
-    "preference": score_preference,
-}
-assert list(_TASKS) == known_task_types(), "every task type has exactly one scorer"
-
-
-# Task types whose careful reading is the benchmark's per-item metric, a detail of the Score, while `value` keeps
-# its older meaning (STVG: value is EasyVideoR1's 0.5 tIoU + 0.5 box IoU; the careful reading is ST-Align's vIoU).
-_ROBUST_METRIC = {"spatial-temporal grounding": "viou"}
 
 
 def _as_sample(sample: Sample | Mapping[str, Any]) -> Sample:
@@ -84,8 +43,8 @@ def score(sample: Sample | Mapping[str, Any], output: str, protocol: str | None 
     """
     sample = _as_sample(sample)
     proto = get_protocol(protocol) if protocol is not None else None
-    canonical = canonical_task_type(sample.task_type)
-    scorer = _TASKS[canonical]
+    kind = task_type(sample.task_type)
+    canonical, scorer = kind.name, kind.scorer
     if proto is not None and proto.numeric_decimals is not None and canonical == "numerical":
         scorer = partial(score_numerical, decimals=proto.numeric_decimals)
     if not isinstance(output, str):
@@ -93,7 +52,7 @@ def score(sample: Sample | Mapping[str, Any], output: str, protocol: str | None 
     result = _run(scorer, sample, output)
     # Free text needs a judge: the careful grader claims no value for it (`value` keeps the ROUGE-L fallback).
     needs_judge = bool(result.details.get("needs_judge"))
-    value = result.details.get(_ROBUST_METRIC[canonical], 0.0) if canonical in _ROBUST_METRIC else result.value
+    value = result.details.get(kind.robust_metric, 0.0) if kind.robust_metric else result.value
     robust = Reading(None if needs_judge else value, result.extracted, needs_judge=needs_judge)
     official = _official(proto, sample, output) if proto is not None else None
     details = result.details if proto is None else {**result.details, "protocol": proto.name}

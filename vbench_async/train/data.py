@@ -132,9 +132,10 @@ def _check(sample: Sample) -> None:
 def render(sample: Sample, template: str | Mapping[str, str] | None) -> str:
     """Prompt text of a records-mode sample: a named template (one, or per task type), else question + options."""
     from ..benchmarks import prompts
+    from ..scoring.task_types import canonical_or_given
 
     if isinstance(template, Mapping):
-        canonical = prompts._canonical(sample.task_type)
+        canonical = canonical_or_given(sample.task_type)
         template = template.get(sample.task_type) or template.get(canonical) or template.get("default")
     if template:
         try:
