@@ -15,6 +15,7 @@ from vbench_async.benchmarks.quirks import HUB_HOOKS, SAMPLE_HOOKS
 from vbench_async.errors import UserError
 from vbench_async.resources import data_dir
 from vbench_async.scoring import canonical_task_type
+from vbench_async.models import family_ref
 
 REAL = [
     "holmes", "lvbench", "longvideobench", "mmvu", "mvbench", "tempcompass", "vsibench", "videommmu", "mlvu",
@@ -43,10 +44,10 @@ def test_card_is_consistent(name: str) -> None:
         assert card.sources.hub.hook is None or card.sources.hub.hook in HUB_HOOKS
     # the default frames and every preset make a valid FrameSpec for both model families
     for family in ("qwen3-vl", "qwen2.5-vl"):
-        spec = bench.frame_spec(family)
+        spec = bench.frame_spec(family_ref(family))
         assert spec.max_frames == card.frames["max_frames"]
         for preset in card.presets:
-            get_benchmark(f"{name}@{preset}").frame_spec(family)
+            get_benchmark(f"{name}@{preset}").frame_spec(family_ref(family))
     assert len(bench.prompt_template_hash()) == 16
 
 
@@ -62,10 +63,10 @@ def test_card_suites_agree_with_suite_files() -> None:
 def test_presets_put_the_setting_in_the_id() -> None:
     b = get_benchmark("videomme@64f")
     assert b.id == "videomme@64f" and b.card.base_id == "videomme"
-    assert b.frame_spec("qwen3-vl").max_frames == 64
-    assert get_benchmark("videomme").frame_spec("qwen3-vl").max_frames == 256
+    assert b.frame_spec(family_ref("qwen3-vl")).max_frames == 64
+    assert get_benchmark("videomme").frame_spec(family_ref("qwen3-vl")).max_frames == 256
     # CLI overrides beat the preset; None means "not given"
-    assert b.frame_spec("qwen3-vl", {"max_frames": 16, "fps": None}).max_frames == 16
+    assert b.frame_spec(family_ref("qwen3-vl"), {"max_frames": 16, "fps": None}).max_frames == 16
     dev = get_benchmark("mlvu@dev")
     assert dev.card.sources.unified.annotation == "mlvu-dev.json"
     assert dev.card.sources.unified.video_dir == "MLVU_dev/MLVU_dev"

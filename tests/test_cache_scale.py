@@ -17,6 +17,7 @@ from vbench_async.frames.budget import PlannedEntry, check_cache_fit
 from vbench_async.frames.extract import decode_video
 from vbench_async.frames.maintenance import cache_stats, compact_cache, verify_cache
 from vbench_async.frames.store import CorruptEntry, read_entry, read_header, write_entry
+from vbench_async.models import family_ref
 
 SPEC = FrameSpec("qwen2.5-vl", max_frames=8, min_pixels=8 * 1024, max_pixels=48 * 1024)
 
@@ -35,7 +36,7 @@ def demo_videos() -> list[tuple[Path, FrameSpec]]:
     out = {}
     for bench in resolve_benchmarks("demo", None):
         for family in ("qwen2.5-vl", "qwen3-vl"):
-            spec = bench.frame_spec(family, {})
+            spec = bench.frame_spec(family_ref(family), {})
             for sample in bench.load_samples(None):
                 if sample.video:
                     out[(str(bench.video_path(sample, None)), spec)] = None

@@ -13,6 +13,7 @@ from support.family_checks import FRAMES_SEEN, REFERENCE_INDICES
 from support.videos import write_video
 
 from vbench_async import families, models
+from vbench_async.benchmarks import get_benchmark
 from vbench_async.backends.base import chat_messages
 from vbench_async.demo.tiny_models import TINY_MODELS, ensure_tiny_model
 from vbench_async.errors import UserError
@@ -93,13 +94,11 @@ def test_resolution_comes_from_the_checkpoint_config_not_the_name(tmp_path: Path
     d = _config_dir(tmp_path / "Qwen2.5-VL-7B", {"model_type": "internvl", "vision_config": {"image_size": [336, 336]}})
     ref = models.resolve(str(d))
     assert ref.family == "internvl" and dict(ref.frame_settings) == {"side": 336}
-    assert ref.frame_overrides({"max_frames": 16, "fps": None}) == {"side": 336, "max_frames": 16}
+    spec = get_benchmark("demo-mc").frame_spec(ref, {"max_frames": 16, "fps": None})  # the checkpoint's side, then flags
+    assert (spec.family, spec.side, spec.max_frames) == ("internvl", 336, 16)
     llava = models.resolve(str(_config_dir(tmp_path / "lo", {"model_type": "llava_onevision",
                                                                 "vision_config": {"image_size": 384}})))
     assert llava.family == "llava-onevision" and dict(llava.frame_settings) == {"side": 384}
-    # preprocess --model reads the same settings, so it fills the cache entries `run` will look up.
-    assert models.frames_for(str(d)) == ("internvl", {"side": 336})
-    assert models.frames_for("Qwen/Qwen2.5-VL-7B-Instruct") == ("qwen2.5-vl", {})
     with pytest.raises(UserError, match="image_size"):
         models.resolve(str(_config_dir(tmp_path / "bad", {"model_type": "internvl", "vision_config": {}})))
     with pytest.raises(UserError, match="not supported"):

@@ -48,7 +48,7 @@ def test_family_runs_on_vllm_and_hf_as_its_rules_say(family: families.Family, tm
     checked = 0
     with FrameCache(cache, workers=1) as frames:
         for bench in resolve_benchmarks("demo", None):
-            spec = bench.frame_spec(model.family, model.frame_overrides())
+            spec = bench.frame_spec(model)
             for sample in bench.load_samples(None)[:1]:
                 video = frames.get_or_decode(bench.video_path(sample, None), spec, sample.window)
                 first, last = video.meta.window_frames or (0, video.meta.source_total_frames - 1)

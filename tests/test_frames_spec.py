@@ -13,7 +13,7 @@ import json
 import pytest
 
 from vbench_async.errors import UserError
-from vbench_async.frames import FrameError, FrameSpec, family_from_model
+from vbench_async.frames import FrameError, FrameSpec
 from vbench_async.frames.spec import frame_range, linspace_indices, normalize_window, smart_resize
 
 Q3 = FrameSpec("qwen3-vl")
@@ -166,23 +166,3 @@ def test_key_fields_name_only_what_changes_frames() -> None:
     exact = FrameSpec("qwen3-vl", nframes=16)
     assert exact.key_fields() == FrameSpec("qwen3-vl", nframes=16, fps=1.0, max_frames=8).key_fields()
     assert FrameSpec("qwen3-vl", image_max_pixels=4096 * 4).key_fields() == FrameSpec("qwen3-vl").key_fields()
-
-
-@pytest.mark.parametrize(
-    "model, family",
-    [
-        ("Qwen/Qwen3-VL-8B-Instruct", "qwen3-vl"),
-        ("Qwen/Qwen2.5-VL-7B-Instruct", "qwen2.5-vl"),
-        ("qwen2_5_vl_checkpoint", "qwen2.5-vl"),
-        ("Qwen/Qwen2-VL-2B", "qwen2-vl"),
-    ],
-)
-def test_family_from_model_names(model: str, family: str) -> None:
-    assert family_from_model(model) == family
-
-
-def test_family_from_a_checkpoint_config(tmp_path) -> None:
-    (tmp_path / "config.json").write_text('{"model_type": "qwen2_5_vl"}')
-    assert family_from_model(str(tmp_path)) == "qwen2.5-vl"
-    with pytest.raises(UserError, match="--family"):
-        family_from_model("llava-hf/llava-1.5")

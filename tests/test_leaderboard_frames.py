@@ -20,6 +20,7 @@ from vbench_async.frames.cache import FrameCache
 from vbench_async.leaderboard import build_site
 from vbench_async.leaderboard.thumbnails import MAX_PER_SAMPLE, THUMB_WIDTH, Thumbnailer
 from vbench_async.result import Result, result_schema
+from vbench_async.models import family_ref
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,7 @@ def test_each_line_records_the_frames_the_model_received(runs, cache):
         f = line["frames"]
         sample = next(s for s in bench.load_samples(None) if s.sample_id == line["sample_id"])
         window = (1.0, 3.0) if line is lines[0] else None
-        spec = bench.frame_spec("qwen2.5-vl", {})
+        spec = bench.frame_spec(family_ref("qwen2.5-vl"), {})
         entry = cache.get(bench.video_path(sample, None), spec, window)
         assert entry is not None and f["cache_key"] == entry.key
         assert f["indices"] == list(entry.meta.frames_indices) and f["n"] == len(f["indices"]) == len(f["timestamps"])

@@ -62,7 +62,7 @@ def make_run(run_dir: Path, model_name: str, answer: Answer, benchmarks=BENCHMAR
     plans = []
     for bid in benchmarks:
         bench = get_benchmark(bid)
-        spec = bench.frame_spec(model.family, cfg.frame_overrides)
+        spec = bench.frame_spec(model, cfg.frame_overrides)
         todo = (samples or {}).get(bid) or [s for s in bench.load_samples(None) if isinstance(s, Sample)]
         config = {"model": model.fingerprint, "benchmark": bench.id, "frames": spec.to_dict(),
                   "prompt": bench.prompt_template_hash(), "thinking": False, "sampling": cfg.sampling.to_dict()}

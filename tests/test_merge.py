@@ -17,6 +17,7 @@ from vbench_async.results.merge import MergeRefused, merge_if_complete, merge_ru
 from vbench_async.results.lines import read_lines
 from vbench_async.results.store import ResultStore, config_hash
 from vbench_async.sharding import Shard, items_for, select
+from vbench_async.models import family_ref
 
 BENCHES = ("demo-mc", "demo-count")
 
@@ -35,7 +36,8 @@ def write_shards(run_dir: Path, count: int = 2, max_tokens: int = 12, skip: tupl
     """A sharded run of two demo benchmarks as `run --shard K/N` leaves it; returns {bench: (hash, samples, sel)}.
     Shards in `skip` write their index but no results (they never got to run)."""
     loaded = [(b, b.load_samples(None)) for b in resolve_benchmarks(None, list(BENCHES))]
-    items = [it for b, samples in loaded for it in items_for(b, samples, b.frame_spec("qwen2.5-vl", {}), None)]
+    qwen = family_ref("qwen2.5-vl")
+    items = [it for b, samples in loaded for it in items_for(b, samples, b.frame_spec(qwen, {}), None)]
     out = {}
     for k in range(count):
         sel = select(Shard(k, count), items, run_dir)

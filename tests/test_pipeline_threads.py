@@ -22,11 +22,12 @@ from support.hostile import _video
 def _cached(tmp_path: Path):
     """A real clip, decoded once into a real frame cache (the decode worker's job, in this process)."""
     from vbench_async.benchmarks import get_benchmark
+    from vbench_async.models import family_ref
     from vbench_async.frames import FrameCache
     from vbench_async.frames.worker import handle
 
     video = _video(tmp_path / "videos" / "clip.mp4")
-    spec = get_benchmark("mmvu").frame_spec("qwen2.5-vl", {"max_frames": 4, "max_pixels": 16384})
+    spec = get_benchmark("mmvu").frame_spec(family_ref("qwen2.5-vl"), {"max_frames": 4, "max_pixels": 16384})
     cache = FrameCache(tmp_path / "cache")
     key = cache.key(video, spec)
     reply = handle({"id": key, "video": str(video), "spec": spec.to_dict(), "window": None, "decoder": cache.decoder,

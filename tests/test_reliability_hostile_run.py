@@ -17,6 +17,7 @@ from conftest import ENGINE_GROUP, run_cli, served_args
 from support.hostile import CACHE_CASES, CARD, JINJA, XSS, build_corpus, run_args, stale_temp_file
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.frames import FrameCache
+from vbench_async.models import family_ref
 
 pytestmark = [pytest.mark.vllm, ENGINE_GROUP]
 
@@ -31,7 +32,7 @@ def hostile_run(tmp_path_factory, vllm_server):
     # Fill the cache without an engine, then damage one entry per cache case (and leave a killed writer's file).
     pre = run_cli(*run_args(corpus.data_map, root / "pre", cache_dir, "--mode", "preprocess", "--no-site"))
     assert pre.returncode in (0, 1) and "Traceback" not in pre.stderr, pre.stderr[-3000:]
-    spec = get_benchmark(CARD).frame_spec("qwen2.5-vl", FRAMES)
+    spec = get_benchmark(CARD).frame_spec(family_ref("qwen2.5-vl"), FRAMES)
     with FrameCache(cache_dir) as cache:
         entries = {case.name: cache.layout.entry_path(cache.key(corpus.root / "videos" / corpus.cache_videos[case.name],
                                                                 spec)) for case in CACHE_CASES}

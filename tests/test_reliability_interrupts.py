@@ -155,10 +155,11 @@ def _warm(cache: Path, video: Path) -> None:
     """Cache `video`'s frames as the run will ask for them (openai_args' frame budget, the tiny Qwen2.5-VL family):
     the decode worker's own job, run in this process (no worker start-up to pay)."""
     from vbench_async.benchmarks import get_benchmark
+    from vbench_async.models import family_ref
     from vbench_async.frames import FrameCache
     from vbench_async.frames.worker import handle
 
-    spec = get_benchmark("mmvu").frame_spec("qwen2.5-vl", {"max_frames": 4, "max_pixels": 16384})
+    spec = get_benchmark("mmvu").frame_spec(family_ref("qwen2.5-vl"), {"max_frames": 4, "max_pixels": 16384})
     with FrameCache(cache) as frames:
         key = frames.key(video, spec)
         reply = handle({"id": key, "video": str(video), "spec": spec.to_dict(), "window": None,

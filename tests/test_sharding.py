@@ -19,6 +19,7 @@ from vbench_async.launcher import resolve_shard, select_devices, shard_from_env
 from vbench_async.sharding import (Shard, ShardItem, ShardPlan, VideoProbe, balance, estimate_frames, items_for,
                                    make_plan, pinned_plan, probe_video, publish_once, select, shard_slice,
                                    unit_costs)
+from vbench_async.models import family_ref
 
 
 # -- K/N -------------------------------------------------------------------------------------------------------------
@@ -120,7 +121,7 @@ def test_more_shards_than_videos_leaves_some_empty():
 
 
 def demo_items(family: str = "qwen2.5-vl") -> tuple[list, list[ShardItem]]:
-    loaded = [(b, b.frame_spec(family, {}), b.load_samples(None)) for b in resolve_benchmarks("demo", None)]
+    loaded = [(b, b.frame_spec(family_ref(family), {}), b.load_samples(None)) for b in resolve_benchmarks("demo", None)]
     return loaded, [it for b, spec, samples in loaded for it in items_for(b, samples, spec, None)]
 
 
@@ -156,7 +157,7 @@ def test_invalid_and_unsafe_samples_are_items_too():
     from dataclasses import replace
 
     escaping = replace(good, sample_id="x", video="../../etc/passwd")
-    items = items_for(bench, [broken, good, escaping], bench.frame_spec("qwen2.5-vl", {}), None)
+    items = items_for(bench, [broken, good, escaping], bench.frame_spec(family_ref("qwen2.5-vl"), {}), None)
     assert items[0].group == "sample:demo-mc/#7" and items[0].video is None
     assert items[1].video is not None and items[1].group == f"video:{good.video}"
     assert items[2].video is None and items[2].group == "video:../../etc/passwd"

@@ -16,6 +16,7 @@ from vbench_async.frames import FrameCache
 from vbench_async.frames.extract import decode_video
 from vbench_async.frames.layout import CacheLayout
 from vbench_async.frames.store import read_entry
+from vbench_async.models import family_ref
 
 ARGS = ("--benchmarks", "demo-mc", "--family", "qwen2.5-vl", "--max-frames", "8", "--workers", "1",
         "--no-progress")
@@ -38,7 +39,7 @@ def preprocess_concurrently(cache: Path, *extra: tuple[str, ...]) -> list[tuple[
 def expected_keys(cache: Path) -> set[str]:
     """Cache keys of every video the benchmark needs, computed here (not by the processes under test)."""
     bench = get_benchmark("demo-mc")
-    spec = bench.frame_spec("qwen2.5-vl", {"max_frames": 8})
+    spec = bench.frame_spec(family_ref("qwen2.5-vl"), {"max_frames": 8})
     with FrameCache(cache) as fc:
         return {fc.key(bench.video_path(s, None), spec, s.window) for s in bench.load_samples(None)}
 
@@ -48,7 +49,7 @@ def check_cache(cache: Path) -> None:
     entries = list(layout.entries())
     assert {p.stem for p in entries} == expected_keys(cache)
     bench = get_benchmark("demo-mc")
-    spec = bench.frame_spec("qwen2.5-vl", {"max_frames": 8})
+    spec = bench.frame_spec(family_ref("qwen2.5-vl"), {"max_frames": 8})
     with FrameCache(cache) as fc:
         sources = {fc.key(bench.video_path(s, None), spec, s.window): (bench.video_path(s, None), s.window)
                    for s in bench.load_samples(None)}

@@ -59,7 +59,7 @@ def _run(run_dir: Path, bid: str, samples: list[Sample], outputs: list[str], max
                     prompt=PromptSettings(variant))
     bench = get_benchmark(bid)
     bench.prompt_variant = variant  # as runner._load sets it
-    spec = bench.frame_spec(model.family)
+    spec = bench.frame_spec(model)
     config = {"model": model.fingerprint, "benchmark": bid, "frames": spec.to_dict(),
               "prompt": bench.prompt_template_hash(), "thinking": False, "sampling": cfg.sampling.to_dict()}
     store = ResultStore(run_dir, bid, config_hash(config), shard=shard)

@@ -12,6 +12,7 @@ from vbench_async.backends.base import SamplingParams
 from vbench_async.errors import UserError
 from vbench_async.train.config import DataConfig
 from vbench_async.train.data import DataOrder, MediaSource, frame_spec, load_items, rank_slice
+from vbench_async.models import family_ref
 
 FRAMES = {"max_frames": 4, "min_pixels": 3136, "max_pixels": 3136}
 
@@ -99,7 +100,7 @@ def test_rank_slices_cover_the_global_batch():
 def test_cached_frames_equal_live_decoding_and_are_not_decoded_at_train_time(suite, tmp_path):
     items = [it for it in load_items(DataConfig(records=str(_records(suite)), video_dir=str(suite / "videos")))
              if it.video]
-    spec = frame_spec(DataConfig(records="x", frames=FRAMES), "qwen2.5-vl")
+    spec = frame_spec(DataConfig(records="x", frames=FRAMES), family_ref("qwen2.5-vl"))
     cached = MediaSource(spec, "cache", str(tmp_path / "cache"), workers=1)
     live = MediaSource(spec, "decode", str(tmp_path / "unused"))
     try:

@@ -18,6 +18,7 @@ from vbench_async.train.collect import Collector
 from vbench_async.train.config import TrainConfig, load_config
 from vbench_async.train.data import DataOrder, MediaSource, frame_spec, load_items
 from vbench_async.train.fsdp import DistInfo
+from vbench_async.models import family_ref
 
 pytestmark = pytest.mark.vllm
 WINDOW = 256
@@ -54,7 +55,7 @@ def test_an_over_long_prompt_is_skipped_and_a_failing_batch_is_retried_per_reque
 
     cfg = _config(tmp_path)
     items = load_items(cfg.data)
-    media = MediaSource(frame_spec(cfg.data, "qwen2.5-vl"), cache_dir=cfg.data.cache_dir, workers=1)
+    media = MediaSource(frame_spec(cfg.data, family_ref("qwen2.5-vl")), cache_dir=cfg.data.cache_dir, workers=1)
     engine = VLLMRollout(str(ensure_tiny_model("tiny-qwen2.5-vl")), cfg.rollout, seed=0)
     try:
         # 1. The trainer's rollout step: the long prompt never reaches the engine, the others complete.

@@ -17,6 +17,7 @@ from vbench_async.results.summaries import benchmark_status
 from vbench_async.workload.probe import HeaderStore
 from vbench_async.workload.sizing import size_engine
 from vbench_async.workload.tokens import ModelLimits
+from vbench_async.models import family_ref
 
 LIMITS = ModelLimits(max_position_embeddings=32768, num_layers=2, num_kv_heads=1, head_dim=64, kv_dtype_bytes=2)
 
@@ -126,7 +127,7 @@ def test_the_plans_cache_bytes_are_what_the_cache_will_write(tmp_path):
     from vbench_async.workload.plan import estimate_cache, video_geometry
     from vbench_async.workload.probe import probe_video
 
-    spec = get_benchmark("mmvu").frame_spec("qwen2.5-vl", {"max_frames": 8, "max_pixels": 16384})
+    spec = get_benchmark("mmvu").frame_spec(family_ref("qwen2.5-vl"), {"max_frames": 8, "max_pixels": 16384})
     cache = FrameCache(tmp_path / "cache")
     clips = [write_video(tmp_path / f"v{i}.mp4", frames=48, fps=12, width=128, height=96, textured=True, seed=i)
              for i in range(2)]

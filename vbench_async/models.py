@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
 
 from . import families
 from .errors import UserError
@@ -20,11 +19,6 @@ class ModelRef:
     label: str | None = None  # the user's name for it (`run --name`): the summary's model and the run directory
     # FrameSpec fields the checkpoint's config decides (e.g. a fixed-size family's frame side), as sorted pairs
     frame_settings: tuple[tuple[str, int], ...] = ()
-
-    def frame_overrides(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The checkpoint's frame settings, then the user's `overrides` (None values ignored): what goes over a
-        benchmark card's frame settings."""
-        return {**dict(self.frame_settings), **{k: v for k, v in (overrides or {}).items() if v is not None}}
 
     @property
     def display_name(self) -> str:
@@ -59,16 +53,11 @@ def resolve(model: str) -> ModelRef:
                     frame_settings=tuple(sorted(settings.items())))
 
 
-def frames_for(model: str) -> tuple[str, dict[str, Any]]:
-    """(family, the checkpoint's frame settings) for `preprocess --model`: what `run` uses for the same model. A local
-    directory or tiny model is read like `resolve` does; a hub id is named by family_from_model (no download)."""
-    from .frames.spec import family_from_model
-
-    local = Path(model).expanduser()
-    if model.startswith("tiny-") or local.is_dir():
-        ref = resolve(str(local) if local.is_dir() else model)
-        return ref.family, dict(ref.frame_settings)
-    return family_from_model(model), {}
+def family_ref(family: str) -> ModelRef:
+    """A model known only by its family (`preprocess --family`): no checkpoint, so no frame setting of its own."""
+    if family not in families.names():
+        raise UserError(f"unknown model family {family!r}; known: {', '.join(families.names())}")
+    return ModelRef(name=family, path=family, family=family, fingerprint=f"family:{family}")
 
 
 def fingerprint_dir(directory: Path) -> str:

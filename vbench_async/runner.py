@@ -225,7 +225,7 @@ def video_jobs(cfg: RunConfig, model: ModelRef, overrides: list[dict[str, int | 
     with the samples loaded once; samples whose video path is unsafe are left to the runs to record."""
     jobs = []
     for bench, samples in _load(cfg)[0]:
-        specs = [bench.frame_spec(model.family, model.frame_overrides(o)) for o in overrides]  # as each run has them
+        specs = [bench.frame_spec(model, o) for o in overrides]  # as each run has them
         jobs += bench.video_jobs(samples, specs, cfg.selection.data_root, cfg.selection.allow_outside_root)[0]
     return jobs
 
@@ -273,16 +273,15 @@ def _shard_selection(cfg: RunConfig, model: ModelRef, loaded: list[tuple[Benchma
     from .sharding import Shard, items_for, select
 
     data_root, outside = cfg.selection.data_root, cfg.selection.allow_outside_root
-    frames = model.frame_overrides(cfg.frame_overrides)
     items = [it for b, samples in loaded
-             for it in items_for(b, samples, b.frame_spec(model.family, frames), data_root, outside)]
+             for it in items_for(b, samples, b.frame_spec(model, cfg.frame_overrides), data_root, outside)]
     return select(Shard(*cfg.shard), items, run_dir)
 
 
 def _plan(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_dir: Path, samples: list[Sample | SampleError],
           selection: ShardSelection | None = None, decoder: str | None = None,
           skip_done: bool = True) -> BenchmarkPlan:
-    spec = benchmark.frame_spec(model.family, model.frame_overrides(cfg.frame_overrides))
+    spec = benchmark.frame_spec(model, cfg.frame_overrides)
     config = {
         # What can change an answer: the weights (a content hash, or the hub revision), the serving path (in-process
         # vLLM, a server, transformers), the decoder that produced the frames, frames, prompt and sampling.

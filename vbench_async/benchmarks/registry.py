@@ -25,6 +25,7 @@ from .sources import data_root as data_root_of
 
 if TYPE_CHECKING:
     from ..frames.spec import FrameSpec
+    from ..models import ModelRef
 
 
 class Benchmark:
@@ -102,15 +103,12 @@ class Benchmark:
         return [safe_join(root, image, allow_outside, "image") for image in sample.images]
 
     # -- model inputs ----------------------------------------------------------------------------------------
-    def frame_spec(self, family: str, overrides: Mapping[str, Any] | None = None) -> FrameSpec:
-        """The card's frame settings (preset included), then `overrides` (CLI flags; None values are ignored)."""
-        from ..frames.spec import FrameSpec
+    def frame_spec(self, model: ModelRef, overrides: Mapping[str, Any] | None = None) -> FrameSpec:
+        """This benchmark's frames for `model` (`frames.spec.resolve_frame_spec`: the card's settings, preset
+        included, then the checkpoint's, then `overrides`, the user's flags; None values are ignored)."""
+        from ..frames.spec import resolve_frame_spec
 
-        settings = {**self.card.frames, **{k: v for k, v in (overrides or {}).items() if v is not None}}
-        try:
-            return FrameSpec(family=family, **settings)
-        except (TypeError, ValueError) as exc:
-            raise UserError(f"{self.id}: invalid frame settings {settings}: {exc}") from exc
+        return resolve_frame_spec(model.family, self.card.frames, dict(model.frame_settings), overrides, self.id)
 
     def template_for(self, sample: Sample, thinking: bool = False) -> str:
         """The template file this sample renders with under the benchmark's prompt variant."""

@@ -71,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
     from .options import from_args
     from ..frames import DEFAULT_DECODER, FrameCache, default_cache_dir, preprocess
     from ..frames.budget import gb_to_bytes
-    from ..models import frames_for
+    from ..models import family_ref, resolve
     from ..launcher import resolve_shard
     from ..sharding import shard_slice
 
@@ -86,11 +86,13 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"--cache-max-gb: {exc}") from None
     if not (args.family or args.model):
         raise UserError("say which model the frames are for: --model PATH_OR_ID or --family " + "|".join(FAMILIES))
-    # The checkpoint's own frame settings (a fixed-size family's side) under the flags, exactly as `run` has them.
-    family, settings = (args.family, {}) if args.family else frames_for(args.model)
-    overrides = {**settings, **{k: v for k, v in from_args(FrameOverrides, args).to_dict().items() if v is not None}}
+    # The checkpoint's own frame settings (a fixed-size family's side) under the flags, exactly as `run` has them;
+    # --family alone names a family whose checkpoints decide no frame setting.
+    model = family_ref(args.family) if args.family else resolve(args.model)
+    family = model.family
+    overrides = from_args(FrameOverrides, args).to_dict()
     benchmarks = selection.resolve()
-    loaded = [(bench, bench.frame_spec(family, overrides), selection.samples(bench)) for bench in benchmarks]
+    loaded = [(bench, bench.frame_spec(model, overrides), selection.samples(bench)) for bench in benchmarks]
     shard = resolve_shard(args.shard)
     if shard is not None:
         loaded = shard_slice(shard, loaded, selection.data_root, selection.allow_outside_root)

@@ -11,7 +11,7 @@ from .errors import FrameError
 from .layout import FailureRecord, default_cache_dir
 from .preprocess import PreprocessReport, VideoFailure, VideoJob, preprocess
 from .resize import load_image
-from .spec import FrameSpec, family_from_model
+from .spec import FrameSpec, resolve_frame_spec
 from .video import PROCESSOR_KWARGS, CachedVideo, VideoMeta
 
 __all__ = [
@@ -31,7 +31,7 @@ __all__ = [
     "VideoJob",
     "VideoMeta",
     "default_cache_dir",
-    "family_from_model",
     "load_image",
     "preprocess",
+    "resolve_frame_spec",
 ]

@@ -13,11 +13,8 @@ its frame selection; the Qwen rules above are the default and the math for "smar
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping
 
 from .. import families
@@ -276,25 +273,14 @@ def _check_int(name: str, value: Any, minimum: int) -> None:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
-def family_from_model(model: str) -> str:
-    """Model family of a hub id or local checkpoint ("Qwen/Qwen2.5-VL-7B-Instruct" -> "qwen2.5-vl"). A local
-    checkpoint's config.json decides; only Qwen hub ids are recognised by name."""
-    config = Path(model) / "config.json"
-    if config.is_file():
-        try:
-            model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type", "")
-        except (OSError, json.JSONDecodeError) as exc:
-            raise UserError(f"cannot read {config}: {exc}") from exc
-        found = families.for_model_type(model_type)
-        if found is not None:
-            return found.name
-        if str(model_type).startswith("qwen3"):
-            return "qwen3-vl"
-    name = Path(model).name.lower()
-    if re.search(r"qwen3(\.5|_5)?", name):
-        return "qwen3-vl"
-    if re.search(r"qwen2(\.5|_5)[-_]?vl", name):
-        return "qwen2.5-vl"
-    if re.search(r"qwen2[-_]?vl", name):
-        return "qwen2-vl"
-    raise UserError(f"cannot tell the model family of {model!r}; pass --family ({', '.join(families.names())})")
+def resolve_frame_spec(family: str, card: Mapping[str, Any], checkpoint: Mapping[str, Any],
+                       overrides: Mapping[str, Any] | None, where: str) -> FrameSpec:
+    """The one resolution of a sample's frame settings, for `run`, `plan`, `preprocess`, sweeps and training alike:
+    the benchmark card's (its preset applied; none for training records), then what the checkpoint decides (its
+    family, and a fixed-side family's frame side), then the user's overrides (None values ignored). `where` names
+    the settings in the message of a UserError."""
+    settings = {**card, **checkpoint, **{k: v for k, v in (overrides or {}).items() if v is not None}}
+    try:
+        return FrameSpec(family=family, **settings)
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"{where}: invalid frame settings {settings}: {exc}") from exc

@@ -12,7 +12,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -20,6 +20,10 @@ from ..backends.base import ImageInput, Request, SamplingParams, VideoInput, arr
 from ..errors import SampleError, UserError
 from ..samples import Sample
 from .config import DataConfig
+
+if TYPE_CHECKING:
+    from ..frames.spec import FrameSpec
+    from ..models import ModelRef
 
 log = logging.getLogger(__name__)
 
@@ -288,15 +292,13 @@ class MediaSource:
         self.cache.close()
 
 
-def frame_spec(cfg: DataConfig, family: str) -> Any:
-    """The frame settings: the card's (in benchmark mode) overridden by `data.frames`."""
-    from ..frames import FrameSpec
+def frame_spec(cfg: DataConfig, model: ModelRef) -> FrameSpec:
+    """The frames a rollout sees, resolved as an evaluation of `model` resolves them (`resolve_frame_spec`): the
+    card's (in benchmark mode), then the checkpoint's (a fixed-side family's side), then `data.frames`."""
+    from ..frames.spec import resolve_frame_spec
 
     if cfg.benchmark:
         from ..benchmarks import get_benchmark
 
-        return get_benchmark(cfg.benchmark).frame_spec(family, cfg.frames)
-    try:
-        return FrameSpec(family=family, **cfg.frames)
-    except (TypeError, ValueError) as exc:
-        raise UserError(f"data.frames: {exc}") from exc
+        return get_benchmark(cfg.benchmark).frame_spec(model, cfg.frames)
+    return resolve_frame_spec(model.family, {}, dict(model.frame_settings), cfg.frames, "data.frames")

@@ -52,7 +52,7 @@ class Trainer:
         model = models.resolve(cfg.model)
         self.model_dir = model.path
         self.items = load_items(cfg.data)
-        self.media = MediaSource(frame_spec(cfg.data, model.family), cfg.data.frame_source, cfg.data.cache_dir,
+        self.media = MediaSource(frame_spec(cfg.data, model), cfg.data.frame_source, cfg.data.cache_dir,
                                  cfg.data.decode_workers)
         self.dropped = self._prepare_media()
         self.order = DataOrder(len(self.items), cfg.seed, cfg.data.shuffle)
