@@ -12,7 +12,6 @@ import json
 
 import pytest
 
-from vbench_async.errors import UserError
 from vbench_async.frames import FrameError, FrameSpec
 from vbench_async.frames.spec import frame_range, linspace_indices, normalize_window, smart_resize
 
