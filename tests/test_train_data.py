@@ -115,3 +115,36 @@ def test_cached_frames_equal_live_decoding_and_are_not_decoded_at_train_time(sui
     finally:
         cached.close()
         live.close()
+
+
+def test_a_fixed_side_family_rolls_out_with_the_frames_it_is_evaluated_with(tmp_path):
+    """InternVL's frame side is the checkpoint's (the tiny model's 112 px, not the family's reference 448 px). An
+    evaluation run records what the model received (`Result.frames`); the rollout of the same benchmark, as the
+    trainer builds its media (`frame_spec(cfg.data, model)`), receives the same cache entry: the same source frames
+    at the same size. Before, training left out the checkpoint's side and rolled out at 448 px."""
+    from vbench_async import models
+    from vbench_async.backends.base import SamplingParams
+    from vbench_async.benchmarks.selection import Selection
+    from vbench_async.results.store import read_results
+    from vbench_async.runner import RunConfig, run
+
+    cache = tmp_path / "cache"
+    model = models.resolve("tiny-internvl")
+    cfg = RunConfig(model="tiny-internvl", backend="hf", output_dir=tmp_path / "run", cache_dir=cache,
+                    selection=Selection(benchmarks=("demo-mc",), max_samples=1), progress=False,
+                    sampling=SamplingParams(max_tokens=2), frame_overrides={"max_frames": 4}, preprocess_workers=1)
+    run(cfg)
+    (line,) = [r for f in (tmp_path / "run" / "results").glob("*.jsonl") for r in read_results(f).values()]
+    assert line.error is None and line.frames is not None
+
+    data = DataConfig(benchmark="demo-mc", cache_dir=str(cache), max_samples=1, frames={"max_frames": 4})
+    items = [it for it in load_items(data) if it.sample.sample_id == line.sample_id]
+    media = MediaSource(frame_spec(data, model), "cache", str(cache), workers=1)
+    try:
+        video = media.video(items[0])
+    finally:
+        media.close()
+    assert media.spec.side == dict(model.frame_settings)["side"] == 112
+    assert media.decoded == 0 and video.uuid == line.frames["cache_key"]  # the evaluation's own cache entry
+    assert list(video.metadata["frames_indices"]) == line.frames["indices"]
+    assert list(video.frames.shape[1:3]) == line.frames["size"] == [112, 112]
