@@ -121,7 +121,7 @@ def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
     loaded, not_run = _load(cfg)
     cache = frame_cache(cfg)
     selection = _shard_selection(cfg, model, loaded, run_dir) if cfg.shard else None
-    plans = [_plan(b, model, cfg, run_dir, samples, selection, cache.decoder) for b, samples in loaded]
+    plans = [_plan_benchmark(b, model, cfg, run_dir, samples, selection, cache.decoder) for b, samples in loaded]
     del loaded  # the plans hold what is still to run; finished samples need not stay in memory
     workload = workload_plan(cfg, model, plans, cache, not_run) if cfg.mode != "preprocess" else None
     if on_plan is not None:
@@ -216,7 +216,8 @@ def plan(cfg: RunConfig) -> WorkloadPlan:
     loaded, not_run = _load(cfg)
     cache = frame_cache(cfg)
     run_dir = run_dir_for(cfg, model)
-    plans = [_plan(b, model, cfg, run_dir, samples, decoder=cache.decoder, skip_done=False) for b, samples in loaded]
+    plans = [_plan_benchmark(b, model, cfg, run_dir, samples, decoder=cache.decoder, skip_done=False)
+             for b, samples in loaded]
     return workload_plan(cfg, model, plans, cache, not_run, strict=True)
 
 
@@ -278,9 +279,11 @@ def _shard_selection(cfg: RunConfig, model: ModelRef, loaded: list[tuple[Benchma
     return select(Shard(*cfg.shard), items, run_dir)
 
 
-def _plan(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_dir: Path, samples: list[Sample | SampleError],
-          selection: ShardSelection | None = None, decoder: str | None = None,
-          skip_done: bool = True) -> BenchmarkPlan:
+def _plan_benchmark(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_dir: Path,
+                    samples: list[Sample | SampleError], selection: ShardSelection | None = None,
+                    decoder: str | None = None, skip_done: bool = True) -> BenchmarkPlan:
+    """One benchmark's part of a run: its frame spec, result store and pending entries (`plan` is the whole
+    selection's workload plan, built from these)."""
     spec = benchmark.frame_spec(model, cfg.frame_overrides)
     config = {
         # What can change an answer: the weights (a content hash, or the hub revision), the serving path (in-process
