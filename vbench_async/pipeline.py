@@ -128,7 +128,8 @@ class Progress(Protocol):
 
 class Pipeline:
     writer = ResultWriter  # what appends and fsyncs result lines (perf/pipeline.py swaps in the inline one to compare)
-    scorer = staticmethod(lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="score"))
+    # The one thread that scores answers (`score`, the function, runs in it): off the event loop, in order.
+    scoring_pool = staticmethod(lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="score"))
 
     def __init__(
         self,
@@ -141,7 +142,6 @@ class Pipeline:
         loaders: int = 2,
         queue_size: int = 32,
         progress: Progress | None = None,
-        engine_ready: asyncio.Event | None = None,
     ):
         self.backend = backend
         self.load_video = load_video
@@ -152,10 +152,9 @@ class Pipeline:
         self.loaders = loaders
         self.queue_size = queue_size
         self.progress = progress
-        self.engine_ready = engine_ready
         self.stats = LoopStats()
         self._correct = 0.0
-        self._scorer: ThreadPoolExecutor | None = None
+        self._scoring: ThreadPoolExecutor | None = None
         self._writer: ResultWriter | None = None
 
     async def run(self, groups: list[VideoGroup]) -> LoopStats:
@@ -165,7 +164,7 @@ class Pipeline:
         # Threads (not processes) suffice: cache loads release the GIL in file I/O and numpy copies, and cache misses
         # are decoded in a separate worker process by the frame cache itself (with a timeout).
         pool = ThreadPoolExecutor(max_workers=self.loaders, thread_name_prefix="frames")
-        self._scorer = self.scorer()
+        self._scoring = self.scoring_pool()
         try:
             with self.writer() as self._writer:
                 async with asyncio.TaskGroup() as tg:
@@ -181,7 +180,7 @@ class Pipeline:
             # Never joined: after Ctrl-C or a fatal error a loader may still wait on a decode; nothing it yields is
             # used, and the frame cache's own timeout ends it. (After a normal end every thread is idle already.)
             pool.shutdown(wait=False, cancel_futures=True)
-            self._scorer.shutdown(wait=False, cancel_futures=True)
+            self._scoring.shutdown(wait=False, cancel_futures=True)
             if self._writer is not None:
                 self.stats.result_lines, self.stats.fsyncs = self._writer.lines, self._writer.fsyncs
             self.stats.wall_s = time.perf_counter() - start
@@ -262,8 +261,6 @@ class Pipeline:
             except Exception as exc:  # noqa: BLE001 - a template error on one record is that record's failure
                 error = SampleError("prompt_error", f"{type(exc).__name__}: {exc}")
         if error is None:
-            if self.engine_ready is not None:
-                await self.engine_ready.wait()
             request = Request(
                 request_id=f"{item.sample.key}#{item.store.config_hash}",
                 prompt=prompt,
@@ -284,12 +281,12 @@ class Pipeline:
                 log.exception("request %s failed", request.request_id)  # failure, not the whole run's
                 error = SampleError("engine_error", f"{type(exc).__name__}: {exc}")
         loop = asyncio.get_running_loop()
-        result = await loop.run_in_executor(self._scorer, self._result, item, prompt, completion, error, seen)
+        result = await loop.run_in_executor(self._scoring, self._result, item, prompt, completion, error, seen)
         try:
             await self._writer.write(item.store, result)
         except InvalidResult as exc:  # a scorer's bad value (a score of 5.0): stored as that sample's failure
             log.error("%s", exc)
-            result = await loop.run_in_executor(self._scorer, self._result, item, prompt, completion,
+            result = await loop.run_in_executor(self._scoring, self._result, item, prompt, completion,
                                                 SampleError("result_invalid", str(exc)), seen)
             await self._writer.write(item.store, result)
         self._count(result, completion)  # after the fsync: a sample counts only once its line is durable

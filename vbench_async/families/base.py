@@ -3,7 +3,7 @@ its prompt-token rule and the reference it follows. Pure data and small function
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 
@@ -79,7 +79,6 @@ class Family:
     # config.json (a dict) -> FrameSpec fields the checkpoint decides (e.g. the fixed frame side); raises ValueError
     frame_settings: Callable[[Mapping[str, Any]], dict[str, Any]] = lambda config: {}
     aliases: tuple[str, ...] = ()  # other spellings accepted for `name` (--family, old run records)
-    defaults: Mapping[str, Any] = field(default_factory=dict)  # FrameSpec defaults of the family (fps, max_frames)
 
     def describe(self) -> dict[str, Any]:
         """The family as `vbench-async list --models` shows it."""

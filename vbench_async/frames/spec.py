@@ -22,7 +22,6 @@ from ..errors import UserError
 from ..families.qwen_common import linspace_pick
 from .errors import ASPECT_RATIO, WINDOW_INVALID, FrameError
 
-FRAME_FACTOR = 2  # the Qwen temporal patch: frames go to the model in pairs (a family's own is FrameRules.temporal)
 VIDEO_MIN_TOKENS, VIDEO_MAX_TOKENS = 128, 768  # per frame, in units of factor**2 pixels
 IMAGE_MIN_TOKENS, IMAGE_MAX_TOKENS = 4, 16384
 DEFAULT_SEQ_TOKENS = 128000  # qwen-vl-utils' MODEL_SEQ_LEN; the default video budget is 90 % of it

@@ -125,11 +125,6 @@ def full_tensors(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
         yield name, value.full_tensor() if isinstance(value, DTensor) else value
 
 
-def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The whole unsharded state dict on every rank (CPU rollouts load it into a plain HF copy)."""
-    return {name: t.detach() for name, t in full_tensors(model)}
-
-
 def all_reduce(values: list[float], info: DistInfo, op: str = "sum") -> list[float]:
     """Reduce a list of numbers over ranks (one collective)."""
     t = torch.tensor(values, dtype=torch.float64, device=info.device)
