@@ -68,7 +68,7 @@ class RunConfig:
     concurrency: int = 16
     loaders: int = 2
     queue_size: int = 32
-    preprocess_workers: int = 2
+    decode_workers: int = 2  # processes that decode videos into the frame cache (`--workers`; training: data.decode_workers)
     retry_failed: bool = False
     engine: VLLMSettings = field(default_factory=VLLMSettings)  # backend vllm
     server: ServerSettings = field(default_factory=ServerSettings)  # backend openai
@@ -367,7 +367,7 @@ def _execute(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache:
 
     stats: dict[str, Any] = {"mode": mode}
     if mode == "preprocess":
-        report = preprocess(jobs(), cache, workers=cfg.preprocess_workers, progress=cfg.progress)
+        report = preprocess(jobs(), cache, workers=cfg.decode_workers, progress=cfg.progress)
         stats["preprocess"] = report.to_dict()
         return stats
 
@@ -400,7 +400,7 @@ def _evaluate(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache
             thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preprocess")
             try:
                 rep = await loop.run_in_executor(thread, lambda: preprocess(
-                    jobs(), cache, workers=cfg.preprocess_workers, progress=cfg.progress, stop=stop))
+                    jobs(), cache, workers=cfg.decode_workers, progress=cfg.progress, stop=stop))
             except asyncio.CancelledError:
                 stop.set()
                 raise

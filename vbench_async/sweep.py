@@ -48,7 +48,7 @@ def run_sweep(cfg: RunConfig, budgets: list[int],
     if cfg.mode != "eval":
         with frame_cache(cfg) as cache:
             jobs = video_jobs(cfg, model, [c.frame_overrides for c in cfgs])
-            report = preprocess(jobs, cache, workers=cfg.preprocess_workers, progress=cfg.progress).to_dict()
+            report = preprocess(jobs, cache, workers=cfg.decode_workers, progress=cfg.progress).to_dict()
     if cfg.mode == "preprocess":
         return report, []
     # The cache holds every budget's frames now: each run reads them (a miss is still decoded on demand).

@@ -75,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
     if args.concurrency < 1 or args.loaders < 1 or args.workers < 1:
         raise UserError("--concurrency, --loaders and --workers must be at least 1")
     base = RunConfig(model=args.model, backend=args.backend, cache_dir=args.cache_dir, cache_max_gb=args.cache_max_gb,
-                     concurrency=args.concurrency, loaders=args.loaders, preprocess_workers=args.workers,
+                     concurrency=args.concurrency, loaders=args.loaders, decode_workers=args.workers,
                      engine=from_args(VLLMSettings, args), server=from_args(ServerSettings, args), progress=False)
     token = args.token or os.environ.get(TOKEN_ENV) or None
     evals = EvalServer(base)
