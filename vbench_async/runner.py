@@ -68,7 +68,7 @@ class RunConfig:
     concurrency: int = 16
     loaders: int = 2
     queue_size: int = 32
-    decode_workers: int = 2  # processes that decode videos into the frame cache (`--workers`; training: data.decode_workers)
+    decode_workers: int = 2  # processes decoding videos into the frame cache (--workers; training: data.decode_workers)
     retry_failed: bool = False
     engine: VLLMSettings = field(default_factory=VLLMSettings)  # backend vllm
     server: ServerSettings = field(default_factory=ServerSettings)  # backend openai
