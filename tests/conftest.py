@@ -82,8 +82,8 @@ def qwen25_runs(tmp_path_factory):
     entries (CACHE_BUDGET_GB), so entries are evicted while it runs. "b": the same command on a cache of its own
     with no budget, killed
     during a cache write, stopped with Ctrl-C, its engine core killed, and re-run each time until it finished
-    (tests/support/interruptions.py). The interrupted run is the second run, so "the two runs agree" and "an interrupted run
-    ends as an uninterrupted one" are one comparison, and the suite pays for two runs, not five.
+    (tests/support/interruptions.py). The interrupted run is the second run, so "the two runs agree" and "an
+    interrupted run ends as an uninterrupted one" are one comparison, and the suite pays for two runs, not five.
     Returns (tmp, the first run's process, the second run's Chain)."""
     from support.interruptions import interrupt_and_finish
 

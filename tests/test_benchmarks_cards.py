@@ -13,9 +13,9 @@ from vbench_async.benchmarks.cards import parse_card
 from vbench_async.benchmarks.prompts import template_names
 from vbench_async.benchmarks.quirks import HUB_HOOKS, SAMPLE_HOOKS
 from vbench_async.errors import UserError
+from vbench_async.models import family_ref
 from vbench_async.resources import data_dir
 from vbench_async.scoring import canonical_task_type
-from vbench_async.models import family_ref
 
 REAL = [
     "holmes", "lvbench", "longvideobench", "mmvu", "mvbench", "tempcompass", "vsibench", "videommmu", "mlvu",

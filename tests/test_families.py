@@ -13,8 +13,8 @@ from support.family_checks import FRAMES_SEEN, REFERENCE_INDICES
 from support.videos import write_video
 
 from vbench_async import families, models
-from vbench_async.benchmarks import get_benchmark
 from vbench_async.backends.base import chat_messages
+from vbench_async.benchmarks import get_benchmark
 from vbench_async.demo.tiny_models import TINY_MODELS, ensure_tiny_model
 from vbench_async.errors import UserError
 from vbench_async.frames import FrameCache, FrameSpec
@@ -94,7 +94,7 @@ def test_resolution_comes_from_the_checkpoint_config_not_the_name(tmp_path: Path
     d = _config_dir(tmp_path / "Qwen2.5-VL-7B", {"model_type": "internvl", "vision_config": {"image_size": [336, 336]}})
     ref = models.resolve(str(d))
     assert ref.family == "internvl" and dict(ref.frame_settings) == {"side": 336}
-    spec = get_benchmark("demo-mc").frame_spec(ref, {"max_frames": 16, "fps": None})  # the checkpoint's side, then flags
+    spec = get_benchmark("demo-mc").frame_spec(ref, {"max_frames": 16, "fps": None})  # checkpoint's side, then flags
     assert (spec.family, spec.side, spec.max_frames) == ("internvl", 336, 16)
     llava = models.resolve(str(_config_dir(tmp_path / "lo", {"model_type": "llava_onevision",
                                                                 "vision_config": {"image_size": 384}})))

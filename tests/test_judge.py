@@ -8,20 +8,20 @@ import time
 from dataclasses import replace
 
 import pytest
-
 from conftest import ENGINE_GROUP, SERVED
 from test_leaderboard_runs import make_run
-from vbench_async.benchmarks import get_benchmark
-from vbench_async.errors import SampleError
+
 from vbench_async.backends.openai import ServerSettings
+from vbench_async.benchmarks import get_benchmark
 from vbench_async.cli import main
+from vbench_async.errors import SampleError
 from vbench_async.judge import JudgeConfig, judge_run_dir, resolve_identity
-from vbench_async.scoring.judges import JUDGES, PROMPT_HASH, judge_prompt, parse_verdict, reference_text
 from vbench_async.result import as_results
 from vbench_async.results.lines import read_lines
 from vbench_async.results.store import read_results
 from vbench_async.results.verdicts import answer_hash, apply_judgements, judge_store
 from vbench_async.samples import Sample
+from vbench_async.scoring.judges import JUDGES, PROMPT_HASH, judge_prompt, parse_verdict, reference_text
 
 
 @pytest.mark.parametrize("text, verdict", [
@@ -114,7 +114,8 @@ def test_recorded_verdicts_drive_the_summary_and_the_site(tmp_path):
     said = {"oe-0": "correct", "oe-1": "correct", "oe-2": "incorrect", "oe-4": None, "oe-5": "correct"}
     with judge_store(run_dir, run_dir / block["results_file"], identity.key) as store:
         for sid, verdict in said.items():
-            store.append({"sample_id": sid, "judge_id": identity.judge_id, "prompt_hash": JUDGES["vcrbench"].prompt_hash,
+            store.append({"sample_id": sid, "judge_id": identity.judge_id,
+                          "prompt_hash": JUDGES["vcrbench"].prompt_hash,
                           "answer_hash": answer_hash(results[sid]), "output": f"VERDICT: {verdict}",
                           "verdict": verdict, "score": None if verdict is None else float(verdict == "correct"),
                           "error": None if verdict else {"kind": "judge_unparsable", "message": "?"}})

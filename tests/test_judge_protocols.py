@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import ENGINE_GROUP, SERVED
 from test_leaderboard_runs import make_run
+
 from vbench_async.backends.openai import ServerSettings
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.judge import JudgeConfig, judge_run_dir
@@ -17,8 +17,18 @@ from vbench_async.result import Result
 from vbench_async.results.lines import read_lines
 from vbench_async.results.verdicts import answer_hash, apply_judgements
 from vbench_async.samples import Sample
-from vbench_async.scoring.judges import JUDGES, NEEDS_FIELDS, UNPARSABLE, Ask, JudgeItem, Outcome
-from vbench_async.scoring.judges import tempcompass, vcrbench, videommlu, videoreasonbench as vrb
+from vbench_async.scoring.judges import (
+    JUDGES,
+    NEEDS_FIELDS,
+    UNPARSABLE,
+    Ask,
+    JudgeItem,
+    Outcome,
+    tempcompass,
+    vcrbench,
+    videommlu,
+)
+from vbench_async.scoring.judges import videoreasonbench as vrb
 from vbench_async.scoring.judges.mmvu import parse_binary
 
 
@@ -186,7 +196,8 @@ def test_videommlu_answers_questions_from_the_caption_then_grades():
     out, (answers, grades) = run(MMLU, it, ["a log", "-1/(e^x-1)"],
                                  ["{'pred': 'no', 'score': 1}", '```python\n{"pred": "yes", "score": 5}\n```'])
     assert out.score == 0.5 and out.info == {"n_questions": 2, "n_graded": 2, "mean_rating": 3.0}
-    assert "detailed description: A lecture deriving -1/(e^x-1).\nquestion: What is differentiated?" in answers[0].text()
+    assert ("detailed description: A lecture deriving -1/(e^x-1).\nquestion: What is differentiated?"
+            in answers[0].text())
     assert answers[0].text().startswith("You are an intelligent chatbot designed for providing accurate answers")
     assert "Predicted Answer: -1/(e^x-1)" in grades[1].prompt and "Correct Answer: -1/(e^x-1)" in grades[1].prompt
     assert "{'pred': 'yes', 'score': 4.8}" in grades[0].prompt
@@ -228,7 +239,8 @@ def test_tempcompass_rule_failures_and_captioning():
                fields={"format": "captioning", "mc_question": "Which way?\nA. left\nB. right", "mc_answer": "A. left"})
     out, (asks,) = run(JUDGES["tempcompass"], cap, ["Reasoning: it says left.\nAnswer: A. left"])
     assert out.score == 1.0 and asks[0].prompt.endswith(
-        "Video Description:A car drives slowly to the left.\nMulti-Choice Question:\nWhich way?\nA. left\nB. right\nAnswer:")
+        "Video Description:A car drives slowly to the left.\nMulti-Choice Question:\nWhich way?\nA. left\nB. right\n"
+        "Answer:")
     assert tempcompass.captioning_rating("Answer: A. left or B. right", "A. left")[0] == 0  # two letters named
     assert tempcompass.captioning_rating("Answer: None of the choices are correct", "A. left")[0] == 0
     no_fields = item("tempcompass", "Describe.", "caption", "text", fields={"format": "captioning"})
@@ -293,6 +305,7 @@ def _judge_end_to_end(tmp_path, monkeypatch, cfg: JudgeConfig) -> None:
     """Judge a run of VideoReasonBench (judge prompt, state simulator, the Final Answer rule) and VCR-Bench (two
     stages) with a real judge model, then judge it again from the cached verdicts."""
     import test_leaderboard_runs
+
     from vbench_async.benchmarks import score_sample
 
     monkeypatch.setattr(test_leaderboard_runs, "score", score_sample)  # as the runner scores: both readings

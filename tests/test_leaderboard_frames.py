@@ -13,14 +13,14 @@ import jsonschema
 import pandas as pd
 import pytest
 from PIL import Image
-
 from test_leaderboard_runs import make_frame_runs
+
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.frames.cache import FrameCache
 from vbench_async.leaderboard import build_site
 from vbench_async.leaderboard.thumbnails import MAX_PER_SAMPLE, THUMB_WIDTH, Thumbnailer
-from vbench_async.result import Result, result_schema
 from vbench_async.models import family_ref
+from vbench_async.result import Result, result_schema
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,14 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
+
 from vbench_async.benchmarks import get_benchmark, resolve_benchmarks
-from vbench_async.results.merge import MergeRefused, merge_if_complete, merge_run
+from vbench_async.models import family_ref
 from vbench_async.results.lines import read_lines
+from vbench_async.results.merge import MergeRefused, merge_if_complete, merge_run
 from vbench_async.results.store import ResultStore, config_hash
 from vbench_async.sharding import Shard, items_for, select
-from vbench_async.models import family_ref
 
 BENCHES = ("demo-mc", "demo-count")
 
@@ -65,7 +65,7 @@ def shard_file(run_dir: Path, bench: str, chash: str, k: int, n: int = 2) -> Pat
 
 
 def drop_line(path: Path, sample_id: str) -> None:
-    lines = [l for l in path.read_text().splitlines(keepends=True) if json.loads(l)["sample_id"] != sample_id]
+    lines = [x for x in path.read_text().splitlines(keepends=True) if json.loads(x)["sample_id"] != sample_id]
     path.write_text("".join(lines))
 
 
@@ -77,7 +77,7 @@ def test_merge_writes_what_an_unsharded_run_writes(tmp_path):
     assert on_disk["merged"]["shards"] == ["0/2", "1/2"]
     for bench, (chash, samples, _) in shards.items():
         merged = tmp_path / "results" / f"{bench}.{chash}.jsonl"
-        rows = [json.loads(l) for l in merged.read_text().splitlines()]
+        rows = [json.loads(x) for x in merged.read_text().splitlines()]
         assert [r["sample_id"] for r in rows] == [s.sample_id for s in samples]  # annotation order, once each
         assert rows == [result(s, chash) for s in samples]
         block = summary["benchmarks"][bench]
@@ -157,7 +157,7 @@ def test_mixed_configs_are_refused_with_what_differs(tmp_path):
     with pytest.raises(MergeRefused) as err:
         merge_run(tmp_path)
     msg = str(err.value)
-    line = next(l for l in msg.splitlines() if "demo-mc: shards of different configs or splits" in l)
+    line = next(x for x in msg.splitlines() if "demo-mc: shards of different configs or splits" in x)
     assert f"config {h12} split 2 ways" in line and f"config {h16} split 2 ways" in line
     assert "they differ in sampling.max_tokens (" in line and line.count("max_tokens") == 1
     # choosing one config merges it

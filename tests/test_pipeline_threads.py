@@ -14,7 +14,6 @@ import threading
 from pathlib import Path
 
 import httpx
-
 from support.fault_server import FaultServer
 from support.hostile import _video
 
@@ -22,9 +21,9 @@ from support.hostile import _video
 def _cached(tmp_path: Path):
     """A real clip, decoded once into a real frame cache (the decode worker's job, in this process)."""
     from vbench_async.benchmarks import get_benchmark
-    from vbench_async.models import family_ref
     from vbench_async.frames import FrameCache
     from vbench_async.frames.worker import handle
+    from vbench_async.models import family_ref
 
     video = _video(tmp_path / "videos" / "clip.mp4")
     spec = get_benchmark("mmvu").frame_spec(family_ref("qwen2.5-vl"), {"max_frames": 4, "max_pixels": 16384})

@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import ENGINE_GROUP, run_cli, shared_dir
 from support.real_layout import lay_out
+
 from vbench_async.benchmarks import resolve_benchmarks
 from vbench_async.results.lines import read_lines
 
@@ -96,7 +96,8 @@ def test_plan_counts_every_prompt_exactly(layout_run):
     from vbench_async.runner import RunConfig, plan
 
     root, written, _, _ = layout_run
-    workload = plan(RunConfig(model=MODEL, selection=Selection(suite="all", data_root=root / "data"), cache_dir=root / "cache"))
+    workload = plan(RunConfig(model=MODEL, selection=Selection(suite="all", data_root=root / "data"),
+                              cache_dir=root / "cache"))
     results = _results(root / "run")
     assert {k: workload.prompt_tokens.get(k) for k in results} == {k: r["prompt_tokens"] for k, r in results.items()}
 

@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, run_cli
 from support.fault_server import ANSWER, RETRIES, TIMEOUT_S, FaultServer, fault_suite, openai_args, slow_run, wait_until
 from support.processes import alive, descendants, wait_gone
+
 from vbench_async.results.lines import read_lines
 
 # mode -> (error kind or None, attempts the client must make)

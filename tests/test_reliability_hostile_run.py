@@ -12,9 +12,9 @@ import re
 from collections import Counter
 
 import pytest
-
 from conftest import ENGINE_GROUP, run_cli, served_args
 from support.hostile import CACHE_CASES, CARD, JINJA, XSS, build_corpus, run_args, stale_temp_file
+
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.frames import FrameCache
 from vbench_async.models import family_ref

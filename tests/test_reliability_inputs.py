@@ -13,7 +13,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 from support.hostile import (
     CACHE_CASES,
     CARD,
@@ -28,6 +27,7 @@ from support.hostile import (
     write_data_map,
     write_records,
 )
+
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.benchmarks.registry import safe_join
 from vbench_async.errors import SampleError

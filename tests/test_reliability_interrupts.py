@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 from support.fault_server import FaultServer, fault_suite, openai_args
 
@@ -155,9 +154,9 @@ def _warm(cache: Path, video: Path) -> None:
     """Cache `video`'s frames as the run will ask for them (openai_args' frame budget, the tiny Qwen2.5-VL family):
     the decode worker's own job, run in this process (no worker start-up to pay)."""
     from vbench_async.benchmarks import get_benchmark
-    from vbench_async.models import family_ref
     from vbench_async.frames import FrameCache
     from vbench_async.frames.worker import handle
+    from vbench_async.models import family_ref
 
     spec = get_benchmark("mmvu").frame_spec(family_ref("qwen2.5-vl"), {"max_frames": 4, "max_pixels": 16384})
     with FrameCache(cache) as frames:

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-
 from conftest import REPO, run_cli
-from support.hostile import _good, _video, write_data_map
 from support.fault_server import FaultServer, openai_args, slow_run, wait_until
+from support.hostile import _good, _video, write_data_map
+
 from vbench_async.results.lines import read_lines
 
 BENCH = "mmvu"
@@ -171,7 +171,7 @@ def test_a_full_disk_under_the_results_stops_with_a_message_and_the_resume_is_ex
     assert (b["n_total"], b["complete"], b["score"]) == (12, True, 1.0)
 
 
-# ----------------------------------------------------------------------------------------------- exactly the current samples
+# ---------------------------------------------------------------------------------------- exactly the current samples
 
 
 def test_deduplicated_ids_never_collide(tmp_path):

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
-
 from conftest import run_cli
-from support.hostile import CARD, _good, _video, write_data_map
+from PIL import Image
 from support.fault_server import FaultServer
+from support.hostile import CARD, _good, _video, write_data_map
+
 from vbench_async.results.lines import read_lines
 
 ESCAPING = ("dotdot", "absolute", "symlink_out", "image_dotdot")  # record ids whose media leave the root

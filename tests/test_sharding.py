@@ -16,10 +16,23 @@ from vbench_async.benchmarks import resolve_benchmarks
 from vbench_async.errors import SampleError, UserError
 from vbench_async.frames.spec import FrameSpec
 from vbench_async.launcher import resolve_shard, select_devices, shard_from_env
-from vbench_async.sharding import (Shard, ShardItem, ShardPlan, VideoProbe, balance, estimate_frames, items_for,
-                                   make_plan, pinned_plan, probe_video, publish_once, select, shard_slice,
-                                   unit_costs)
 from vbench_async.models import family_ref
+from vbench_async.sharding import (
+    Shard,
+    ShardItem,
+    ShardPlan,
+    VideoProbe,
+    balance,
+    estimate_frames,
+    items_for,
+    make_plan,
+    pinned_plan,
+    probe_video,
+    publish_once,
+    select,
+    shard_slice,
+    unit_costs,
+)
 
 
 # -- K/N -------------------------------------------------------------------------------------------------------------

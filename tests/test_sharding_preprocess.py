@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
 from conftest import REPO
+
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.frames import FrameCache
 from vbench_async.frames.extract import decode_video

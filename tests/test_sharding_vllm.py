@@ -16,8 +16,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-
 from conftest import DEMO_ARGS, ENGINE_GROUP, REPO, demo_ids, run_cli, served_args
+
 from vbench_async.results.lines import read_lines
 
 pytestmark = [pytest.mark.vllm, ENGINE_GROUP]

@@ -10,9 +10,9 @@ import pytest
 
 from vbench_async.backends.base import SamplingParams
 from vbench_async.errors import UserError
+from vbench_async.models import family_ref
 from vbench_async.train.config import DataConfig
 from vbench_async.train.data import DataOrder, MediaSource, frame_spec, load_items, rank_slice
-from vbench_async.models import family_ref
 
 FRAMES = {"max_frames": 4, "min_pixels": 3136, "max_pixels": 3136}
 

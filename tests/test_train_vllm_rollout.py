@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from vbench_async.backends.base import SamplingParams
+from vbench_async.models import family_ref
 from vbench_async.train.collect import Collector
 from vbench_async.train.config import TrainConfig, load_config
 from vbench_async.train.data import DataOrder, MediaSource, frame_spec, load_items
 from vbench_async.train.fsdp import DistInfo
-from vbench_async.models import family_ref
 
 pytestmark = pytest.mark.vllm
 WINDOW = 256

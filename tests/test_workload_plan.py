@@ -9,15 +9,15 @@ import json
 import shutil
 
 import pytest
-
 from conftest import DEMO_ARGS, ENGINE_GROUP, outputs, run_cli
 from support.videos import write_video
+
 from vbench_async.cli.output import print_table
+from vbench_async.models import family_ref
 from vbench_async.results.summaries import benchmark_status
 from vbench_async.workload.probe import HeaderStore
 from vbench_async.workload.sizing import size_engine
 from vbench_async.workload.tokens import ModelLimits
-from vbench_async.models import family_ref
 
 LIMITS = ModelLimits(max_position_embeddings=32768, num_layers=2, num_kv_heads=1, head_dim=64, kv_dtype_bytes=2)
 

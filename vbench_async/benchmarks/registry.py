@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import yaml
 
 from ..errors import SampleError, UserError
-from ..result import Result
 from ..resources import data_dir
+from ..result import Result
 from ..samples import Sample
 from . import aggregate as _aggregate
 from . import prompts

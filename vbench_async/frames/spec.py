@@ -255,14 +255,14 @@ class FrameSpec:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "FrameSpec":
+    def from_dict(cls, data: Mapping[str, Any]) -> FrameSpec:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown FrameSpec field(s): {', '.join(unknown)}")
         return cls(**dict(data))
 
-    def replace(self, **changes: Any) -> "FrameSpec":
+    def replace(self, **changes: Any) -> FrameSpec:
         """A copy with some fields changed (None values are ignored, so CLI overrides can be passed as-is)."""
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 

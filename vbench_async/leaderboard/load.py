@@ -18,9 +18,9 @@ from typing import Any
 
 from ..errors import UserError
 from ..result import Result
+from ..results.current import is_complete
 from ..results.rundir import read_manifest, read_summary, safe_name
 from ..results.stats import Estimate, category_estimates, headline_estimate
-from ..results.current import is_complete
 from ..results.summaries import differing_ids, judged_aggregate, reading_lines
 
 # Config keys that must agree for two runs' numbers on a benchmark to be comparable (the model may differ).

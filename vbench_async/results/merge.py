@@ -21,10 +21,18 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Mapping
 
 from ..errors import UserError
-from .manifest import iso, totals
-from .rundir import (PLAN_DIRNAME, RESULTS_DIRNAME, ShardId, manifest_path, read_manifest, read_summary,
-                     summary_path, write_json)
 from .lines import read_lines
+from .manifest import iso, totals
+from .rundir import (
+    PLAN_DIRNAME,
+    RESULTS_DIRNAME,
+    ShardId,
+    manifest_path,
+    read_manifest,
+    read_summary,
+    summary_path,
+    write_json,
+)
 from .store import ResultStore, StoreLocked
 from .summaries import records_subset, summarize_benchmark
 
@@ -272,7 +280,7 @@ class _merge_lock:
     def __init__(self, run_dir: Path):
         self.path = Path(run_dir) / PLAN_DIRNAME / ".merge.lock"
 
-    def __enter__(self) -> "_merge_lock":
+    def __enter__(self) -> _merge_lock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(self.path, "a+")
         fcntl.flock(self._fh, fcntl.LOCK_EX)

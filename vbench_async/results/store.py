@@ -22,8 +22,8 @@ from typing import Any, Callable, Iterable, Mapping
 from ..errors import UserError
 from ..failure_kinds import environment_fault, is_final
 from ..result import Result
-from .rundir import ShardId, results_path
 from .lines import BadLine, check_line, read_lines
+from .rundir import ShardId, results_path
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
@@ -64,7 +64,7 @@ class ResultStore:
         return {sid for sid, done in read_lines(self.path, view=settles).items() if done["done"]}
 
     # -- writing -----------------------------------------------------------------------------------------------------
-    def open(self) -> "ResultStore":
+    def open(self) -> ResultStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock_fh = open(self.path.with_suffix(".lock"), "a+")
         try:
@@ -130,7 +130,7 @@ class ResultStore:
             self._lock_fh.close()
             self._lock_fh = None
 
-    def __enter__(self) -> "ResultStore":
+    def __enter__(self) -> ResultStore:
         return self.open()
 
     def __exit__(self, *exc: object) -> None:

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import UserError
-from .manifest import iso
-from .rundir import JUDGE_DIRNAME, read_json, write_json
 from ..result import Result
 from ..scoring.judges import judge_for
 from .lines import read_lines
+from .manifest import iso
+from .rundir import JUDGE_DIRNAME, read_json, write_json
 from .store import ResultStore, config_hash
 
 STATE_FILE = "judge.json"

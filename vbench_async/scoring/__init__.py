@@ -10,8 +10,8 @@ Modules: `extract` and `letters` (named answer-extraction steps), `tasks` / `gro
 """
 
 from .base import Reading, Score, UnknownTaskType
-from .official import PROTOCOLS
 from .metrics import box_iou, interval_iou, mean_relative_accuracy, recall_at_iou
+from .official import PROTOCOLS
 from .router import check_sample, format_score, reward, reward_parts, score
 from .task_types import TASK_TYPES, TaskType, canonical_or_given, canonical_task_type, known_task_types, task_type
 

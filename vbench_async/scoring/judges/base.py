@@ -39,7 +39,7 @@ class JudgeItem:
     official: Mapping[str, Any] | None = None  # the official reading of the output (Reading.to_dict)
 
     @classmethod
-    def from_result(cls, line: Result | Mapping[str, Any]) -> "JudgeItem":
+    def from_result(cls, line: Result | Mapping[str, Any]) -> JudgeItem:
         r = Result.of(line)
         return cls(sample_id=r.sample_id, benchmark=r.benchmark, question=r.question,
                    reference=reference_text(r.answer), output=r.output or "", options=tuple(r.options),
@@ -81,11 +81,11 @@ class Outcome:
     info: dict[str, Any] = field(default_factory=dict)  # what the protocol read on the way (JSON)
 
     @classmethod
-    def of(cls, correct: bool, **info: Any) -> "Outcome":
+    def of(cls, correct: bool, **info: Any) -> Outcome:
         return cls(1.0 if correct else 0.0, "correct" if correct else "incorrect", None, info)
 
     @classmethod
-    def failed(cls, kind: str, message: str, **info: Any) -> "Outcome":
+    def failed(cls, kind: str, message: str, **info: Any) -> Outcome:
         return cls(None, None, {"kind": kind, "message": message}, info)
 
 
