@@ -63,7 +63,7 @@ class Sample:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Sample":
+    def from_dict(cls, d: Mapping[str, Any]) -> Sample:
         window = d.get("window")
         return cls(
             benchmark=d["benchmark"],
@@ -173,7 +173,7 @@ def _interned(value: Any) -> Any:
     return sys.intern(value) if isinstance(value, str) and len(value) <= 64 else value
 
 
-_FIELDS: dict[tuple, dict[str, Any]] = {}  # shared `fields` dicts: samples are immutable, nobody writes to them
+_FIELDS: dict[tuple[Any, ...], dict[str, Any]] = {}  # shared `fields` dicts: samples are immutable, never written
 
 
 def _shared_fields(extras: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,8 @@ def split_current(results: Iterable[Result], current_ids: Collection[str] | None
     """(lines of current samples, ids of the others). `current_ids` None: every line is current."""
     if current_ids is None:
         return list(results), []
-    kept, stale = [], []
+    kept: list[Result] = []
+    stale: list[Result] = []
     for r in results:
         (kept if r.sample_id in current_ids else stale).append(r)
     return kept, [r.sample_id for r in stale]

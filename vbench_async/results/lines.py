@@ -14,7 +14,7 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, TypeVar, overload
 
 from ..result import error_problem, result_problem, score_problem
 
@@ -90,16 +90,17 @@ def check_line(line: str, path: Path) -> None:
         raise InvalidResult(f"refusing to write an invalid line to {path}: {problem}")
 
 
-def _whole(line: dict[str, Any]) -> dict[str, Any]:
-    return line
-
-
-def read_lines(path: Path, view: Callable[[dict[str, Any]], T] = _whole,  # type: ignore[assignment]
-               problems: list[BadLine] | None = None) -> dict[str, T]:
+@overload
+def read_lines(path: Path, view: None = None, problems: list[BadLine] | None = None) -> dict[str, dict[str, Any]]: ...
+@overload
+def read_lines(path: Path, view: Callable[[dict[str, Any]], T], problems: list[BadLine] | None = None
+               ) -> dict[str, T]: ...
+def read_lines(path: Path, view: Callable[[dict[str, Any]], Any] | None = None,
+               problems: list[BadLine] | None = None) -> dict[str, Any]:
     """Valid lines keyed by sample id (a retried sample's latest line wins, in first-seen order), each mapped through
     `view`. A torn last line (a crash mid-write) is skipped silently: that sample was never done. Every other line
     left out is appended to `problems` and logged once per file."""
-    out: dict[str, T] = {}
+    out: dict[str, Any] = {}
     bad: list[BadLine] = []
     if not path.exists():
         return out
@@ -120,7 +121,7 @@ def read_lines(path: Path, view: Callable[[dict[str, Any]], T] = _whole,  # type
                 continue
             sid = rec["sample_id"]
             out.pop(sid, None)  # keep insertion order of the latest line
-            out[sid] = view(rec)
+            out[sid] = view(rec) if view is not None else rec
     if bad:
         _report(path, bad)
         if problems is not None:

@@ -220,7 +220,7 @@ def _write(run_dir: Path, checks: list[MergeCheck]) -> dict[str, Any]:
                        if (b := ((sh["summary"] or {}).get("benchmarks") or {}).get(s.benchmark))), None)
         benchmarks[s.benchmark] = summarize_benchmark(run_dir, get_benchmark(s.benchmark), store.path,
                                                       s.config_hash, len(s.sample_ids), subset=subset)
-    first = next((sh["summary"] for sh in shards if sh["summary"]), {})
+    first: dict[str, Any] = next((sh["summary"] for sh in shards if sh["summary"]), {})
     summary = {
         "model": first.get("model", run_dir.name),
         "family": first.get("family"),
@@ -253,7 +253,7 @@ def _manifest(shards: list[dict[str, Any]], benchmarks: Mapping[str, Mapping[str
     merged = copy.deepcopy(manifests[0]) if manifests else {}
     per_benchmark = merged.setdefault("benchmarks", {})
     for bid, agg in benchmarks.items():
-        entry = per_benchmark.get(bid) or next((copy.deepcopy(m["benchmarks"][bid]) for m in manifests
+        entry: dict[str, Any] = per_benchmark.get(bid) or next((copy.deepcopy(m["benchmarks"][bid]) for m in manifests
                                                 if bid in m.get("benchmarks", {})), {})
         entry.update(results_file=agg["results_file"], config_hash=agg["config_hash"],
                      counts={k: agg[k] for k in ("n_expected", "n_total", "n_scored", "n_failed", "complete")

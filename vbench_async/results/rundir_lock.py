@@ -33,7 +33,7 @@ class RunDirLock:
         self.shared = shared
         self._fh: IO[str] | None = None
 
-    def acquire(self) -> "RunDirLock":
+    def acquire(self) -> RunDirLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fh = open(self.path, "a+", encoding="utf-8")
         try:
@@ -62,7 +62,7 @@ class RunDirLock:
             self._fh.close()
             self._fh = None
 
-    def __enter__(self) -> "RunDirLock":
+    def __enter__(self) -> RunDirLock:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:

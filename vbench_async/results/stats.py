@@ -169,11 +169,12 @@ def combine_independent(estimates: Sequence[Estimate], level: float = 0.95,
     if not estimates or any(e.value is None for e in estimates):
         return Estimate(None, None, None, None, sum(e.n for e in estimates), 0, level)
     k = len(estimates)
-    theta = sum(e.value for e in estimates) / k  # type: ignore[misc]
+    theta = sum(e.value or 0.0 for e in estimates) / k  # every value is set (above)
     n, g = sum(e.n for e in estimates), sum(e.n_clusters for e in estimates)
-    if any(e.se is None for e in estimates):
+    ses = [e.se for e in estimates]
+    if any(s is None for s in ses):
         return Estimate(theta, None, None, None, n, g, level)
-    se = math.sqrt(sum(e.se**2 for e in estimates)) / k  # type: ignore[operator]
+    se = math.sqrt(sum(s**2 for s in ses if s is not None)) / k
     z = _normal_quantile(0.5 + level / 2.0)
     low, high = theta - z * se, theta + z * se
     if bounds is not None:
@@ -285,10 +286,10 @@ def headline_estimate(lines: Sequence[Line], aggregation: Any = None, level: flo
         merged_of = {part: m for m, parts in (params.get("merge") or {}).items() for part in parts}
         present = set(groups)
         final = {merged_of.get(g, g) for g in present}  # groups after folding the merged parts
-        size = defaultdict(int)
+        size: dict[str, int] = defaultdict(int)
         for g in present:
             size[merged_of.get(g, g)] += 1
-        weights = {g: 1.0 / (len(final) * size[merged_of.get(g, g)]) for g in present}
+        weights: dict[Hashable, float] = {g: 1.0 / (len(final) * size[merged_of.get(g, g)]) for g in present}
         return estimate([ys[i] for i in keep], [cl[i] for i in keep], groups, weights, level, unit)
     if kind == "hierarchical":
         task_field, category_field = params["levels"]
@@ -299,10 +300,10 @@ def headline_estimate(lines: Sequence[Line], aggregation: Any = None, level: flo
             tasks_in[c].add(t)
         strata = list(zip(cats, tasks))
         if params.get("overall") == "tasks":  # OVO-Bench: every task weighs the same, whatever its category
-            weights = {s: 1.0 / len(set(strata)) for s in set(strata)}
+            strata_weights: dict[Hashable, float] = {s: 1.0 / len(set(strata)) for s in set(strata)}
         else:
-            weights = {(c, t): 1.0 / (len(tasks_in) * len(tasks_in[c])) for c, t in set(strata)}
-        return estimate(ys, cl, strata, weights, level, unit)
+            strata_weights = {(c, t): 1.0 / (len(tasks_in) * len(tasks_in[c])) for c, t in set(strata)}
+        return estimate(ys, cl, strata, strata_weights, level, unit)
     return None
 
 

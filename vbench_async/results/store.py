@@ -16,8 +16,9 @@ import os
 import uuid
 from collections import Counter
 from dataclasses import dataclass
+from io import FileIO
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TextIO
 
 from ..errors import UserError
 from ..failure_kinds import environment_fault, is_final
@@ -50,8 +51,8 @@ class ResultStore:
         return results_path(self.run_dir, self.benchmark_id, self.config_hash, self.shard)
 
     def __post_init__(self) -> None:
-        self._fh = None
-        self._lock_fh = None
+        self._fh: FileIO | None = None
+        self._lock_fh: TextIO | None = None
 
     # -- reading -----------------------------------------------------------------------------------------------------
     def completed_ids(self, retry_failed: bool = False) -> set[str]:
@@ -91,6 +92,8 @@ class ResultStore:
     def write_lines(self, lines: list[str]) -> None:
         """Append encoded lines with one write and one fsync (results/writer.py batches them); on a disk fault
         the file is cut back to where it was, so none of them is half there."""
+        if self._fh is None:
+            raise RuntimeError("open the store before writing to it")
         data = memoryview("".join(lines).encode("utf-8"))
         fd = self._fh.fileno()
         start = os.lseek(fd, 0, os.SEEK_END)

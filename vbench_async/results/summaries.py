@@ -116,7 +116,8 @@ class ReadingAggregate:
         if interval:
             out["interval"] = interval
         if self.reading is not None:
-            robust = {k: self.robust[k] for k in ("score", "headline", "headline_status") if k in self.robust}
+            robust: dict[str, Any] = {k: self.robust[k] for k in ("score", "headline", "headline_status")
+                                      if k in self.robust}
             robust_interval = _interval(self.estimates.get("robust"), robust.get("score"))
             if robust_interval:
                 robust["interval"] = robust_interval

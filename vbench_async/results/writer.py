@@ -25,7 +25,7 @@ class _Job:
     store: ResultStore
     result: Result | Mapping[str, Any]
     loop: asyncio.AbstractEventLoop
-    done: asyncio.Future
+    done: asyncio.Future[None]
 
 
 _STOP = object()
@@ -35,12 +35,12 @@ class ResultWriter:
     """Appends results from a thread; use as a context manager around the loop that awaits `write`."""
 
     def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="results", daemon=True)
         self.fsyncs = 0  # how many fsyncs the written lines took (lines / fsyncs: the group-commit factor)
         self.lines = 0
 
-    def __enter__(self) -> "ResultWriter":
+    def __enter__(self) -> ResultWriter:
         self._thread.start()
         return self
 
@@ -71,7 +71,7 @@ class ResultWriter:
                 except queue.Empty:
                     break
             stop = any(job is _STOP for job in batch)
-            self._write([job for job in batch if job is not _STOP])
+            self._write([job for job in batch if isinstance(job, _Job)])
             if stop:
                 return
 
