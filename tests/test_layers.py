@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "vbench_async"
@@ -155,3 +156,18 @@ def test_function_level_and_relative_imports_are_seen():
     edges = graph()
     assert "frames" in edges["runner"]  # `from .frames import FrameCache` inside run()
     assert "results.store" in edges["results.summaries"] and "errors" in edges["results.store"]
+
+
+def test_the_architecture_doc_names_every_layer_prefix():
+    # docs/architecture.md's layer table is the readable copy of LAYERS: each prefix in its layer's row.
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = [line for line in doc.splitlines() if line.startswith("| ") and ". " in line.split("|")[1]]
+    assert len(rows) == len(LAYERS)
+    missing = []
+    for row, (layer, prefixes) in zip(rows, LAYERS.items()):
+        named = set(re.findall(r"`([^`]+)`", row.split("|")[2]))
+        for prefix in filter(None, prefixes):
+            path = prefix.replace(".", "/")
+            if not {path, f"{path}/"} & named:
+                missing.append(f"{layer}: {prefix}")
+    assert not missing, "layers missing from docs/architecture.md's table: " + ", ".join(missing)
