@@ -22,8 +22,7 @@ from vbench_async.backends.openai import ServerSettings
 from vbench_async.errors import UserError
 from vbench_async.resources import data_dir
 from vbench_async.runner import RunConfig
-from vbench_async.serve import client
-from vbench_async.serve import api
+from vbench_async.serve import api, client
 from vbench_async.serve.api import MAX_BODY, make_http_server
 from vbench_async.serve.server import EvalServer
 
@@ -47,7 +46,7 @@ def serving(base: RunConfig, token: str | None = None) -> Iterator[tuple[EvalSer
 
 def openai_base(url: str, cache: Path) -> RunConfig:
     """The server settings of a `serve --backend openai` against `url` (the fault server's answers)."""
-    return RunConfig(model="tiny-qwen2.5-vl", backend="openai", cache_dir=cache, preprocess_workers=1,
+    return RunConfig(model="tiny-qwen2.5-vl", backend="openai", cache_dir=cache, decode_workers=1,
                      server=ServerSettings(base_url=url, max_retries=RETRIES, request_timeout=TIMEOUT_S))
 
 

@@ -73,7 +73,7 @@ def manifest(model: ModelRef, run_config: Mapping[str, Any], backend_options: Ma
             "counts": {k: agg[k] for k in _COUNTS if k in agg} or {"n_expected": p.n_total},
         }
     sampling = dict(run_config["sampling"])
-    return scrub({
+    recorded: dict[str, Any] = scrub({
         "manifest_version": MANIFEST_VERSION,
         "model": model_identity(model),
         "backend": {"name": run_config["backend"], **dict(loop_stats.get("backend", {})),
@@ -96,6 +96,7 @@ def manifest(model: ModelRef, run_config: Mapping[str, Any], backend_options: Ma
         "duration_s": round(finished_at - started_at, 3),
         "judge": dict(judge) if judge else None,
     })
+    return recorded
 
 
 def totals(benchmarks: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

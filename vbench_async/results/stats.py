@@ -273,7 +273,7 @@ def headline_estimate(lines: Sequence[Line], aggregation: Any = None, level: flo
     kind = getattr(aggregation, "kind", "micro")
     unit = (0.0, 1.0)
     params = getattr(aggregation, "params", {}) or {}
-    results = [r for r in results if not r.get("dropped") or r.get("error")]  # as the aggregation leaves them out
+    results = [r for r in results if not r.dropped or r.failed]  # as the aggregation leaves them out
     ys = [value(r) for r in results]
     cl = [cluster_of(r) for r in results]
     if kind in ("micro", "by_field", "temporal_grounding"):
