@@ -131,8 +131,11 @@ class Result:
 
     @classmethod
     def of(cls, line: Result | Mapping[str, Any]) -> Result:
-        """`line` as a Result (a Result is returned as it is)."""
-        return line if isinstance(line, Result) else cls.read(line)
+        """`line` as a Result (a Result is returned as it is). An in-memory line without an id (a hand-made one, as
+        aggregation tests pass) reads as "(unnamed)"; a stored line always has one (`results.lines`)."""
+        if isinstance(line, Result):
+            return line
+        return cls.read(line if "sample_id" in line else {**line, "sample_id": "(unnamed)"})
 
     # -- what a line says --------------------------------------------------------------------------------------------
     @property
