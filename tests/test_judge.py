@@ -107,6 +107,7 @@ def test_recorded_verdicts_drive_the_summary_and_the_site(tmp_path):
                        samples={"vcrbench": _open_ended(6)})
     (run_dir / "leaderboard").mkdir()
     (run_dir / "leaderboard" / "index.html").write_text("old site")
+    (run_dir / "leaderboard" / ".vbench-async-site").write_text('{"files": ["index.html"]}')  # an earlier build's
     block = json.loads((run_dir / "summary.json").read_text())["benchmarks"]["vcrbench"]
     results = read_results(run_dir / block["results_file"])
     cfg = JudgeConfig(model="tiny-qwen2.5-vl")
