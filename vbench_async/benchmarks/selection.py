@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..errors import SampleError
 from ..samples import Sample
+from .include import add_include
 from .registry import Benchmark, resolve_benchmarks
 
 
@@ -24,12 +25,18 @@ class Selection:
         "help": "only the first N records of each benchmark", "min": 1})
     allow_outside_root: bool = field(default=False, metadata={
         "help": "accept annotation paths that point outside the data root (absolute, ../, symlinks)"})
+    # Folders of users' own cards (absolute): part of the selection, so a run's manifest remembers where its cards
+    # live and `judge`, `leaderboard`, `compare` and `merge` find them. Its flag is `--include` (cli/include.py, where
+    # `--help` reads it without importing the registry).
+    include: tuple[Path, ...] = ()
 
     @property
     def empty(self) -> bool:
         return not self.suite and not self.benchmarks
 
     def resolve(self) -> list[Benchmark]:
+        if self.include:
+            add_include(*self.include)
         return resolve_benchmarks(self.suite, list(self.benchmarks) if self.benchmarks else None)
 
     def samples(self, benchmark: Benchmark) -> list[Sample | SampleError]:
