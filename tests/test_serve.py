@@ -34,13 +34,15 @@ TOKEN = "s3cret-token"
 
 @pytest.mark.parametrize("body,message", [
     ({}, "say what to evaluate"),
-    ({"suite": "demo", "colour": "red"}, "unknown job field"),
-    ({"suite": "demo", "max_samples": 0}, "max_samples must be an integer >= 1"),
-    ({"suite": "demo", "concurrency": "lots"}, "concurrency must be an integer"),
-    ({"suite": "demo", "mode": "preprocess"}, "mode must be one of"),
-    ({"suite": "demo", "sampling": {"max_tokenz": 5}}, "unexpected keyword argument 'max_tokenz'"),
-    ({"suite": "demo", "frames": {"max_frames": "8"}}, "max_frames must be number"),
-    ({"benchmarks": [1, 2]}, "benchmarks must be a list of strings"),
+    ({"selection": {"suite": "demo"}, "colour": "red"}, r"unknown field\(s\) colour"),
+    ({"selection": {"suite": "demo", "max_samples": 0}}, "selection.max_samples must be at least 1"),
+    ({"selection": {"suite": "demo"}, "concurrency": "lots"}, "concurrency must be int"),
+    ({"selection": {"suite": "demo"}, "mode": "preprocess"}, "mode must be auto, eval or both"),
+    ({"selection": {"suite": "demo"}, "sampling": {"max_tokenz": 5}}, r"unknown field\(s\) sampling.max_tokenz"),
+    ({"selection": {"suite": "demo"}, "frame_overrides": {"max_frames": "8"}}, "frame_overrides.max_frames must be int"),
+    ({"selection": {"suite": "demo"}, "engine": {"max_num_seqs": 2}}, r"job field\(s\) engine are the server's own"),
+    ({"selection": {"suite": "demo"}, "cache_dir": "/tmp/c"}, r"job field\(s\) cache_dir are the server's own"),
+    ({"selection": {"benchmarks": [1, 2]}}, r"selection.benchmarks\[0\] must be str"),
     ([1], "a job is a JSON object"),
 ])
 def test_a_bad_job_is_refused_before_it_queues(body, message) -> None:
@@ -49,14 +51,16 @@ def test_a_bad_job_is_refused_before_it_queues(body, message) -> None:
 
 
 def test_a_job_becomes_the_run_config_of_its_fields() -> None:
-    spec = JobSpec.from_json({"benchmarks": "demo-mc,demo-tg", "frames": {"max_frames": 8},
+    spec = JobSpec.from_json({"selection": {"benchmarks": ["demo-mc", "demo-tg"]}, "frame_overrides": {"max_frames": 8},
                               "sampling": {"max_tokens": 7}, "output_dir": "/tmp/x", "concurrency": 3})
     base = RunConfig(model="tiny-qwen2.5-vl", backend="openai", concurrency=16)
     cfg = spec.run_config(base)
     assert cfg.selection.benchmarks == ("demo-mc", "demo-tg") and cfg.frame_overrides == {"max_frames": 8}
     assert cfg.sampling.max_tokens == 7 and cfg.concurrency == 3 and cfg.backend == "openai"
+    assert cfg.sampling.top_p == 1.0  # a nested field the job leaves out keeps its value
     assert cfg.model == "tiny-qwen2.5-vl" and str(cfg.output_dir) == "/tmp/x" and not cfg.progress
     assert JobSpec.from_json(spec.to_json()) == spec  # what GET /jobs/ID shows is a job again
+    assert JobSpec.from_json({"selection": {"suite": "demo"}}).run_config(base).concurrency == 16  # the server's
 
 
 def test_beyond_loopback_a_token_is_required() -> None:
@@ -85,11 +89,11 @@ def test_the_http_layer_checks_the_token_and_reports_errors(http_server) -> None
         urllib.request.urlopen(http_server + "/health", timeout=5)
     assert denied.value.code == 401
     assert client.health(http_server, TOKEN)["ok"]
-    with pytest.raises(UserError, match="HTTP 400: unknown job field"):
-        client.submit(http_server, {"suite": "demo", "colour": 1}, TOKEN)
+    with pytest.raises(UserError, match=r"HTTP 400: unknown field\(s\) colour"):
+        client.submit(http_server, {"selection": {"suite": "demo"}, "colour": 1}, TOKEN)
     with pytest.raises(UserError, match="HTTP 404: no job 'nope'"):
         client.status(http_server, "nope", TOKEN)
-    job = client.submit(http_server, {"benchmarks": ["no-such-bench"]}, TOKEN)
+    job = client.submit(http_server, {"selection": {"benchmarks": ["no-such-bench"]}}, TOKEN)
     done = client.wait(http_server, job["id"], TOKEN, poll_s=0.05)
     assert done["status"] == "failed" and "unknown benchmark 'no-such-bench'" in done["error"]
     with pytest.raises(UserError, match="cannot reach the evaluation server"):
@@ -148,7 +152,8 @@ def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vll
                         "--output-dir", str(tmp_path / "one"), env={"VBENCH_ASYNC_SERVE_TOKEN": TOKEN})
         assert first.returncode == 0, first.stderr[-3000:]
         assert re.search(r"my-clips\s.*\s4\s+0\s+complete", first.stdout), first.stdout
-        job = client.submit(url, {"benchmarks": ["my-clips"], "include": [str(cards)], "data_root": str(data),
+        job = client.submit(url, {"selection": {"benchmarks": ["my-clips"], "include": [str(cards)],
+                                                "data_root": str(data)},
                                   "sampling": {"max_tokens": 8}, "output_dir": str(tmp_path / "two")}, TOKEN)
         second = client.wait(url, job["id"], TOKEN, poll_s=0.1)
         assert second["status"] == "done" and second["progress"] == {"done": 4, "total": 4}, second
@@ -156,7 +161,7 @@ def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vll
         assert_complete(tmp_path / "two", "my-clips", 4)
 
         # A running job (cancelled while it plans 66 questions) and one queued behind it.
-        demo = {"suite": "demo", "mode": "eval", "sampling": {"max_tokens": 8}}
+        demo = {"selection": {"suite": "demo"}, "mode": "eval", "sampling": {"max_tokens": 8}}
         running = client.submit(url, {**demo, "output_dir": str(tmp_path / "three")}, TOKEN)
         queued = client.submit(url, {**demo, "output_dir": str(tmp_path / "four")}, TOKEN)
         wait_status(url, running["id"], {"running"}, TOKEN)
@@ -180,7 +185,7 @@ def test_the_server_keeps_its_engine_across_jobs_and_swaps_it_for_another_model(
     try:
         walls = []
         for name in ("one", "two"):
-            job = client.submit(url, {"benchmarks": ["demo-mc"], "sampling": {"max_tokens": 8},
+            job = client.submit(url, {"selection": {"benchmarks": ["demo-mc"]}, "sampling": {"max_tokens": 8},
                                       "output_dir": str(tmp_path / name)})
             done = client.wait(url, job["id"], poll_s=0.2)
             assert done["status"] == "done", done
@@ -188,7 +193,8 @@ def test_the_server_keeps_its_engine_across_jobs_and_swaps_it_for_another_model(
             assert_complete(tmp_path / name, "demo-mc", 11)
         assert client.health(url)["engine_starts"] == 1
         assert walls[1] < walls[0] / 2, walls  # the second job pays no engine start-up
-        job = client.submit(url, {"model": "tiny-qwen2-vl", "benchmarks": ["demo-mc"], "sampling": {"max_tokens": 8},
+        job = client.submit(url, {"model": "tiny-qwen2-vl", "selection": {"benchmarks": ["demo-mc"]},
+                                  "sampling": {"max_tokens": 8},
                                   "output_dir": str(tmp_path / "other")})
         assert client.wait(url, job["id"], poll_s=0.2)["status"] == "done"
         assert_complete(tmp_path / "other", "demo-mc", 11)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .backends.base import Backend, Request, SamplingParams
-from .backends.factory import make_backend
+from .backends.factory import backend_field, backend_kind, make_backend
 from .backends.openai import ServerSettings
 from .backends.vllm import VLLMSettings
 from .errors import EngineDead, SampleError
@@ -41,14 +41,22 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class JudgeConfig:
-    model: str
-    backend: str = "vllm"
+    """A judge pass's settings, declared once (the fields with a `help` are `vbench-async judge`'s flags)."""
+
+    model: str = field(metadata={
+        "flag": "--judge-model", "help": "judge model: a model directory, hub id or tiny-* model (vllm, hf), or the "
+                                         "served model name (openai)"})
+    backend: str = backend_field("where the judge runs: in-process vLLM, an OpenAI-compatible server, or "
+                                 "transformers")
     engine: VLLMSettings = field(default_factory=VLLMSettings)  # backend vllm
     server: ServerSettings = field(default_factory=ServerSettings)  # backend openai (`served_model` is not used)
-    max_tokens: int | None = None  # None: each protocol step's own limit; set it for reasoning judges
-    seed: int = 0
-    concurrency: int = 8
-    retry_failed: bool = False
+    max_tokens: int | None = field(default=None, metadata={
+        "min": 1, "help": "tokens per judge reply (default: each protocol step's own limit; raise it for reasoning "
+                          "judges)"})
+    seed: int = field(default=0, metadata={"help": "sampling seed (decoding is greedy)"})
+    concurrency: int = field(default=8, metadata={
+        "min": 1, "help": "judge requests in flight (also the vLLM engine's sequences at once)"})
+    retry_failed: bool = field(default=False, metadata={"help": "judge again the items whose verdict was unparsable"})
 
 
 def resolve_identity(cfg: JudgeConfig) -> tuple[ModelRef, JudgeIdentity]:
@@ -56,7 +64,7 @@ def resolve_identity(cfg: JudgeConfig) -> tuple[ModelRef, JudgeIdentity]:
     from .models import resolve
 
     sampling = SamplingParams(temperature=0.0, max_tokens=cfg.max_tokens or 0, seed=cfg.seed).to_dict()
-    if cfg.backend == "openai":
+    if not backend_kind(cfg.backend).in_process:
         ref = ModelRef(name=cfg.model, path=cfg.model, family="served", fingerprint=f"served:{cfg.model}")
     else:
         ref = resolve(cfg.model)

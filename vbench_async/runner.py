@@ -24,6 +24,7 @@ from . import settings
 from .backends.factory import backend_field, backend_kind, make_backend
 from .backends.openai import ServerSettings
 from .backends.vllm import VLLMSettings
+from .benchmarks.include import included
 from .benchmarks.prompts import PromptSettings
 from .benchmarks.selection import Selection
 from .errors import DataMissing, SampleError, UserError
@@ -136,8 +137,9 @@ def run(cfg: RunConfig, on_plan: Callable[[WorkloadPlan | None, dict[str, str]],
     model = resolve_model(cfg)
     run_dir = run_dir_for(cfg, model)
     run_dir.mkdir(parents=True, exist_ok=True)
-    # One writer per run directory, whatever its config (the shards of one run share it).
-    with RunDirLock(run_dir, shared=bool(cfg.shard)):
+    # One writer per run directory, whatever its config (the shards of one run share it). The selection's own card
+    # folders are known for the run only (a server job's must not outlive it).
+    with RunDirLock(run_dir, shared=bool(cfg.shard)), included(*cfg.selection.include):
         return _run_locked(cfg, model, run_dir, t_start, on_plan, backends)
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from ..errors import SampleError
 from ..samples import Sample
-from .include import add_include
 from .registry import Benchmark, resolve_benchmarks
 
 
@@ -35,8 +34,6 @@ class Selection:
         return not self.suite and not self.benchmarks
 
     def resolve(self) -> list[Benchmark]:
-        if self.include:
-            add_include(*self.include)
         return resolve_benchmarks(self.suite, list(self.benchmarks) if self.benchmarks else None)
 
     def samples(self, benchmark: Benchmark) -> list[Sample | SampleError]:

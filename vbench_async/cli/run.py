@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import signal
 import sys
@@ -36,116 +35,10 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
-# RunConfig's own flags, by the group `--help` shows them in (the nested settings are groups of their own).
-OUTPUT_FLAGS = ("output_dir", "name", "cache_dir", "cache_max_gb", "progress")
-HOW_FLAGS = ("backend", "mode", "retry_failed", "thinking", "judge_model", "concurrency", "loaders", "queue_size",
-             "preprocess_workers")
-
-
 def add_options(p: argparse.ArgumentParser) -> None:
-    from ..backends.base import SamplingParams
-    from ..backends.openai import ServerSettings
-    from ..backends.vllm import VLLMSettings
-    from ..benchmarks.prompts import PromptSettings
-    from ..benchmarks.selection import Selection
-    from ..frames.overrides import FrameOverrides
-    from ..runner import RunConfig
-    from .include import add_include_option
-    from .console import add_verbose
-    from .options import add_fields, add_group
+    from .run_options import add_run_options
 
-    what = add_group(p, Selection)
-    add_include_option(what)
-    add_fields(what, RunConfig, only=("model",))
-
-    out = add_group(p, RunConfig, "output", only=OUTPUT_FLAGS)
-    out.add_argument("--no-site", action="store_true", help="do not write the HTML leaderboard into the run directory")
-
-    add_group(p, RunConfig, "how", only=HOW_FLAGS)
-    add_group(p, PromptSettings)
-
-    frames = add_group(p, FrameOverrides, exclude=("max_frames",))
-    cap = next(f for f in dataclasses.fields(FrameOverrides) if f.name == "max_frames")
-    frames.add_argument("--max-frames", dest="max_frames", type=frame_budgets, action=_Budgets, default=None,
-                        metavar="N[,N...]", help=cap.metadata["help"])
-    p.set_defaults(frame_budgets=None)
-    add_group(p, SamplingParams)
-    add_group(p, VLLMSettings)
-
-    scale = p.add_argument_group("scale-out (docs/scale-out.md)")
-    scale.add_argument("--shard", metavar="K/N",
-                       help="evaluate only shard K of N (K counts from 0): a cost-balanced slice that keeps each "
-                            "video's questions together, written to its own result files in OUTPUT_DIR; the last "
-                            "shard to finish merges them (or run `vbench-async merge OUTPUT_DIR`). 'auto' reads it "
-                            "from the launcher: VBENCH_ASYNC_SHARD, torchrun's RANK/WORLD_SIZE, a Slurm array's "
-                            "SLURM_ARRAY_TASK_ID/COUNT, or srun's SLURM_PROCID/SLURM_NTASKS")
-    scale.add_argument("--gpus", default="auto", metavar="LIST|auto",
-                       help="devices for this process's engine, tensor-parallel x data-parallel of them, e.g. 2,3 "
-                            "(indices into CUDA_VISIBLE_DEVICES when that is set). auto: with several processes per "
-                            "node (torchrun LOCAL_RANK, srun SLURM_LOCALID) process L takes the L-th block; "
-                            "otherwise CUDA_VISIBLE_DEVICES is left as it is")
-
-    add_group(p, ServerSettings)
-    add_verbose(p)
-
-    remote = p.add_argument_group("evaluation server (docs/serve.md)")
-    remote.add_argument("--server", metavar="URL",
-                        help="submit the run as a job to `vbench-async serve` at URL and wait for it; the server's "
-                             "backend, engine and frame cache are used (their options here are ignored)")
-    remote.add_argument("--server-token", help="the server's token (default: $VBENCH_ASYNC_SERVE_TOKEN)")
-
-
-def frame_budgets(text: str) -> tuple[int, ...]:
-    """`--max-frames 32` or `--max-frames 16,32,64`: positive whole numbers."""
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    try:
-        budgets = tuple(int(p) for p in parts)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a frame count or a comma-separated list of them: {text!r}") from None
-    if not budgets or any(b <= 0 for b in budgets):
-        raise argparse.ArgumentTypeError(f"frame counts must be positive whole numbers: {text!r}")
-    return budgets
-
-
-class _Budgets(argparse.Action):
-    """`--max-frames 32` or `16,32,64`: the first is the run's frame cap (`max_frames`); all of them, in
-    `frame_budgets`, a sweep's budgets."""
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        setattr(namespace, self.dest, values[0])
-        namespace.frame_budgets = values
-
-
-def config_from_args(args: argparse.Namespace, shard: Shard | None = None) -> RunConfig:
-    """The RunConfig of parsed `run` options (also `plan`'s and `run --server`'s): every field from its flag."""
-    from ..backends.base import SamplingParams
-    from ..backends.factory import backend_kind
-    from ..backends.openai import ServerSettings
-    from ..backends.vllm import VLLMSettings
-    from ..benchmarks.include import include_dirs
-    from ..benchmarks.prompts import PromptSettings
-    from ..benchmarks.selection import Selection
-    from ..benchmarks.registry import check_data_root
-    from ..frames.overrides import FrameOverrides
-    from ..runner import RunConfig
-    from .options import from_args, values_from_args
-
-    selection = from_args(Selection, args, include=tuple(include_dirs()))  # --include and $VBENCH_ASYNC_INCLUDE
-    if selection.empty:
-        raise UserError("say what to evaluate: --suite NAME or --benchmarks a,b (see `vbench-async list`)")
-    check_data_root(selection.data_root)  # a broken data map fails now, whatever the benchmarks' sources
-    cfg = RunConfig(
-        **values_from_args(RunConfig, args),
-        selection=selection,
-        prompt=from_args(PromptSettings, args),
-        sampling=from_args(SamplingParams, args),
-        frame_overrides=from_args(FrameOverrides, args).to_dict(),
-        engine=from_args(VLLMSettings, args),
-        server=from_args(ServerSettings, args),
-        shard=shard,
-    )
-    backend_kind(cfg.backend).check(cfg.server)
-    return cfg
+    add_run_options(p)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -160,6 +53,8 @@ def main(args: argparse.Namespace) -> int:
 
         return run_on_server(args)
     shard = resolve_shard(args.shard)
+    from .run_options import config_from_args
+
     cfg = config_from_args(args, shard)
     if args.frame_budgets and len(args.frame_budgets) > 1:
         return sweep_main(args, cfg)
@@ -234,9 +129,17 @@ def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
     from .plan_view import print_plan_lines
     from ..sweep import run_sweep
 
+    from ..backends.factory import backend_kind
+    from .console import engine_console, engine_log_path
+
     signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
     budgets = list(args.frame_budgets)
-    report, summaries = run_sweep(cfg, budgets, on_plan=print_plan_lines)
+    in_process = backend_kind(cfg.backend).in_process
+
+    def console(run_dir: Path):  # each budget's run gets `run`'s console, its engine's logs in its own directory
+        return engine_console(engine_log_path(run_dir), verbose=args.verbose, engine_in_process=in_process)
+
+    report, summaries = run_sweep(cfg, budgets, on_plan=print_plan_lines, console=console)
     if report:
         print(f"frames for {len(budgets)} budgets: {report['unique']} entries, {report['cached']} written in "
               f"{report['passes']} decode pass(es), {report['reused']} reused, {report['failed']} failed")

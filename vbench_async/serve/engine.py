@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, TypeVar
 
 from ..backends.base import Backend, Completion, Request
-from ..backends.factory import make_backend
+from ..backends.factory import backend_kind, make_backend
 from ..backends.openai import ServerSettings
 from ..backends.vllm import VLLMSettings
 
@@ -68,7 +68,7 @@ class EngineKeeper:
                 if self._kept is None or self._kept.key != key:
                     self._replace(_Kept(key, make_backend(kind, model_path, engine=engine, server=server,
                                                           concurrency=concurrency),
-                                        engine if kind == "vllm" else None))
+                                        engine if backend_kind(kind).sizes_context else None))
                 kept = self._kept
             return KeptBackend(self, kept, on_start)
 
