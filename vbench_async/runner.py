@@ -77,7 +77,7 @@ class RunConfig:
         "help": "keep the frame cache under this size: least recently used entries are evicted while the work goes "
                 "on, never one this work still needs; what does not fit is decoded on demand (default: "
                 "$VBENCH_ASYNC_CACHE_MAX_GB, else no limit)"})
-    backend: str = backend_field()
+    backend: str = backend_field(job=False)
     mode: str = field(default="auto", metadata={
         "choices": MODES,
         "help": "preprocess: fill the frame cache only; eval: no preprocessing pass (misses are decoded in the "

@@ -58,10 +58,10 @@ def backend_kind(name: str) -> BackendKind:
         raise UserError(f"unknown backend {name!r}; choose from {', '.join(BACKENDS)}") from None
 
 
-def backend_field(help: str | None = None) -> Any:
+def backend_field(help: str | None = None, **metadata: Any) -> Any:
     """The `backend` setting of a settings dataclass (a run's, a judge's): one declaration of its flag."""
     text = help or "; ".join(f"{k.name}: {k.help}" for k in KINDS.values())
-    return field(default=DEFAULT_BACKEND, metadata={"help": text, "choices": BACKENDS})
+    return field(default=DEFAULT_BACKEND, metadata={"help": text, "choices": BACKENDS, **metadata})
 
 
 def make_backend(kind: str, model_path: str, engine: VLLMSettings | None = None,

@@ -8,8 +8,12 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import UserError
+
+if TYPE_CHECKING:
+    from ..runner import RunConfig
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -61,18 +65,26 @@ def add_options(p: argparse.ArgumentParser) -> None:
     add_verbose(p)
 
 
-def main(args: argparse.Namespace) -> int:
+def base_config(args: argparse.Namespace) -> RunConfig:
+    """The server's own settings (every job runs with them): RunConfig's fields from `serve`'s flags."""
     from ..backends.factory import backend_kind
     from ..backends.openai import ServerSettings
     from ..backends.vllm import VLLMSettings
     from ..runner import RunConfig
-    from .console import engine_console, engine_log_path
     from .options import from_args, values_from_args
 
     base = RunConfig(**values_from_args(RunConfig, args, only=("model", *SERVE_FLAGS)),
                      engine=from_args(VLLMSettings, args), server=from_args(ServerSettings, args), progress=False)
+    backend_kind(base.backend).check(base.server)
+    return base
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..backends.factory import backend_kind
+    from .console import engine_console, engine_log_path
+
+    base = base_config(args)
     kind = backend_kind(base.backend)
-    kind.check(base.server)
     with engine_console(engine_log_path(args.log_dir), verbose=args.verbose, engine_in_process=kind.in_process):
         return _serve(args, base)
 
