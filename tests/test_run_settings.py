@@ -201,3 +201,53 @@ def test_run_server_records_the_prompt_variant_the_name_and_the_judge_in_the_job
     assert json.loads((out / "summary.json").read_text())["model"] == "mine"
     assert run["selection"]["include"] == [str(cards.resolve())]  # the run remembers where its card lives
     assert (out / "logs" / "engine.log").is_file()  # the job's log, as `run` writes one
+
+
+def test_judge_finds_the_runs_own_cards_and_says_so_before_an_engine_when_they_are_gone(tmp_path, includes, capsys):
+    """`judge RUN_DIR` on a run of an included card needs no --include (the manifest remembers the folder); with the
+    folder gone it exits 2 naming it, before its console (and so any engine) starts."""
+    import shutil
+
+    saved = list(include._added)
+    cards, data = open_card(tmp_path)
+    out = tmp_path / "run"
+    assert cli.main(["run", "--model", "tiny-qwen2.5-vl", "--include", str(cards), "--benchmarks", "my-open",
+                     "--data-root", str(data), "--output-dir", str(out), "--no-site", "--no-progress",
+                     "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1"]) == 1
+    include._added[:] = saved  # a new process: only the manifest knows the folder now
+    judge = ["judge", str(out), "--judge-model", "J", "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
+             "--no-site"]
+    assert cli.main(judge) == 0, capsys.readouterr().err
+    include._added[:] = saved
+    shutil.move(cards, tmp_path / "moved")
+    log = out / "logs" / "engine.log"
+    size = log.stat().st_size
+    capsys.readouterr()
+    assert cli.main(judge) == 2
+    err = capsys.readouterr().err
+    assert f"this run's benchmark 'my-open' has no card; the run read its cards from {cards.resolve()}, which is " \
+           "gone" in err, err
+    assert log.stat().st_size == size  # the judge's console never opened: no engine was started
+
+
+def test_a_no_op_rerun_keeps_the_earlier_record_and_says_all_is_done(tmp_path, includes, capsys):
+    """Re-running a finished run: its start line says "N of N already done, nothing to run", and summary.json and
+    manifest.json keep the earlier run's stats and timings, with the re-check's time beside them."""
+    cards, data = open_card(tmp_path)
+    out = tmp_path / "run"
+    argv = ["run", "--model", "tiny-qwen2.5-vl", "--include", str(cards), "--benchmarks", "my-open", "--data-root",
+            str(data), "--output-dir", str(out), "--no-site", "--no-progress", "--backend", "openai", "--base-url",
+            "http://127.0.0.1:9/v1"]
+    assert cli.main(argv) == 1  # its two samples fail (videos gone): a complete run of two recorded failures
+    first_summary = json.loads((out / "summary.json").read_text())
+    first_manifest = json.loads((out / "manifest.json").read_text())
+    assert first_summary["complete"] and first_summary["run"]
+    capsys.readouterr()
+    assert cli.main(argv) == 1
+    assert "start: model tiny-qwen2.5-vl: 2 of 2 already done, nothing to run" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert summary["run"] == first_summary["run"] and summary["wall_s"] == first_summary["wall_s"]
+    for key in ("throughput", "started_at", "finished_at", "duration_s"):
+        assert manifest[key] == first_manifest[key], key
+    assert len(manifest["rechecked_at"]) == 1 and summary["rechecked_at"] == manifest["rechecked_at"]

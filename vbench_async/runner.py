@@ -167,6 +167,8 @@ def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
     plans = [_plan(b, model, cfg, run_dir, samples, selection, cache.decoder) for b, samples in loaded]
     del loaded  # the plans hold what is still to run; finished samples need not stay in memory
     workload = workload_plan(cfg, model, plans, cache, not_run) if cfg.mode != "preprocess" else None
+    if workload is not None:  # the start line says how much of the selection a resumed run already has
+        workload.n_done = sum(p.n_total - len(p.entries) for p in plans)
     if on_plan is not None:
         on_plan(workload, not_run)
     if workload is not None and backend_kind(cfg.backend).sizes_context:
@@ -203,6 +205,7 @@ def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
             started_at=t_start,
             shard=cfg.shard,
             not_run=not_run,
+            recheck=not pending and cfg.mode != "preprocess" and not interrupted,
         )
     except OSError as exc:
         if stopped is None:
