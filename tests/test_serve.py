@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ENGINE_GROUP, REPO, SERVED, run_cli, stop
+from test_cli_console import ENGINE_MARKERS
 from test_include import included_run_args, my_clips  # noqa: F401 - the session's clips, their frames cached
 from vbench_async.cli import main as cli_main
 from vbench_async.errors import UserError
@@ -103,11 +104,13 @@ def test_the_http_layer_checks_the_token_and_reports_errors(http_server) -> None
 # -- a real `serve` process -------------------------------------------------------------------------------------------
 
 
-def start_serve(*args: str, token: str | None = None) -> tuple[subprocess.Popen, str]:
-    """`vbench-async serve ARGS --port 0`; returns the process and its URL (from its first line)."""
+def start_serve(*args: str, token: str | None = None, console: Path | None = None) -> tuple[subprocess.Popen, str]:
+    """`vbench-async serve ARGS --port 0`; returns the process and its URL (from its first line). `console`: a file
+    for its stderr (its stdout stays the pipe: `served_console` reads the rest)."""
     env = {**os.environ, **({"VBENCH_ASYNC_SERVE_TOKEN": token} if token else {})}
+    err = console.open("w") if console is not None else subprocess.DEVNULL
     proc = subprocess.Popen([sys.executable, "-m", "vbench_async", "serve", "--port", "0", *args], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True)
     line = proc.stdout.readline()
     match = re.search(r"on (http://127\.0\.0\.1:\d+)", line)
     if not match:
@@ -144,13 +147,17 @@ def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vll
     cards = tmp_path / "cards"
     assert cli_main(["new-benchmark", "my-clips", "--from-records", str(recs), "--data-root", str(data), "-o",
                      str(cards)]) == 0
+    console = tmp_path / "serve-console.txt"
     proc, url = start_serve("--model", SERVED, "--backend", "openai", "--base-url", vllm_server, "--served-model",
-                            SERVED, "--cache-dir", str(cache), "--workers", "1", token=TOKEN)
+                            SERVED, "--cache-dir", str(cache), "--workers", "1", "--log-dir", str(tmp_path / "serve"),
+                            token=TOKEN, console=console)
     try:
         # One job from `run --server` (its --include travels with the job), one from the client library.
         first = run_cli("run", "--server", url, "--model", SERVED, *included_run_args(cards, data, cache),
                         "--output-dir", str(tmp_path / "one"), env={"VBENCH_ASYNC_SERVE_TOKEN": TOKEN})
         assert first.returncode == 0, first.stderr[-3000:]
+        assert [m for m in ENGINE_MARKERS if m in first.stdout + first.stderr] == []  # `run`'s quiet console
+        assert (tmp_path / "one" / "logs" / "engine.log").is_file()  # the job's log in its run directory
         assert re.search(r"my-clips\s.*\s4\s+0\s+complete", first.stdout), first.stdout
         job = client.submit(url, {"selection": {"benchmarks": ["my-clips"], "include": [str(cards)],
                                                 "data_root": str(data)},
@@ -175,13 +182,17 @@ def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vll
     finally:
         stop(proc, 60)
     assert proc.returncode == 0
+    served = console.read_text() + proc.stdout.read()
+    assert [m for m in ENGINE_MARKERS if m in served] == [], served[-3000:]
 
 
 @pytest.mark.slow
 @pytest.mark.vllm
 @ENGINE_GROUP
 def test_the_server_keeps_its_engine_across_jobs_and_swaps_it_for_another_model(tmp_path: Path) -> None:
-    proc, url = start_serve("--model", "tiny-qwen2.5-vl", "--cache-dir", str(tmp_path / "cache"), "--workers", "1")
+    console = tmp_path / "serve-console.txt"
+    proc, url = start_serve("--model", "tiny-qwen2.5-vl", "--cache-dir", str(tmp_path / "cache"), "--workers", "1",
+                            "--log-dir", str(tmp_path / "serve"), console=console)
     try:
         walls = []
         for name in ("one", "two"):
@@ -202,3 +213,6 @@ def test_the_server_keeps_its_engine_across_jobs_and_swaps_it_for_another_model(
         assert health["engine_starts"] == 2 and "tiny-qwen2-vl" in health["kept"]["model"]
     finally:
         stop(proc, 60)
+    served = console.read_text() + proc.stdout.read()
+    assert [m for m in ENGINE_MARKERS if m in served] == [], served[-3000:]  # the engine's output: serve's log
+    assert re.search(r"EngineCore pid=\d+ INFO vllm\.", (tmp_path / "serve" / "logs" / "engine.log").read_text())
