@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator
 
-from .backends.base import Backend, NoRequests, SamplingParams
+from .backends.base import CONCURRENCY, Backend, NoRequests, SamplingParams
 from . import settings
 from .backends.factory import backend_field, backend_kind, make_backend
 from .backends.openai import ServerSettings
@@ -29,7 +29,8 @@ from .benchmarks.prompts import PromptSettings
 from .benchmarks.selection import Selection
 from .errors import DataMissing, SampleError, UserError
 from .frames.overrides import FrameOverrides
-from .pipeline import Pipeline, PlanEntry, Progress, WorkItem, group_by_video
+from .frames.preprocess import WORKERS as DECODE_WORKERS
+from .pipeline import LOADERS, QUEUE_SIZE, Pipeline, PlanEntry, Progress, WorkItem, group_by_video
 from .results.manifest import PlannedBenchmark, plain
 from .failure_kinds import EnvironmentFault
 from .results.rundir_lock import RunDirLock
@@ -87,11 +88,11 @@ class RunConfig:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     # FrameSpec fields over the card's preset: FrameOverrides.to_dict()
     frame_overrides: dict[str, int | float] = field(default_factory=dict, metadata={"as": FrameOverrides})
-    concurrency: int = field(default=16, metadata={"help": "requests in flight", **_COUNT})
-    loaders: int = field(default=2, metadata={"job": False, "help": "frame-loading threads", **_COUNT})
-    queue_size: int = field(default=32, metadata={
+    concurrency: int = field(default=CONCURRENCY, metadata={"help": "requests in flight", **_COUNT})
+    loaders: int = field(default=LOADERS, metadata={"job": False, "help": "frame-loading threads", **_COUNT})
+    queue_size: int = field(default=QUEUE_SIZE, metadata={
         "job": False, "help": "loaded samples waiting for a free request slot", **_COUNT})
-    preprocess_workers: int = field(default=2, metadata={
+    preprocess_workers: int = field(default=DECODE_WORKERS, metadata={
         "job": False, "flag": "--workers", "help": "decoder processes for preprocessing", **_COUNT})
     retry_failed: bool = field(default=False, metadata={
         "help": "re-run samples whose stored result is a failure, and decode again videos that failed before "

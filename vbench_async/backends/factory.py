@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UserError
-from .base import Backend
+from .base import CONCURRENCY, Backend
 from .openai import OpenAIBackend, ServerSettings
 from .vllm import VLLMBackend, VLLMSettings
 
@@ -23,7 +23,7 @@ class BackendKind:
     def check(self, server: ServerSettings | None = None) -> None:
         """What this kind needs before anything starts (a server kind needs the server's URL)."""
         if self.settings is ServerSettings and not (server and server.base_url):
-            raise UserError(f"the {self.name} backend needs the server's URL: --base-url (e.g. "
+            raise UserError(f"the {self.name} backend needs the server's URL, base_url (e.g. "
                             "http://127.0.0.1:8000/v1)")
 
     def options(self, engine: VLLMSettings, server: ServerSettings, concurrency: int) -> dict[str, Any]:
@@ -65,7 +65,7 @@ def backend_field(help: str | None = None, **metadata: Any) -> Any:
 
 
 def make_backend(kind: str, model_path: str, engine: VLLMSettings | None = None,
-                 server: ServerSettings | None = None, concurrency: int = 16) -> Backend:
+                 server: ServerSettings | None = None, concurrency: int = CONCURRENCY) -> Backend:
     """`kind`: vllm (in-process AsyncLLM, `engine`), openai (a server, `server`; at most `concurrency` requests in
     flight) or hf (transformers). Building starts nothing: `await backend.start()` does."""
     record = backend_kind(kind)
