@@ -153,7 +153,10 @@ def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vll
                             token=TOKEN, console=console)
     try:
         # One job from `run --server` (its --include travels with the job), one from the client library.
-        first = run_cli("run", "--server", url, "--model", SERVED, *included_run_args(cards, data, cache),
+        # (the frame cache and decoder workers are the server's: a job that sets them is refused)
+        job_args = [a for a in included_run_args(cards, data, cache) if a not in ("--cache-dir", str(cache),
+                                                                                  "--workers", "1")]
+        first = run_cli("run", "--server", url, "--model", SERVED, *job_args,
                         "--output-dir", str(tmp_path / "one"), env={"VBENCH_ASYNC_SERVE_TOKEN": TOKEN})
         assert first.returncode == 0, first.stderr[-3000:]
         assert [m for m in ENGINE_MARKERS if m in first.stdout + first.stderr] == []  # `run`'s quiet console
