@@ -160,7 +160,7 @@ def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
     ref, identity = resolve_identity(cfg)
     work: list[tuple[JudgeStore, Mapping[str, Any]]] = []
     stores: list[JudgeStore] = []
-    n_skipped = 0
+    n_skipped = n_skipped_failed = 0
     for b in summary["benchmarks"].values():
         results_path = run_dir / b["results_file"]
         store = judge_store(run_dir, results_path, identity.key)
@@ -172,6 +172,7 @@ def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
             prev = done.get(r["sample_id"])
             if prev and is_current(prev, r) and not (cfg.retry_failed and prev.get("error")):
                 n_skipped += 1
+                n_skipped_failed += bool(prev.get("error"))  # judged before, unparsably: not "done"
                 continue
             todo.append(r)
         if todo:
@@ -196,7 +197,7 @@ def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
                 s.close()
     activate_judge(run_dir, identity)
     new = recompute_summary(run_dir)
-    new["judge_pass"] = {**counts, "n_skipped": n_skipped, "judge_id": identity.judge_id, "key": identity.key}
+    new["judge_pass"] = {**counts, "n_skipped": n_skipped, "n_skipped_failed": n_skipped_failed, "judge_id": identity.judge_id, "key": identity.key}
     return new
 
 

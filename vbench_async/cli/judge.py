@@ -73,8 +73,11 @@ def main(args: argparse.Namespace) -> int:
                         engine_in_process=kind.in_process):
         summary = judge_run_dir(args.run_dir, cfg)
     jp = summary["judge_pass"]
+    earlier_failed = jp.get("n_skipped_failed", 0)
     print(f"judge {jp['judge_id']}: {jp['n_judged']} judged, {jp['n_judge_failed']} judge failure(s), "
-          f"{jp['n_skipped']} already judged")
+          f"{jp['n_skipped'] - earlier_failed} already judged"
+          + (f", {earlier_failed} judged before without a usable verdict (--retry-failed judges them again)"
+             if earlier_failed else ""))
     print()
     print_table(summary)
     if not args.no_site and has_site(args.run_dir):

@@ -147,6 +147,8 @@ def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
     for budget, summary in zip(budgets, summaries):
         print(f"\nmax_frames={budget}: {summary['run_dir']}")
         print_table(summary)
+        if not args.no_site:  # each budget's directory is an ordinary run's: its own site too
+            write_run_site(Path(summary["run_dir"]))
         failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
         code = code or (1 if failed or not summary["complete"] else 0)
     if summaries and not args.no_site:
