@@ -23,7 +23,7 @@ class BackendKind:
     def check(self, server: ServerSettings | None = None) -> None:
         """What this kind needs before anything starts (a server kind needs the server's URL)."""
         if self.settings is ServerSettings and not (server and server.base_url):
-            raise UserError(f"the {self.name} backend needs the server's URL, base_url (e.g. "
+            raise UserError(f"the {self.name} backend needs the server's URL, base_url (--base-url, e.g. "
                             "http://127.0.0.1:8000/v1)")
 
     def options(self, engine: VLLMSettings, server: ServerSettings, concurrency: int) -> dict[str, Any]:
