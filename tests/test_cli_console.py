@@ -216,3 +216,62 @@ def test_the_openai_backend_reads_the_model_list_before_the_first_request():
         asyncio.run(start("served-a"))
     finally:
         server.shutdown()
+
+
+# -- the same console for every pass: sweeps, `serve`, `judge`, `run --server` -----------------------------------------
+
+
+def test_each_budget_of_a_sweep_writes_its_own_engine_log(tmp_path, capsys):
+    """A frame-budget sweep's passes each run under `run`'s console: each budget's run logs into its own
+    logs/engine.log (samples whose videos are gone: no engine, so the default suite checks the wiring in seconds; the
+    slow test below runs real engines and reads the console)."""
+    from test_run_settings import open_card
+
+    from vbench_async.benchmarks import include
+
+    saved = list(include._added)
+    cards, data = open_card(tmp_path)
+    out = tmp_path / "sweep"
+    try:
+        code = cli.main(["run", "--model", "tiny-qwen2.5-vl", "--include", str(cards), "--benchmarks", "my-open",
+                         "--data-root", str(data), "--max-frames", "4,8", "--output-dir", str(out), "--no-site",
+                         "--no-progress", "--mode", "eval", "--backend", "openai", "--base-url",
+                         "http://127.0.0.1:9/v1"])
+    finally:
+        include._added[:] = saved
+    assert code == 1, capsys.readouterr().err[-3000:]  # the samples' videos are gone: recorded failures
+    for budget in (4, 8):
+        assert (out / f"max_frames-{budget}" / "logs" / "engine.log").is_file(), budget
+
+
+@pytest.mark.slow  # two in-process engine starts
+@ENGINE_GROUP
+@pytest.mark.vllm
+def test_a_sweep_prints_no_engine_line_and_each_budget_has_the_engines_log(tmp_path):
+    out = tmp_path / "sweep"
+    proc = run_cli("run", "--model", "tiny-qwen2.5-vl", "--benchmarks", "demo-mc", "--max-samples", "2",
+                   "--max-tokens", "4", "--max-frames", "4,8", "--no-progress", "--no-site", "--workers", "1",
+                   "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache"), timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    console = proc.stdout + proc.stderr
+    assert [m for m in ENGINE_MARKERS if m in console] == [], console[-3000:]
+    for budget in (4, 8):
+        log = (out / f"max_frames-{budget}" / "logs" / "engine.log").read_text()
+        assert re.search(r"EngineCore pid=\d+ INFO vllm\.", log), budget
+
+
+@pytest.mark.slow  # an in-process judge engine
+@ENGINE_GROUP
+@pytest.mark.vllm
+def test_judge_prints_no_engine_line_and_logs_the_engine_in_the_run(tmp_path):
+    from test_judge import _answers, _open_ended
+    from test_leaderboard_runs import make_run
+
+    run_dir = make_run(tmp_path / "run", "model-oe", _answers, benchmarks=("vcrbench",),
+                       samples={"vcrbench": _open_ended(3)})
+    proc = run_cli("judge", str(run_dir), "--judge-model", "tiny-qwen2.5-vl", "--max-tokens", "4", "--no-site",
+                   timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    console = proc.stdout + proc.stderr
+    assert [m for m in ENGINE_MARKERS if m in console] == [], console[-3000:]
+    assert re.search(r"EngineCore pid=\d+ INFO vllm\.", (run_dir / "logs" / "engine.log").read_text())

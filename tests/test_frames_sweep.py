@@ -12,7 +12,7 @@ import pytest
 from conftest import run_cli
 from support.videos import frame_index, write_video
 
-from vbench_async.cli.run import frame_budgets
+from vbench_async.cli.run_options import frame_budgets
 from vbench_async.frames import FrameCache, FrameSpec, VideoJob, preprocess
 from vbench_async.frames.extract import decode_video, decode_video_specs
 

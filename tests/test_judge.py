@@ -121,8 +121,8 @@ def test_recorded_verdicts_drive_the_summary_and_the_site(tmp_path):
                           "verdict": verdict, "score": None if verdict is None else float(verdict == "correct"),
                           "error": None if verdict else {"kind": "judge_unparsable", "message": "?"}})
     summary = judge_run_dir(run_dir, cfg)
-    assert summary["judge_pass"] == {"n_judged": 0, "n_judge_failed": 0, "n_skipped": 5,
-                                     "judge_id": identity.judge_id, "key": identity.key}
+    assert summary["judge_pass"] == {"n_judged": 0, "n_judge_failed": 0, "n_skipped": 5, "n_skipped_failed": 1,
+                                     "judge_id": identity.judge_id, "key": identity.key}  # oe-4: unparsable before
     assert main(["judge", str(run_dir), "--judge-model", cfg.model]) == 0  # the command also rebuilds the site
     b = summary["benchmarks"]["vcrbench"]
     # oe-4 still needs a verdict, so the headline stays empty ("needs judge"): ROUGE never stands in for accuracy.

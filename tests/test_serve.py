@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ENGINE_GROUP, REPO, SERVED, run_cli, stop
+from test_cli_console import ENGINE_MARKERS
 from test_include import included_run_args, my_clips  # noqa: F401 - the session's clips, their frames cached
 from vbench_async.cli import main as cli_main
 from vbench_async.errors import UserError
@@ -34,13 +35,15 @@ TOKEN = "s3cret-token"
 
 @pytest.mark.parametrize("body,message", [
     ({}, "say what to evaluate"),
-    ({"suite": "demo", "colour": "red"}, "unknown job field"),
-    ({"suite": "demo", "max_samples": 0}, "max_samples must be an integer >= 1"),
-    ({"suite": "demo", "concurrency": "lots"}, "concurrency must be an integer"),
-    ({"suite": "demo", "mode": "preprocess"}, "mode must be one of"),
-    ({"suite": "demo", "sampling": {"max_tokenz": 5}}, "unexpected keyword argument 'max_tokenz'"),
-    ({"suite": "demo", "frames": {"max_frames": "8"}}, "max_frames must be number"),
-    ({"benchmarks": [1, 2]}, "benchmarks must be a list of strings"),
+    ({"selection": {"suite": "demo"}, "colour": "red"}, r"unknown field\(s\) colour"),
+    ({"selection": {"suite": "demo", "max_samples": 0}}, "selection.max_samples must be at least 1"),
+    ({"selection": {"suite": "demo"}, "concurrency": "lots"}, "concurrency must be int"),
+    ({"selection": {"suite": "demo"}, "mode": "preprocess"}, "mode must be auto, eval or both"),
+    ({"selection": {"suite": "demo"}, "sampling": {"max_tokenz": 5}}, r"unknown field\(s\) sampling.max_tokenz"),
+    ({"selection": {"suite": "demo"}, "frame_overrides": {"max_frames": "8"}}, "frame_overrides.max_frames must be int"),
+    ({"selection": {"suite": "demo"}, "engine": {"max_num_seqs": 2}}, r"job field\(s\) engine are the server's own"),
+    ({"selection": {"suite": "demo"}, "cache_dir": "/tmp/c"}, r"job field\(s\) cache_dir are the server's own"),
+    ({"selection": {"benchmarks": [1, 2]}}, r"selection.benchmarks\[0\] must be str"),
     ([1], "a job is a JSON object"),
 ])
 def test_a_bad_job_is_refused_before_it_queues(body, message) -> None:
@@ -49,14 +52,16 @@ def test_a_bad_job_is_refused_before_it_queues(body, message) -> None:
 
 
 def test_a_job_becomes_the_run_config_of_its_fields() -> None:
-    spec = JobSpec.from_json({"benchmarks": "demo-mc,demo-tg", "frames": {"max_frames": 8},
+    spec = JobSpec.from_json({"selection": {"benchmarks": ["demo-mc", "demo-tg"]}, "frame_overrides": {"max_frames": 8},
                               "sampling": {"max_tokens": 7}, "output_dir": "/tmp/x", "concurrency": 3})
     base = RunConfig(model="tiny-qwen2.5-vl", backend="openai", concurrency=16)
     cfg = spec.run_config(base)
     assert cfg.selection.benchmarks == ("demo-mc", "demo-tg") and cfg.frame_overrides == {"max_frames": 8}
     assert cfg.sampling.max_tokens == 7 and cfg.concurrency == 3 and cfg.backend == "openai"
+    assert cfg.sampling.top_p == 1.0  # a nested field the job leaves out keeps its value
     assert cfg.model == "tiny-qwen2.5-vl" and str(cfg.output_dir) == "/tmp/x" and not cfg.progress
     assert JobSpec.from_json(spec.to_json()) == spec  # what GET /jobs/ID shows is a job again
+    assert JobSpec.from_json({"selection": {"suite": "demo"}}).run_config(base).concurrency == 16  # the server's
 
 
 def test_beyond_loopback_a_token_is_required() -> None:
@@ -85,11 +90,11 @@ def test_the_http_layer_checks_the_token_and_reports_errors(http_server) -> None
         urllib.request.urlopen(http_server + "/health", timeout=5)
     assert denied.value.code == 401
     assert client.health(http_server, TOKEN)["ok"]
-    with pytest.raises(UserError, match="HTTP 400: unknown job field"):
-        client.submit(http_server, {"suite": "demo", "colour": 1}, TOKEN)
+    with pytest.raises(UserError, match=r"HTTP 400: unknown field\(s\) colour"):
+        client.submit(http_server, {"selection": {"suite": "demo"}, "colour": 1}, TOKEN)
     with pytest.raises(UserError, match="HTTP 404: no job 'nope'"):
         client.status(http_server, "nope", TOKEN)
-    job = client.submit(http_server, {"benchmarks": ["no-such-bench"]}, TOKEN)
+    job = client.submit(http_server, {"selection": {"benchmarks": ["no-such-bench"]}}, TOKEN)
     done = client.wait(http_server, job["id"], TOKEN, poll_s=0.05)
     assert done["status"] == "failed" and "unknown benchmark 'no-such-bench'" in done["error"]
     with pytest.raises(UserError, match="cannot reach the evaluation server"):
@@ -99,11 +104,13 @@ def test_the_http_layer_checks_the_token_and_reports_errors(http_server) -> None
 # -- a real `serve` process -------------------------------------------------------------------------------------------
 
 
-def start_serve(*args: str, token: str | None = None) -> tuple[subprocess.Popen, str]:
-    """`vbench-async serve ARGS --port 0`; returns the process and its URL (from its first line)."""
+def start_serve(*args: str, token: str | None = None, console: Path | None = None) -> tuple[subprocess.Popen, str]:
+    """`vbench-async serve ARGS --port 0`; returns the process and its URL (from its first line). `console`: a file
+    for its stderr (its stdout stays the pipe: `served_console` reads the rest)."""
     env = {**os.environ, **({"VBENCH_ASYNC_SERVE_TOKEN": token} if token else {})}
+    err = console.open("w") if console is not None else subprocess.DEVNULL
     proc = subprocess.Popen([sys.executable, "-m", "vbench_async", "serve", "--port", "0", *args], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True)
     line = proc.stdout.readline()
     match = re.search(r"on (http://127\.0\.0\.1:\d+)", line)
     if not match:
@@ -140,15 +147,23 @@ def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vll
     cards = tmp_path / "cards"
     assert cli_main(["new-benchmark", "my-clips", "--from-records", str(recs), "--data-root", str(data), "-o",
                      str(cards)]) == 0
+    console = tmp_path / "serve-console.txt"
     proc, url = start_serve("--model", SERVED, "--backend", "openai", "--base-url", vllm_server, "--served-model",
-                            SERVED, "--cache-dir", str(cache), "--workers", "1", token=TOKEN)
+                            SERVED, "--cache-dir", str(cache), "--workers", "1", "--log-dir", str(tmp_path / "serve"),
+                            token=TOKEN, console=console)
     try:
         # One job from `run --server` (its --include travels with the job), one from the client library.
-        first = run_cli("run", "--server", url, "--model", SERVED, *included_run_args(cards, data, cache),
+        # (the frame cache and decoder workers are the server's: a job that sets them is refused)
+        job_args = [a for a in included_run_args(cards, data, cache) if a not in ("--cache-dir", str(cache),
+                                                                                  "--workers", "1")]
+        first = run_cli("run", "--server", url, "--model", SERVED, *job_args,
                         "--output-dir", str(tmp_path / "one"), env={"VBENCH_ASYNC_SERVE_TOKEN": TOKEN})
         assert first.returncode == 0, first.stderr[-3000:]
+        assert [m for m in ENGINE_MARKERS if m in first.stdout + first.stderr] == []  # `run`'s quiet console
+        assert (tmp_path / "one" / "logs" / "engine.log").is_file()  # the job's log in its run directory
         assert re.search(r"my-clips\s.*\s4\s+0\s+complete", first.stdout), first.stdout
-        job = client.submit(url, {"benchmarks": ["my-clips"], "include": [str(cards)], "data_root": str(data),
+        job = client.submit(url, {"selection": {"benchmarks": ["my-clips"], "include": [str(cards)],
+                                                "data_root": str(data)},
                                   "sampling": {"max_tokens": 8}, "output_dir": str(tmp_path / "two")}, TOKEN)
         second = client.wait(url, job["id"], TOKEN, poll_s=0.1)
         assert second["status"] == "done" and second["progress"] == {"done": 4, "total": 4}, second
@@ -156,7 +171,7 @@ def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vll
         assert_complete(tmp_path / "two", "my-clips", 4)
 
         # A running job (cancelled while it plans 66 questions) and one queued behind it.
-        demo = {"suite": "demo", "mode": "eval", "sampling": {"max_tokens": 8}}
+        demo = {"selection": {"suite": "demo"}, "mode": "eval", "sampling": {"max_tokens": 8}}
         running = client.submit(url, {**demo, "output_dir": str(tmp_path / "three")}, TOKEN)
         queued = client.submit(url, {**demo, "output_dir": str(tmp_path / "four")}, TOKEN)
         wait_status(url, running["id"], {"running"}, TOKEN)
@@ -170,17 +185,21 @@ def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vll
     finally:
         stop(proc, 60)
     assert proc.returncode == 0
+    served = console.read_text() + proc.stdout.read()
+    assert [m for m in ENGINE_MARKERS if m in served] == [], served[-3000:]
 
 
 @pytest.mark.slow
 @pytest.mark.vllm
 @ENGINE_GROUP
 def test_the_server_keeps_its_engine_across_jobs_and_swaps_it_for_another_model(tmp_path: Path) -> None:
-    proc, url = start_serve("--model", "tiny-qwen2.5-vl", "--cache-dir", str(tmp_path / "cache"), "--workers", "1")
+    console = tmp_path / "serve-console.txt"
+    proc, url = start_serve("--model", "tiny-qwen2.5-vl", "--cache-dir", str(tmp_path / "cache"), "--workers", "1",
+                            "--log-dir", str(tmp_path / "serve"), console=console)
     try:
         walls = []
         for name in ("one", "two"):
-            job = client.submit(url, {"benchmarks": ["demo-mc"], "sampling": {"max_tokens": 8},
+            job = client.submit(url, {"selection": {"benchmarks": ["demo-mc"]}, "sampling": {"max_tokens": 8},
                                       "output_dir": str(tmp_path / name)})
             done = client.wait(url, job["id"], poll_s=0.2)
             assert done["status"] == "done", done
@@ -188,7 +207,8 @@ def test_the_server_keeps_its_engine_across_jobs_and_swaps_it_for_another_model(
             assert_complete(tmp_path / name, "demo-mc", 11)
         assert client.health(url)["engine_starts"] == 1
         assert walls[1] < walls[0] / 2, walls  # the second job pays no engine start-up
-        job = client.submit(url, {"model": "tiny-qwen2-vl", "benchmarks": ["demo-mc"], "sampling": {"max_tokens": 8},
+        job = client.submit(url, {"model": "tiny-qwen2-vl", "selection": {"benchmarks": ["demo-mc"]},
+                                  "sampling": {"max_tokens": 8},
                                   "output_dir": str(tmp_path / "other")})
         assert client.wait(url, job["id"], poll_s=0.2)["status"] == "done"
         assert_complete(tmp_path / "other", "demo-mc", 11)
@@ -196,3 +216,6 @@ def test_the_server_keeps_its_engine_across_jobs_and_swaps_it_for_another_model(
         assert health["engine_starts"] == 2 and "tiny-qwen2-vl" in health["kept"]["model"]
     finally:
         stop(proc, 60)
+    served = console.read_text() + proc.stdout.read()
+    assert [m for m in ENGINE_MARKERS if m in served] == [], served[-3000:]  # the engine's output: serve's log
+    assert re.search(r"EngineCore pid=\d+ INFO vllm\.", (tmp_path / "serve" / "logs" / "engine.log").read_text())

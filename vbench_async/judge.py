@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .backends.base import Backend, Request, SamplingParams
-from .backends.factory import make_backend
+from .backends.factory import backend_field, backend_kind, make_backend
 from .backends.openai import ServerSettings
 from .backends.vllm import VLLMSettings
 from .errors import EngineDead, SampleError
@@ -42,14 +42,22 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class JudgeConfig:
-    model: str
-    backend: str = "vllm"
+    """A judge pass's settings, declared once (the fields with a `help` are `vbench-async judge`'s flags)."""
+
+    model: str = field(metadata={
+        "flag": "--judge-model", "help": "judge model: a model directory, hub id or tiny-* model (vllm, hf), or the "
+                                         "served model name (openai)"})
+    backend: str = backend_field("where the judge runs: in-process vLLM, an OpenAI-compatible server, or "
+                                 "transformers")
     engine: VLLMSettings = field(default_factory=VLLMSettings)  # backend vllm
     server: ServerSettings = field(default_factory=ServerSettings)  # backend openai (`served_model` is not used)
-    max_tokens: int | None = None  # None: each protocol step's own limit; set it for reasoning judges
-    seed: int = 0
-    concurrency: int = 8
-    retry_failed: bool = False
+    max_tokens: int | None = field(default=None, metadata={
+        "min": 1, "help": "tokens per judge reply (default: each protocol step's own limit; raise it for reasoning "
+                          "judges)"})
+    seed: int = field(default=0, metadata={"help": "sampling seed (decoding is greedy)"})
+    concurrency: int = field(default=8, metadata={
+        "min": 1, "help": "judge requests in flight (also the vLLM engine's sequences at once)"})
+    retry_failed: bool = field(default=False, metadata={"help": "judge again the items whose verdict was unparsable"})
 
 
 def resolve_identity(cfg: JudgeConfig) -> tuple[ModelRef, JudgeIdentity]:
@@ -57,7 +65,7 @@ def resolve_identity(cfg: JudgeConfig) -> tuple[ModelRef, JudgeIdentity]:
     from .models import resolve
 
     sampling = SamplingParams(temperature=0.0, max_tokens=cfg.max_tokens or 0, seed=cfg.seed).to_dict()
-    if cfg.backend == "openai":
+    if not backend_kind(cfg.backend).in_process:
         ref = ModelRef(name=cfg.model, path=cfg.model, family="served", fingerprint=f"served:{cfg.model}")
     else:
         ref = resolve(cfg.model)
@@ -153,7 +161,7 @@ def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
     ref, identity = resolve_identity(cfg)
     work: list[tuple[JudgeStore, Result]] = []
     stores: list[JudgeStore] = []
-    n_skipped = 0
+    n_skipped = n_skipped_failed = 0
     for b in summary["benchmarks"].values():
         results_path = run_dir / b["results_file"]
         store = judge_store(run_dir, results_path, identity.key)
@@ -165,6 +173,7 @@ def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
             prev = done.get(r.sample_id)
             if prev and is_current(prev, r) and not (cfg.retry_failed and prev.get("error")):
                 n_skipped += 1
+                n_skipped_failed += bool(prev.get("error"))  # judged before, unparsably: not "done"
                 continue
             todo.append(r)
         if todo:
@@ -189,7 +198,7 @@ def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
                 s.close()
     activate_judge(run_dir, identity)
     new = recompute_summary(run_dir)
-    new["judge_pass"] = {**counts, "n_skipped": n_skipped, "judge_id": identity.judge_id, "key": identity.key}
+    new["judge_pass"] = {**counts, "n_skipped": n_skipped, "n_skipped_failed": n_skipped_failed, "judge_id": identity.judge_id, "key": identity.key}
     return new
 
 

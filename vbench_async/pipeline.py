@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import numpy as np
 
-from .backends.base import Backend, Completion, ImageInput, Request, SamplingParams, VideoInput, array_uuid
+from .backends.base import CONCURRENCY, Backend, Completion, ImageInput, Request, SamplingParams, VideoInput, array_uuid
 from .errors import EngineDead, SampleError, UserError
 from .result import Result
 from .failure_kinds import ENVIRONMENT_KINDS, environment_fault, is_environment_oserror
@@ -114,6 +114,10 @@ class LoopStats:
 
 
 _DONE = object()  # sentinel: no more work
+# The pipeline's defaults, declared once (RunConfig's fields default to them): frame-loading threads, and loaded
+# samples waiting for a free request slot.
+LOADERS = 2
+QUEUE_SIZE = 32
 
 
 class Progress(Protocol):
@@ -138,9 +142,9 @@ class Pipeline:
         load_image: Callable[[Path], np.ndarray],
         score: Callable[[Sample, str], Score],
         sampling: SamplingParams,
-        concurrency: int = 16,
-        loaders: int = 2,
-        queue_size: int = 32,
+        concurrency: int = CONCURRENCY,
+        loaders: int = LOADERS,
+        queue_size: int = QUEUE_SIZE,
         progress: Progress | None = None,
     ):
         self.backend = backend

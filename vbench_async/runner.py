@@ -17,16 +17,20 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator
 
-from .backends.base import Backend, NoRequests, SamplingParams
-from .backends.factory import make_backend
+from .backends.base import CONCURRENCY, Backend, NoRequests, SamplingParams
+from . import settings
+from .backends.factory import backend_field, backend_kind, make_backend
 from .backends.openai import ServerSettings
 from .backends.vllm import VLLMSettings
+from .benchmarks.include import included
 from .benchmarks.prompts import PromptSettings
 from .benchmarks.selection import Selection
 from .errors import DataMissing, SampleError, UserError
-from .pipeline import Pipeline, PlanEntry, Progress, WorkItem, group_by_video
+from .frames.overrides import FrameOverrides
+from .frames.preprocess import WORKERS as DECODE_WORKERS
+from .pipeline import LOADERS, QUEUE_SIZE, Pipeline, PlanEntry, Progress, WorkItem, group_by_video
 from .results.manifest import PlannedBenchmark, plain
 from .failure_kinds import EnvironmentFault
 from .results.rundir_lock import RunDirLock
@@ -52,29 +56,68 @@ BackendFactory = Callable[..., Backend]
 MODES = ("auto", "preprocess", "eval", "both")
 
 
+MODEL_HELP = ("model directory, hub id, or a built-in tiny model: tiny-qwen2-vl, tiny-qwen2.5-vl, tiny-qwen3-vl, "
+              "tiny-internvl, tiny-llava-onevision, tiny-glm-4.1v (random weights, for testing the pipeline; "
+              "`vbench-async list --models` shows the families)")
+_COUNT = {"min": 1}
+
+
 @dataclass
 class RunConfig:
-    model: str
+    """Every setting of a run, declared once: a field with a `help` is a command-line flag (`cli/options.py`), the
+    nested settings are their own groups, and `to_json`/`from_json` are the form a server job and training validation
+    pass (`settings.py`: the same bounds). Metadata `job` False: the server's own setting, refused in a job."""
+
+    model: str = field(metadata={"help": MODEL_HELP})
     selection: Selection = field(default_factory=Selection)
-    output_dir: Path | None = None
-    cache_dir: Path | None = None
-    cache_max_gb: float | None = None  # frame-cache budget (None: $VBENCH_ASYNC_CACHE_MAX_GB, else unbounded)
-    backend: str = "vllm"
-    mode: str = "auto"
-    thinking: bool = False
+    output_dir: Path | None = field(default=None, metadata={"help": "run directory (default: runs/<model name>)"})
+    cache_dir: Path | None = field(default=None, metadata={
+        "job": False, "help": "frame cache (default: $VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)"})
+    cache_max_gb: float | None = field(default=None, metadata={
+        "job": False, "min": 0,
+        "help": "keep the frame cache under this size: least recently used entries are evicted while the work goes "
+                "on, never one this work still needs; what does not fit is decoded on demand (default: "
+                "$VBENCH_ASYNC_CACHE_MAX_GB, else no limit)"})
+    backend: str = backend_field(job=False)
+    mode: str = field(default="auto", metadata={
+        "choices": MODES,
+        "help": "preprocess: fill the frame cache only; eval: no preprocessing pass (misses are decoded in the "
+                "background); both: preprocess, then evaluate; auto: eval if >=90%% of videos are cached"})
+    thinking: bool = field(default=False, metadata={"help": "use the reasoning prompt variant"})
     prompt: PromptSettings = field(default_factory=PromptSettings)  # which prompt variant each benchmark gets
     sampling: SamplingParams = field(default_factory=SamplingParams)
-    frame_overrides: dict[str, int | float] = field(default_factory=dict)  # FrameSpec fields over the card's preset
-    concurrency: int = 16
-    loaders: int = 2
-    queue_size: int = 32
-    decode_workers: int = 2  # processes decoding videos into the frame cache (--workers; training: data.decode_workers)
-    retry_failed: bool = False
-    engine: VLLMSettings = field(default_factory=VLLMSettings)  # backend vllm
-    server: ServerSettings = field(default_factory=ServerSettings)  # backend openai
-    progress: bool = True
-    shard: tuple[int, int] | None = None  # (K, N): evaluate only shard K of N (sharding.py); merge combines them
-    name: str | None = None  # the model's label in the summary and the default run directory (else from the path)
+    # FrameSpec fields over the card's preset: FrameOverrides.to_dict()
+    frame_overrides: dict[str, int | float] = field(default_factory=dict, metadata={"as": FrameOverrides})
+    concurrency: int = field(default=CONCURRENCY, metadata={"help": "requests in flight", **_COUNT})
+    loaders: int = field(default=LOADERS, metadata={"job": False, "help": "frame-loading threads", **_COUNT})
+    queue_size: int = field(default=QUEUE_SIZE, metadata={
+        "job": False, "help": "loaded samples waiting for a free request slot", **_COUNT})
+    decode_workers: int = field(default=DECODE_WORKERS, metadata={
+        "job": False, "flag": "--workers", "help": "decoder processes for preprocessing", **_COUNT})
+    retry_failed: bool = field(default=False, metadata={
+        "help": "re-run samples whose stored result is a failure, and decode again videos that failed before "
+                "(transient failures, such as a decode timeout or an overloaded server, are re-run anyway)"})
+    engine: VLLMSettings = field(default_factory=VLLMSettings, metadata={"job": False})  # backend vllm
+    server: ServerSettings = field(default_factory=ServerSettings, metadata={"job": False})  # backend openai
+    progress: bool = field(default=True, metadata={"local": True, "flag": "--no-progress", "help": "no progress bars"})
+    # (K, N): evaluate only shard K of N (sharding.py); merge combines them. The CLI's --shard K/N|auto sets it.
+    shard: tuple[int, int] | None = field(default=None, metadata={"job": False})
+    name: str | None = field(default=None, metadata={
+        "help": "the model's name in the summary, the tables and the leaderboard, and in the default run directory "
+                "(default: from --model: the folder name, or parent_checkpoint-N for a checkpoint)"})
+    judge_model: str | None = field(default=None, metadata={
+        "help": "after the run, judge open-ended answers with this model (same backend kind and settings); see "
+                "`vbench-async judge`"})
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (a server job's body, training validation's run): `from_json` reads it back equal."""
+        return settings.to_json(self)
+
+    @classmethod
+    def from_json(cls, data: Any, exclude: Collection[str] = ()) -> RunConfig:
+        """A RunConfig from its JSON form, with the flags' bounds; UserError naming any unknown field, or a field of
+        `exclude` (those the caller does not let be set)."""
+        return settings.from_json(cls, data, exclude=exclude)
 
 
 @dataclass
@@ -95,8 +138,9 @@ def run(cfg: RunConfig, on_plan: Callable[[WorkloadPlan | None, dict[str, str]],
     model = resolve_model(cfg)
     run_dir = run_dir_for(cfg, model)
     run_dir.mkdir(parents=True, exist_ok=True)
-    # One writer per run directory, whatever its config (the shards of one run share it).
-    with RunDirLock(run_dir, shared=bool(cfg.shard)):
+    # One writer per run directory, whatever its config (the shards of one run share it). The selection's own card
+    # folders are known for the run only (a server job's must not outlive it).
+    with RunDirLock(run_dir, shared=bool(cfg.shard)), included(*cfg.selection.include):
         return _run_locked(cfg, model, run_dir, t_start, on_plan, backends)
 
 
@@ -124,9 +168,11 @@ def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
     plans = [_plan_benchmark(b, model, cfg, run_dir, samples, selection, cache.decoder) for b, samples in loaded]
     del loaded  # the plans hold what is still to run; finished samples need not stay in memory
     workload = workload_plan(cfg, model, plans, cache, not_run) if cfg.mode != "preprocess" else None
+    if workload is not None:  # the start line says how much of the selection a resumed run already has
+        workload.n_done = sum(p.n_total - len(p.entries) for p in plans)
     if on_plan is not None:
         on_plan(workload, not_run)
-    if workload is not None and cfg.backend == "vllm":
+    if workload is not None and backend_kind(cfg.backend).sizes_context:
         _mark_overflow(plans, workload)
 
     stats: dict[str, Any] = {}
@@ -160,6 +206,7 @@ def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
             started_at=t_start,
             shard=cfg.shard,
             not_run=not_run,
+            recheck=not pending and cfg.mode != "preprocess" and not interrupted,
         )
     except OSError as exc:
         if stopped is None:
@@ -238,13 +285,14 @@ def workload_plan(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], c
     from .workload import build_plan
 
     engine = cfg.engine
+    sized = backend_kind(cfg.backend).sizes_context
     try:
         return build_plan(
             model, [(p.benchmark, p.spec, [(e.item, e.video, e.window, e.images) for e in p.entries]) for p in plans],
             cache, thinking=cfg.thinking, max_tokens=cfg.sampling.max_tokens,
             concurrency=min(cfg.concurrency, engine.max_num_seqs or cfg.concurrency),  # sequences held at once
-            max_model_len=engine.max_model_len if cfg.backend == "vllm" else None,
-            max_num_batched_tokens=engine.max_num_batched_tokens if cfg.backend == "vllm" else None,
+            max_model_len=engine.max_model_len if sized else None,
+            max_num_batched_tokens=engine.max_num_batched_tokens if sized else None,
             not_run=not_run)
     except UserError:
         raise
@@ -453,11 +501,7 @@ def engine_settings(cfg: RunConfig, plans: list[BenchmarkPlan], workload: Worklo
 
 def backend_options(cfg: RunConfig, plans: list[BenchmarkPlan], workload: WorkloadPlan | None = None) -> dict[str, Any]:
     """The settings of the run's backend, as the manifest records them."""
-    if cfg.backend == "vllm":
-        return dataclasses.asdict(engine_settings(cfg, plans, workload))
-    if cfg.backend == "openai":
-        return {**plain(cfg.server), "concurrency": cfg.concurrency}  # plain: the API key redacted
-    return {}
+    return backend_kind(cfg.backend).options(engine_settings(cfg, plans, workload), cfg.server, cfg.concurrency)
 
 
 def _backend(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], workload: WorkloadPlan | None,

@@ -8,10 +8,11 @@ their frames from the cache. Each budget's run starts its own engine.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager
 
 from .errors import UserError
 from .runner import RunConfig, frame_cache, run, run_dir_for, video_jobs
@@ -36,9 +37,12 @@ def sweep_configs(cfg: RunConfig, budgets: list[int]) -> list[RunConfig]:
                                 output_dir=budget_dir(base, b)) for b in budgets]
 
 
-def run_sweep(cfg: RunConfig, budgets: list[int],
-              on_plan: Callable[..., None] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(the shared preprocessing report, one summary per budget). With mode `preprocess` only the cache is filled."""
+def run_sweep(cfg: RunConfig, budgets: list[int], on_plan: Callable[..., None] | None = None,
+              console: Callable[[Path], ContextManager[Any]] = lambda run_dir: contextlib.nullcontext(),
+              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(the shared preprocessing report, one summary per budget). With mode `preprocess` only the cache is filled.
+    `console(run_dir)` surrounds each pass: the shared preprocessing (the sweep's directory) and each budget's run
+    (its directory), as `run`'s console surrounds its run (cli/console.py: the engine's logs in RUN_DIR/logs)."""
     from . import models
     from .frames import preprocess
 
@@ -46,10 +50,14 @@ def run_sweep(cfg: RunConfig, budgets: list[int],
     model = models.resolve(cfg.model)
     report: dict[str, Any] = {}
     if cfg.mode != "eval":
-        with frame_cache(cfg) as cache:
+        with console(run_dir_for(cfg, model)), frame_cache(cfg) as cache:
             jobs = video_jobs(cfg, model, [c.frame_overrides for c in cfgs])
             report = preprocess(jobs, cache, workers=cfg.decode_workers, progress=cfg.progress).to_dict()
     if cfg.mode == "preprocess":
         return report, []
     # The cache holds every budget's frames now: each run reads them (a miss is still decoded on demand).
-    return report, [run(dataclasses.replace(c, mode="eval"), on_plan=on_plan) for c in cfgs]
+    summaries = []
+    for c in cfgs:
+        with console(run_dir_for(c, model)):
+            summaries.append(run(dataclasses.replace(c, mode="eval"), on_plan=on_plan))
+    return report, summaries

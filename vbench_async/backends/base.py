@@ -28,6 +28,9 @@ class ImageInput:
     uuid: str
 
 
+# Requests in flight unless a run says otherwise (RunConfig.concurrency): the one declaration of the default.
+CONCURRENCY = 16
+
 @dataclass(frozen=True)
 class SamplingParams:
     """Greedy by default, so the same command gives the same outputs. (`help`: the command-line text.)"""

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import EngineDead, SampleError, UserError
 from ..redact import remember, scrub
-from .base import Completion, ImageInput, Request, VideoInput, explicit_sampling
+from .base import CONCURRENCY, Completion, ImageInput, Request, VideoInput, explicit_sampling
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
@@ -97,7 +97,7 @@ class OpenAIBackend:
     name = "openai"
 
     def __init__(self, model: str, base_url: str, api_key: str | None = None, timeout_s: float = 600.0,
-                 max_retries: int = 4, concurrency: int = 16, backoff_s: float = 0.5):
+                 max_retries: int = 4, concurrency: int = CONCURRENCY, backoff_s: float = 0.5):
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key or os.environ.get("OPENAI_API_KEY")

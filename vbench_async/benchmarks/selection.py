@@ -24,6 +24,10 @@ class Selection:
         "help": "only the first N records of each benchmark", "min": 1})
     allow_outside_root: bool = field(default=False, metadata={
         "help": "accept annotation paths that point outside the data root (absolute, ../, symlinks)"})
+    # Folders of users' own cards (absolute): part of the selection, so a run's manifest remembers where its cards
+    # live and `judge`, `leaderboard`, `compare` and `merge` find them. Its flag is `--include` (cli/include.py, where
+    # `--help` reads it without importing the registry).
+    include: tuple[Path, ...] = ()
 
     @property
     def empty(self) -> bool:

@@ -66,7 +66,12 @@ def _f(x, fmt: str, scale: float = 1.0) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ..results.run_cards import use_run_cards
+
     wanted = [s.strip() for s in args.benchmarks.split(",") if s.strip()] if args.benchmarks else None
+    for run_dir in (args.run_a, args.run_b):  # each run's own card folders (its manifest)
+        for problem in use_run_cards(run_dir, strict=False):
+            print(f"warning: {problem}", file=sys.stderr)
     result = compare_runs(args.run_a, args.run_b, wanted)
     if args.json:
         json.dump(result, sys.stdout, indent=2)

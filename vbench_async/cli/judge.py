@@ -37,26 +37,14 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
-    from ..backends.factory import BACKENDS
     from ..backends.openai import ServerSettings
     from ..backends.vllm import VLLMSettings
+    from ..judge import JudgeConfig
     from .console import add_verbose
-    from .formatting import bounded
-    from .options import add_group
+    from .options import add_fields, add_group
 
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="result directory written by `vbench-async run`")
-    p.add_argument("--judge-model", required=True,
-                   help="judge model: a model directory, hub id or tiny-* model (vllm, hf), or the served model name "
-                        "(openai)")
-    p.add_argument("--backend", default="vllm", choices=BACKENDS,
-                   help="where the judge runs: in-process vLLM, an OpenAI-compatible server, or transformers")
-    p.add_argument("--max-tokens", type=bounded(int, min=1), default=None,
-                   help="tokens per judge reply (default: each protocol step's own limit; raise it for reasoning "
-                        "judges)")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed (decoding is greedy)")
-    p.add_argument("--concurrency", type=bounded(int, min=1), default=8,
-                   help="judge requests in flight (also the vLLM engine's sequences at once)")
-    p.add_argument("--retry-failed", action="store_true", help="judge again the items whose verdict was unparsable")
+    add_fields(p, JudgeConfig)
     p.add_argument("--no-site", action="store_true", help="do not rebuild RUN_DIR/leaderboard")
     add_group(p, VLLMSettings, exclude=JUDGE_SETS)
     add_group(p, ServerSettings, exclude=JUDGE_SETS)
@@ -65,26 +53,31 @@ def add_options(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ..backends.factory import backend_kind
     from ..backends.openai import ServerSettings
     from ..backends.vllm import VLLMSettings
     from ..judge import JudgeConfig, judge_run_dir
+    from ..results.run_cards import use_run_cards
     from .console import engine_console, engine_log_path
     from .options import from_args
 
-    if args.backend == "openai" and not args.base_url:
-        raise UserError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
-    cfg = JudgeConfig(model=args.judge_model, backend=args.backend,
-                      engine=from_args(VLLMSettings, args, exclude=JUDGE_SETS, max_num_seqs=max(1, args.concurrency)),
-                      server=from_args(ServerSettings, args, exclude=JUDGE_SETS), max_tokens=args.max_tokens,
-                      seed=args.seed, concurrency=args.concurrency, retry_failed=args.retry_failed)
+    cfg = from_args(JudgeConfig, args,
+                    engine=from_args(VLLMSettings, args, exclude=JUDGE_SETS, max_num_seqs=max(1, args.concurrency)),
+                    server=from_args(ServerSettings, args, exclude=JUDGE_SETS))
+    kind = backend_kind(cfg.backend)
+    kind.check(cfg.server)
     if not args.run_dir.is_dir():
         raise UserError(f"{args.run_dir} is not a result directory; evaluate a model into it first")
+    use_run_cards(args.run_dir)  # before any engine starts: the run's own card folders, from its manifest
     with engine_console(engine_log_path(args.run_dir), verbose=args.verbose,  # the judge engine's logs
-                        engine_in_process=args.backend != "openai"):
+                        engine_in_process=kind.in_process):
         summary = judge_run_dir(args.run_dir, cfg)
     jp = summary["judge_pass"]
+    earlier_failed = jp.get("n_skipped_failed", 0)
     print(f"judge {jp['judge_id']}: {jp['n_judged']} judged, {jp['n_judge_failed']} judge failure(s), "
-          f"{jp['n_skipped']} already judged")
+          f"{jp['n_skipped'] - earlier_failed} already judged"
+          + (f", {earlier_failed} judged before without a usable verdict (--retry-failed judges them again)"
+             if earlier_failed else ""))
     print()
     print_table(summary)
     if not args.no_site and has_site(args.run_dir):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ..errors import UserError
@@ -53,8 +54,12 @@ def expand_run_dirs(paths: list[Path]) -> list[Path]:
 
 def main(args: argparse.Namespace) -> int:
     from ..leaderboard import build_site
+    from ..results.run_cards import use_run_cards
 
     run_dirs = expand_run_dirs(args.run_dirs)
+    for run_dir in run_dirs:  # each run's own card folders (its manifest); a card that is gone is said, not hidden
+        for problem in use_run_cards(run_dir, strict=False):
+            print(f"warning: {problem}", file=sys.stderr)
     try:
         site = build_site(run_dirs, args.output, cache_dirs=args.cache_dir, frames=not args.no_frames)
     except OSError as exc:  # a read-only or full destination: one line, not a traceback

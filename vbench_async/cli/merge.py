@@ -35,9 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ..results.merge import merge_run
+    from ..results.run_cards import use_run_cards
 
     if not args.output_dir.is_dir():
         raise UserError(f"{args.output_dir} is not a folder; give the --output-dir the shards wrote into")
+    use_run_cards(args.output_dir)  # the shards' own card folders (their manifests)
     summary = merge_run(args.output_dir, set(args.config_hash) if args.config_hash else None)
     print(f"merged shards {', '.join(summary['merged']['shards'])} of {args.output_dir}\n")
     print_table(summary)

@@ -20,7 +20,7 @@ import dataclasses
 import types
 import typing
 from pathlib import Path
-from typing import Any, Collection, TypeVar
+from typing import Any, Callable, Collection, TypeVar
 
 from ..backends.base import SamplingParams
 from ..backends.openai import ServerSettings
@@ -29,7 +29,7 @@ from ..benchmarks.prompts import PromptSettings
 from ..benchmarks.selection import Selection
 from ..frames.overrides import FrameOverrides
 from ..redact import mark_secret
-from .formatting import bounded
+from ..settings import bounds_error
 
 T = TypeVar("T")
 
@@ -44,43 +44,82 @@ GROUPS: dict[type, str] = {
 _SCALARS = (int, float, str, Path)
 
 
-def flag_fields(cls: type, exclude: Collection[str] = ()) -> list[dataclasses.Field]:
-    return [f for f in dataclasses.fields(cls) if "help" in f.metadata and f.name not in exclude]
+def flag_fields(cls: type, exclude: Collection[str] = (), only: Collection[str] | None = None
+                ) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(cls)
+            if "help" in f.metadata and f.name not in exclude and (only is None or f.name in only)]
 
 
 def add_group(parser: argparse.ArgumentParser, cls: type, title: str | None = None,
-              exclude: Collection[str] = ()) -> argparse._ArgumentGroup:
-    """Add one flag per settable field of `cls` (but those in `exclude`) to a new group of `parser`."""
+              exclude: Collection[str] = (), only: Collection[str] | None = None) -> argparse._ArgumentGroup:
+    """Add one flag per settable field of `cls` (but those in `exclude`; only those in `only` when given) to a new
+    group of `parser`."""
     group = parser.add_argument_group(title or GROUPS[cls])
+    add_fields(group, cls, exclude, only)
+    return group
+
+
+def add_fields(group: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, exclude: Collection[str] = (),
+               only: Collection[str] | None = None) -> None:
+    """The flags of `cls`'s settable fields (as `add_group`), added to an existing group."""
     hints = typing.get_type_hints(cls)
-    for f in flag_fields(cls, exclude):
+    for f in flag_fields(cls, exclude, only):
         kind = _scalar(hints[f.name])
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        default = _default(f)
         flag = f.metadata.get("flag", "--" + f.name.replace("_", "-"))
         if f.metadata.get("secret"):  # its value is redacted from the command line every artefact records
             mark_secret(f.name)
         kwargs: dict[str, Any] = {"dest": _dest(f, default), "help": f.metadata["help"]}
+        if default is dataclasses.MISSING:
+            kwargs["required"] = True
         if kind is bool:  # a switch: it sets the field when off by default, clears it when on
             kwargs.update(action="store_true", default=False)
         elif f.metadata.get("comma_list"):
             kwargs.update(type=_comma_list, default=default)
         else:
-            bounds = {k: f.metadata[k] for k in ("min", "max", "above") if k in f.metadata}
-            kwargs.update(type=bounded(kind, **bounds) if bounds else kind, default=default)
+            kwargs.update(type=_checked(kind, f), default=None if default is dataclasses.MISSING else default)
             if "choices" in f.metadata:
                 kwargs["choices"] = f.metadata["choices"]
+            else:
+                kwargs["metavar"] = f.metadata.get("metavar", flag.lstrip("-").replace("-", "_").upper())
         group.add_argument(flag, **kwargs)
-    return group
+
+
+def values_from_args(cls: type, args: argparse.Namespace, exclude: Collection[str] = (),
+                     only: Collection[str] | None = None) -> dict[str, Any]:
+    """The values of the flags `add_group`/`add_fields` added for `cls`, by field name."""
+    given = {}
+    for f in flag_fields(cls, exclude, only):
+        dest = _dest(f, _default(f))
+        value = getattr(args, dest)
+        given[f.name] = (not value) if dest != f.name else value
+    return given
 
 
 def from_args(cls: type[T], args: argparse.Namespace, exclude: Collection[str] = (), **values: Any) -> T:
     """An instance of `cls` with the flags `add_group` added (and `values`); other fields keep their defaults."""
-    given = {}
-    for f in flag_fields(cls, exclude):
-        if f.name not in values:
-            value = getattr(args, _dest(f, f.default))
-            given[f.name] = (not value) if _dest(f, f.default) != f.name else value
+    given = values_from_args(cls, args, (*exclude, *values))
     return cls(**given, **values)
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING
+
+
+def _checked(kind: type, f: dataclasses.Field) -> Callable[[str], Any]:
+    """An argparse `type` that parses `kind` and refuses what the field's declared bounds refuse (settings.py: the
+    same check the JSON form makes)."""
+    def parse(text: str) -> Any:
+        value = kind(text)  # a ValueError: argparse says "invalid int value"
+        why = bounds_error(f, value) if "choices" not in f.metadata else None  # argparse names the choices itself
+        if why:
+            raise argparse.ArgumentTypeError(why)
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
 
 
 def _dest(f: dataclasses.Field, default: Any) -> str:

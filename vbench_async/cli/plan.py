@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from . import run as run_cli
+from . import run_options
 from .formatting import DefaultsHelpFormatter
 from .plan_view import print_plan
 
@@ -31,13 +31,13 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def add_options(p: argparse.ArgumentParser) -> None:
     """Exactly the options of the run it plans."""
-    run_cli.add_options(p)
+    run_options.add_run_options(p)
 
 
 def main(args: argparse.Namespace) -> int:
     from ..runner import plan
 
-    workload = plan(run_cli.config_from_args(args))
+    workload = plan(run_options.config_from_args(args))
     if args.json:
         print(json.dumps(workload.to_dict(), indent=1))
     else:

@@ -62,8 +62,13 @@ def print_plan_lines(workload: Any, not_run: dict[str, str], file: TextIO | None
 def start_line(w: Any, engine: str = "") -> str:
     """The one line `run` starts with: engine, model, work, the context window and the KV cache it reserves."""
     samples = sum(b.n_samples for b in w.benchmarks)
-    head = ", ".join(p for p in (f"engine {engine}" if engine else "", f"model {w.model}",
-                                 f"{samples:,} sample(s) in {len(w.benchmarks)} benchmark(s)") if p)
+    done = getattr(w, "n_done", 0)
+    if done and not samples:
+        return f"start: model {w.model}: {done:,} of {done:,} already done, nothing to run"
+    work = f"{samples:,} sample(s) in {len(w.benchmarks)} benchmark(s)"
+    if done:
+        work += f" ({done:,} of {done + samples:,} already done)"
+    head = ", ".join(p for p in (f"engine {engine}" if engine else "", f"model {w.model}", work) if p)
     return f"start: {head}; {engine_line(w)[len('engine: '):]}"
 
 

@@ -11,6 +11,8 @@ from ..errors import UserError
 from .formatting import DefaultsHelpFormatter
 
 FAMILIES = tuple(families.names())
+# RunConfig's settings a preprocessing pass takes (declared there once: the same flags, defaults and bounds as `run`).
+PREPROCESS_FLAGS = ("decode_workers", "cache_dir", "cache_max_gb", "retry_failed", "progress")
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -32,6 +34,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def add_options(p: argparse.ArgumentParser) -> None:
     from ..benchmarks.selection import Selection
     from ..frames.overrides import FrameOverrides
+    from ..runner import RunConfig
     from .include import add_include_option
     from .formatting import bounded
     from .options import add_group
@@ -42,21 +45,11 @@ def add_options(p: argparse.ArgumentParser) -> None:
     model.add_argument("--model", help="model directory or hub id; its family decides the resize factor")
     model.add_argument("--family", choices=FAMILIES, help="model family, instead of --model")
 
-    how = p.add_argument_group("how")
-    how.add_argument("--workers", type=bounded(int, min=1), default=2, help="decoder processes running at once")
-    how.add_argument("--cache-dir", type=Path,
-                     help="frame cache (default: $VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)")
-    how.add_argument("--cache-max-gb", type=float,
-                     help="fill the cache only up to this size: older entries of other work are evicted first, the "
-                          "videos of this call never; what does not fit is reported as deferred and decoded by "
-                          "`run` on demand (default: $VBENCH_ASYNC_CACHE_MAX_GB, else no limit)")
+    how = add_group(p, RunConfig, "how", only=PREPROCESS_FLAGS)
     how.add_argument("--decoder", default=None,
                      help="video decoder: pyav (default), decord or opencv; does not change the cached frames' key")
     how.add_argument("--timeout", type=bounded(float, above=0), default=120.0,
                      help="seconds one video may take before its worker is killed and the video marked failed")
-    how.add_argument("--retry-failed", action="store_true",
-                     help="decode videos again that failed in an earlier run (else their recorded reason is shown)")
-    how.add_argument("--no-progress", action="store_true", help="no progress bar")
     how.add_argument("--shard", metavar="K/N",
                      help="decode only the videos of shard K of N (K from 0; 'auto' reads the launcher's variables, "
                           "see `run --shard`), split as `run --shard K/N` splits them, so N machines can fill one "
@@ -78,12 +71,7 @@ def main(args: argparse.Namespace) -> int:
     selection = from_args(Selection, args)
     if selection.empty:
         raise UserError("say what to preprocess: --suite NAME or --benchmarks a,b (see `vbench-async list`)")
-    if args.workers < 1:
-        raise UserError("--workers must be at least 1")
-    try:
-        max_bytes = None if args.cache_max_gb is None else gb_to_bytes(args.cache_max_gb)
-    except ValueError as exc:
-        raise UserError(f"--cache-max-gb: {exc}") from None
+    max_bytes = None if args.cache_max_gb is None else gb_to_bytes(args.cache_max_gb)  # bounds checked at parse
     if not (args.family or args.model):
         raise UserError("say which model the frames are for: --model PATH_OR_ID or --family " + "|".join(FAMILIES))
     # The checkpoint's own frame settings (a fixed-size family's side) under the flags, exactly as `run` has them;
@@ -107,13 +95,13 @@ def main(args: argparse.Namespace) -> int:
 
     cache_dir = args.cache_dir or default_cache_dir()
     try:
-        cache = FrameCache(cache_dir, args.decoder or DEFAULT_DECODER, args.timeout, workers=args.workers,
+        cache = FrameCache(cache_dir, args.decoder or DEFAULT_DECODER, args.timeout, workers=args.decode_workers,
                            max_bytes=max_bytes)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     with cache:
         cache.reserve(jobs)  # under a budget, this call's entries never evict each other: the rest is deferred
-        report = preprocess(jobs, cache, workers=args.workers, retry_failed=args.retry_failed,
+        report = preprocess(jobs, cache, workers=args.decode_workers, retry_failed=args.retry_failed,
                             progress=not args.no_progress)
     print(f"{', '.join(b.id for b in benchmarks)} ({family}){f' shard {shard}' if shard else ''} -> {cache_dir}")
     print(report.summary() + (f"; {skipped} samples without a usable video" if skipped else ""))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import signal
 import sys
@@ -37,159 +36,14 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
-    from ..backends.base import SamplingParams
-    from ..backends.factory import BACKENDS
-    from ..backends.openai import ServerSettings
-    from ..backends.vllm import VLLMSettings
-    from ..benchmarks.prompts import PromptSettings
-    from ..benchmarks.selection import Selection
-    from ..frames.overrides import FrameOverrides
-    from ..runner import MODES
-    from .include import add_include_option
-    from .console import add_verbose
-    from .formatting import bounded
-    from .options import add_group
+    from .run_options import add_run_options
 
-    what = add_group(p, Selection)
-    add_include_option(what)
-    what.add_argument("--model", required=True,
-                      help="model directory, hub id, or a built-in tiny model: tiny-qwen2-vl, tiny-qwen2.5-vl, "
-                           "tiny-qwen3-vl, tiny-internvl, tiny-llava-onevision, tiny-glm-4.1v (random weights, for "
-                           "testing the pipeline; `vbench-async list --models` shows the families)")
-
-    out = p.add_argument_group("output")
-    out.add_argument("--output-dir", type=Path, help="run directory (default: runs/<model name>)")
-    out.add_argument("--name", help="the model's name in the summary, the tables and the leaderboard, and in the "
-                                    "default run directory (default: from --model: the folder name, or "
-                                    "parent_checkpoint-N for a checkpoint)")
-    out.add_argument("--cache-dir", type=Path,
-                     help="frame cache (default: $VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)")
-    out.add_argument("--cache-max-gb", type=bounded(float, min=0),
-                     help="keep the frame cache under this size: least recently used entries are evicted while the "
-                          "run goes on, never one a queued request still needs (default: $VBENCH_ASYNC_CACHE_MAX_GB, "
-                          "else no limit)")
-    out.add_argument("--no-site", action="store_true", help="do not write the HTML leaderboard into the run directory")
-    out.add_argument("--no-progress", action="store_true", help="no progress bars")
-
-    how = p.add_argument_group("how")
-    how.add_argument("--backend", default="vllm", choices=BACKENDS,
-                     help="vllm: in-process AsyncLLM; openai: an OpenAI-compatible server; hf: transformers generate")
-    how.add_argument("--mode", default="auto", choices=MODES,
-                     help="preprocess: fill the frame cache only; eval: no preprocessing pass (misses are decoded in "
-                          "the background); both: preprocess, then evaluate; auto: eval if >=90%% of videos are cached")
-    how.add_argument("--retry-failed", action="store_true", help="re-run samples whose stored result is a failure (transient failures, such as "
-                                                          "a decode timeout or an overloaded server, are re-run anyway)")
-    how.add_argument("--thinking", action="store_true", help="use the reasoning prompt variant")
-    add_group(p, PromptSettings)
-    how.add_argument("--judge-model",
-                     help="after the run, judge open-ended answers with this model (same backend kind and settings); "
-                          "see `vbench-async judge`")
-    count = bounded(int, min=1)
-    how.add_argument("--concurrency", type=count, default=16, help="requests in flight")
-    how.add_argument("--loaders", type=count, default=2, help="frame-loading threads")
-    how.add_argument("--queue-size", type=count, default=32, help="loaded samples waiting for a free request slot")
-    how.add_argument("--workers", type=count, default=2, help="decoder processes for preprocessing")
-
-    frames = add_group(p, FrameOverrides, exclude=("max_frames",))
-    cap = next(f for f in dataclasses.fields(FrameOverrides) if f.name == "max_frames")
-    frames.add_argument("--max-frames", dest="max_frames", type=frame_budgets, action=_Budgets, default=None,
-                        metavar="N[,N...]", help=cap.metadata["help"])
-    p.set_defaults(frame_budgets=None)
-    add_group(p, SamplingParams)
-    add_group(p, VLLMSettings)
-
-    scale = p.add_argument_group("scale-out (docs/scale-out.md)")
-    scale.add_argument("--shard", metavar="K/N",
-                       help="evaluate only shard K of N (K counts from 0): a cost-balanced slice that keeps each "
-                            "video's questions together, written to its own result files in OUTPUT_DIR; the last "
-                            "shard to finish merges them (or run `vbench-async merge OUTPUT_DIR`). 'auto' reads it "
-                            "from the launcher: VBENCH_ASYNC_SHARD, torchrun's RANK/WORLD_SIZE, a Slurm array's "
-                            "SLURM_ARRAY_TASK_ID/COUNT, or srun's SLURM_PROCID/SLURM_NTASKS")
-    scale.add_argument("--gpus", default="auto", metavar="LIST|auto",
-                       help="devices for this process's engine, tensor-parallel x data-parallel of them, e.g. 2,3 "
-                            "(indices into CUDA_VISIBLE_DEVICES when that is set). auto: with several processes per "
-                            "node (torchrun LOCAL_RANK, srun SLURM_LOCALID) process L takes the L-th block; "
-                            "otherwise CUDA_VISIBLE_DEVICES is left as it is")
-
-    add_group(p, ServerSettings)
-    add_verbose(p)
-
-    remote = p.add_argument_group("evaluation server (docs/serve.md)")
-    remote.add_argument("--server", metavar="URL",
-                        help="submit the run as a job to `vbench-async serve` at URL and wait for it; the server's "
-                             "backend, engine and frame cache are used (their options here are ignored)")
-    remote.add_argument("--server-token", help="the server's token (default: $VBENCH_ASYNC_SERVE_TOKEN)")
-
-
-def frame_budgets(text: str) -> tuple[int, ...]:
-    """`--max-frames 32` or `--max-frames 16,32,64`: positive whole numbers."""
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    try:
-        budgets = tuple(int(p) for p in parts)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a frame count or a comma-separated list of them: {text!r}") from None
-    if not budgets or any(b <= 0 for b in budgets):
-        raise argparse.ArgumentTypeError(f"frame counts must be positive whole numbers: {text!r}")
-    return budgets
-
-
-class _Budgets(argparse.Action):
-    """`--max-frames 32` or `16,32,64`: the first is the run's frame cap (`max_frames`); all of them, in
-    `frame_budgets`, a sweep's budgets."""
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        setattr(namespace, self.dest, values[0])
-        namespace.frame_budgets = values
-
-
-def config_from_args(args: argparse.Namespace, shard: Shard | None = None) -> RunConfig:
-    """The RunConfig of parsed `run` options (also `plan`'s)."""
-    from ..backends.base import SamplingParams
-    from ..backends.openai import ServerSettings
-    from ..backends.vllm import VLLMSettings
-    from ..benchmarks.prompts import PromptSettings
-    from ..benchmarks.selection import Selection
-    from ..benchmarks.registry import check_data_root
-    from ..frames.overrides import FrameOverrides
-    from ..runner import RunConfig
-    from .options import from_args
-
-    selection = from_args(Selection, args)
-    if selection.empty:
-        raise UserError("say what to evaluate: --suite NAME or --benchmarks a,b (see `vbench-async list`)")
-    check_data_root(selection.data_root)  # a broken data map fails now, whatever the benchmarks' sources
-    if args.cache_max_gb is not None and not args.cache_max_gb >= 0:
-        raise UserError("--cache-max-gb must be a non-negative number of gigabytes")
-    engine = from_args(VLLMSettings, args)
-    if args.backend == "openai" and not args.base_url:
-        raise UserError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
-
-    return RunConfig(
-        model=args.model,
-        selection=selection,
-        output_dir=args.output_dir,
-        cache_dir=args.cache_dir,
-        cache_max_gb=args.cache_max_gb,
-        backend=args.backend,
-        mode=args.mode,
-        thinking=args.thinking,
-        prompt=from_args(PromptSettings, args),
-        sampling=from_args(SamplingParams, args),
-        frame_overrides=from_args(FrameOverrides, args).to_dict(),
-        concurrency=args.concurrency,
-        loaders=args.loaders,
-        queue_size=args.queue_size,
-        decode_workers=args.workers,
-        retry_failed=args.retry_failed,
-        engine=engine,
-        server=from_args(ServerSettings, args),
-        progress=not args.no_progress,
-        shard=shard,
-        name=args.name,
-    )
+    add_run_options(p)
 
 
 def main(args: argparse.Namespace) -> int:
+    from ..backends.factory import backend_kind
+    from ..backends.vllm import VLLMSettings
     from ..launcher import apply_devices, resolve_shard, select_devices
     from ..runner import resolve_model, run_dir_for
     from .console import engine_console, engine_log_path
@@ -199,25 +53,29 @@ def main(args: argparse.Namespace) -> int:
 
         return run_on_server(args)
     shard = resolve_shard(args.shard)
+    from .run_options import config_from_args
+
     cfg = config_from_args(args, shard)
     if args.frame_budgets and len(args.frame_budgets) > 1:
         return sweep_main(args, cfg)
-    if args.backend == "vllm":  # before anything touches CUDA: the engine processes inherit the restriction
+    kind = backend_kind(cfg.backend)
+    if kind.settings is VLLMSettings:  # before anything touches CUDA: the engine processes inherit the restriction
         apply_devices(select_devices(args.gpus, cfg.engine.tensor_parallel_size * cfg.engine.data_parallel_size))
     # SIGTERM (a scheduler ending the job) stops the run as Ctrl-C does: finished lines kept, a partial summary.
     signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
     model = resolve_model(cfg)
     out_dir = run_dir_for(cfg, model)
     refuse_other_model(out_dir, model)
-    with engine_console(engine_log_path(out_dir), verbose=args.verbose, engine_in_process=args.backend != "openai"):
+    with engine_console(engine_log_path(out_dir), verbose=args.verbose, engine_in_process=kind.in_process):
         return _run(args, cfg, shard, out_dir)
 
 
 def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir: Path) -> int:
+    from ..backends.factory import backend_kind
     from ..runner import run
     from .plan_view import print_plan_lines
 
-    engine = args.backend if args.backend != "openai" else f"openai at {args.base_url}"
+    engine = backend_kind(cfg.backend).describe_target(cfg.server)
     try:
         summary = run(cfg, on_plan=functools.partial(print_plan_lines, engine=engine, verbose=args.verbose))
     except KeyboardInterrupt:
@@ -227,12 +85,12 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir:
             write_run_site(out_dir)
         raise
     run_dir = Path(summary["run_dir"])
-    if args.mode == "preprocess":
+    if cfg.mode == "preprocess":
         return _print_preprocessed(summary, cfg)
-    if args.judge_model:
+    if cfg.judge_model:
         from ..judge import judge_after_run
 
-        summary = {**judge_after_run(run_dir, cfg, args.judge_model), "run_dir": summary["run_dir"]}
+        summary = {**judge_after_run(run_dir, cfg, cfg.judge_model), "run_dir": summary["run_dir"]}
     print()
     print_table(summary)
     if shard is not None:
@@ -271,9 +129,17 @@ def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
     from .plan_view import print_plan_lines
     from ..sweep import run_sweep
 
+    from ..backends.factory import backend_kind
+    from .console import engine_console, engine_log_path
+
     signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
     budgets = list(args.frame_budgets)
-    report, summaries = run_sweep(cfg, budgets, on_plan=print_plan_lines)
+    in_process = backend_kind(cfg.backend).in_process
+
+    def console(run_dir: Path):  # each budget's run gets `run`'s console, its engine's logs in its own directory
+        return engine_console(engine_log_path(run_dir), verbose=args.verbose, engine_in_process=in_process)
+
+    report, summaries = run_sweep(cfg, budgets, on_plan=print_plan_lines, console=console)
     if report:
         print(f"frames for {len(budgets)} budgets: {report['unique']} entries, {report['cached']} written in "
               f"{report['passes']} decode pass(es), {report['reused']} reused, {report['failed']} failed")
@@ -281,6 +147,8 @@ def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
     for budget, summary in zip(budgets, summaries):
         print(f"\nmax_frames={budget}: {summary['run_dir']}")
         print_table(summary)
+        if not args.no_site:  # each budget's directory is an ordinary run's: its own site too
+            write_run_site(Path(summary["run_dir"]))
         failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
         code = code or (1 if failed or not summary["complete"] else 0)
     if summaries and not args.no_site:

@@ -8,8 +8,12 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import UserError
+
+if TYPE_CHECKING:
+    from ..runner import RunConfig
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -29,15 +33,19 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
+# RunConfig's fields that are the server's own (`job` False in their metadata): set when it starts, for every job.
+SERVE_FLAGS = ("backend", "cache_dir", "cache_max_gb", "concurrency", "loaders", "queue_size", "decode_workers")
+
+
 def add_options(p: argparse.ArgumentParser) -> None:
-    from ..backends.factory import BACKENDS
     from ..backends.openai import ServerSettings
     from ..backends.vllm import VLLMSettings
+    from ..runner import RunConfig
+    from .console import add_verbose
     from .include import add_include_option
-    from .options import add_group
+    from .options import add_fields, add_group
 
-    p.add_argument("--model", required=True,
-                   help="the model jobs evaluate unless they name another (a directory, hub id or tiny-* model)")
+    add_fields(p, RunConfig, only=("model",))
     where = p.add_argument_group("listening")
     where.add_argument("--host", default="127.0.0.1", help="address to bind; beyond loopback a token is required")
     where.add_argument("--port", type=int, default=8765, help="port (0: any free port, printed at start)")
@@ -47,36 +55,44 @@ def add_options(p: argparse.ArgumentParser) -> None:
                        help="another Host name clients reach it by (a reverse proxy's); repeatable")
     where.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                        help="a web page origin (http://host:port) allowed to call it; none by default; repeatable")
-    how = p.add_argument_group("how jobs run")
-    how.add_argument("--backend", default="vllm", choices=BACKENDS,
-                     help="vllm: an in-process engine kept between jobs; openai: an OpenAI-compatible server "
-                          "(--base-url); hf: transformers, kept loaded")
-    how.add_argument("--cache-dir", type=Path,
-                     help="frame cache (default: $VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)")
-    how.add_argument("--cache-max-gb", type=float, help="frame-cache budget (default: $VBENCH_ASYNC_CACHE_MAX_GB)")
-    how.add_argument("--concurrency", type=int, default=16, help="requests in flight (a job may ask for another)")
-    how.add_argument("--loaders", type=int, default=2, help="frame-loading threads")
-    how.add_argument("--workers", type=int, default=2, help="decoder processes for preprocessing")
+    where.add_argument("--log-dir", type=Path, default=Path("runs") / "serve",
+                       help="the server's own logs (LOG_DIR/logs/engine.log: the engine's output); each job also "
+                            "writes its run directory's logs/engine.log")
+    how = add_group(p, RunConfig, "how jobs run (a job may ask for another --concurrency)", only=SERVE_FLAGS)
     add_include_option(how)
     add_group(p, VLLMSettings)
     add_group(p, ServerSettings)
+    add_verbose(p)
 
 
-def main(args: argparse.Namespace) -> int:
+def base_config(args: argparse.Namespace) -> RunConfig:
+    """The server's own settings (every job runs with them): RunConfig's fields from `serve`'s flags."""
+    from ..backends.factory import backend_kind
     from ..backends.openai import ServerSettings
     from ..backends.vllm import VLLMSettings
     from ..runner import RunConfig
+    from .options import from_args, values_from_args
+
+    base = RunConfig(**values_from_args(RunConfig, args, only=("model", *SERVE_FLAGS)),
+                     engine=from_args(VLLMSettings, args), server=from_args(ServerSettings, args), progress=False)
+    backend_kind(base.backend).check(base.server)
+    return base
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..backends.factory import backend_kind
+    from .console import engine_console, engine_log_path
+
+    base = base_config(args)
+    kind = backend_kind(base.backend)
+    with engine_console(engine_log_path(args.log_dir), verbose=args.verbose, engine_in_process=kind.in_process):
+        return _serve(args, base)
+
+
+def _serve(args: argparse.Namespace, base: RunConfig) -> int:
     from ..serve.api import TOKEN_ENV, make_http_server
     from ..serve.server import EvalServer
-    from .options import from_args
 
-    if args.backend == "openai" and not args.base_url:
-        raise UserError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
-    if args.concurrency < 1 or args.loaders < 1 or args.workers < 1:
-        raise UserError("--concurrency, --loaders and --workers must be at least 1")
-    base = RunConfig(model=args.model, backend=args.backend, cache_dir=args.cache_dir, cache_max_gb=args.cache_max_gb,
-                     concurrency=args.concurrency, loaders=args.loaders, decode_workers=args.workers,
-                     engine=from_args(VLLMSettings, args), server=from_args(ServerSettings, args), progress=False)
     token = args.token or os.environ.get(TOKEN_ENV) or None
     evals = EvalServer(base)
     try:
@@ -88,7 +104,7 @@ def main(args: argparse.Namespace) -> int:
     shown = f"[{host}]" if ":" in host else host
     print(f"vbench-async serve: {args.model} ({args.backend}) on http://{shown}:{port}"
           f"{' (token required)' if token else ''}; submit with `vbench-async run --server http://{shown}:{port} "
-          "...`; Ctrl-C stops", flush=True)
+          f"...`; engine logs in {args.log_dir}/logs/engine.log; Ctrl-C stops", flush=True)
     # SIGTERM (a scheduler, `timeout`) stops the server as Ctrl-C does; shutdown() must come from another thread.
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=httpd.shutdown, daemon=True).start())
     try:
@@ -107,43 +123,47 @@ def main(args: argparse.Namespace) -> int:
 
 
 def job_from_run_args(args: argparse.Namespace) -> dict:
-    """The job `vbench-async run` options describe (paths made absolute: the server's working directory differs)."""
+    """The job `vbench-async run` options describe: their RunConfig's JSON form, less the server's own settings
+    (refused, by name, when the command line sets one), paths made absolute (the server's working directory
+    differs)."""
     import dataclasses
 
-    from ..backends.base import SamplingParams
-    from ..benchmarks.include import include_dirs
-    from ..benchmarks.selection import Selection
-    from ..frames.overrides import FrameOverrides
-    from .options import from_args
+    from ..runner import RunConfig
+    from ..serve.jobs import server_owned
+    from .run_options import config_from_args
 
-    selection = from_args(Selection, args)
-    if selection.empty:
-        raise UserError("say what to evaluate: --suite NAME or --benchmarks a,b (see `vbench-async list`)")
-    suite = selection.suite
+    cfg = config_from_args(args, local=False)
+    suite = cfg.selection.suite
     if suite and Path(suite).expanduser().is_file():
         suite = str(Path(suite).expanduser().resolve())
 
-    def absolute(path: Path | None) -> str | None:
-        return str(path.expanduser().resolve()) if path is not None else None
+    def absolute(path: Path | None) -> Path | None:
+        return path.expanduser().resolve() if path is not None else None
 
-    return {
-        "model": str(Path(args.model).resolve()) if Path(args.model).exists() else args.model,
-        "suite": suite, "benchmarks": list(selection.benchmarks or ()),
-        "data_root": absolute(selection.data_root), "max_samples": selection.max_samples,
-        "allow_outside_root": selection.allow_outside_root,
-        "include": [str(p) for p in include_dirs()],
-        "output_dir": absolute(args.output_dir),
-        "frames": from_args(FrameOverrides, args).to_dict(),
-        "sampling": dataclasses.asdict(from_args(SamplingParams, args)),
-        "thinking": args.thinking, "mode": args.mode, "retry_failed": args.retry_failed,
-        "concurrency": args.concurrency,
-    }
+    cfg = dataclasses.replace(
+        cfg, model=str(Path(cfg.model).resolve()) if Path(cfg.model).exists() else cfg.model,
+        selection=dataclasses.replace(cfg.selection, suite=suite, data_root=absolute(cfg.selection.data_root)),
+        output_dir=absolute(cfg.output_dir))
+    full, default = cfg.to_json(), RunConfig(model=cfg.model).to_json()
+    local = {f.name for f in dataclasses.fields(RunConfig) if f.metadata.get("local")}
+    owned = [name for name in server_owned() if name not in local]
+    given = [name for name in owned if full[name] != default[name]]
+    if given:
+        shown = []
+        for name in given:
+            if isinstance(full[name], dict):
+                shown += [f"{name}.{k}" for k in full[name] if full[name][k] != default[name][k]]
+            else:
+                shown.append(name)
+        raise UserError(f"--server: {', '.join(shown)} are the server's own settings, not a job's; start "
+                        "`vbench-async serve` with them, or leave them out here")
+    return {k: v for k, v in full.items() if k not in server_owned()}
 
 
 def run_on_server(args: argparse.Namespace) -> int:
     """Submit the run as a job, print its progress and, when it ends, the table `run` prints; Ctrl-C cancels it."""
     from ..serve import client
-    from .output import print_table
+    from .output import print_table, write_run_site
 
     if args.mode == "preprocess":
         raise UserError("--server runs evaluations; fill the cache with `vbench-async preprocess`")
@@ -175,6 +195,8 @@ def run_on_server(args: argparse.Namespace) -> int:
     print_table(summary)
     print(f"\nresults: {job['run_dir']}/results/   summary: {job['run_dir']}/summary.json   "
           f"(job {job['id']}, {job['wall_s']} s on the server)")
+    if not args.no_site and Path(job["run_dir"]).is_dir():  # the run's own site, as `run` writes it
+        print(f"leaderboard: {write_run_site(Path(job['run_dir']))}")
     failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
     if failed:
         print(f"{failed} sample(s) failed; their reasons are in the result files (field 'error').", file=sys.stderr)

@@ -57,10 +57,13 @@ class PreprocessReport:
         )
 
 
+WORKERS = 2  # decoder processes at once, unless told otherwise (RunConfig.decode_workers): declared once
+
+
 def preprocess(
     jobs: Iterable[VideoJob],
     cache: FrameCache,
-    workers: int = 2,
+    workers: int = WORKERS,
     retry_failed: bool = False,
     progress: bool = True,
     stop: threading.Event | None = None,

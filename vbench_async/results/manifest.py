@@ -10,7 +10,6 @@ No secret is recorded: secret settings, secret flags of the command line and any
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import platform
@@ -22,7 +21,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from ..redact import REDACTED, is_secret, redact_argv, scrub
+from ..redact import redact_argv, scrub
+from ..settings import to_json
 from .store import ResultStore
 
 if TYPE_CHECKING:
@@ -197,17 +197,9 @@ def _memory_bytes() -> int | None:
 
 
 def plain(obj: Any) -> Any:
-    """JSON-friendly copy of a config dataclass (paths as strings; a secret field's value redacted)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: REDACTED if is_secret(f) and getattr(obj, f.name) is not None else plain(getattr(obj, f.name))
-                for f in dataclasses.fields(obj)}
-    if isinstance(obj, Mapping):
-        return {str(k): plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [plain(v) for v in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
+    """JSON-friendly copy of a config dataclass (paths as strings; a secret field's value redacted): the settings'
+    own JSON form, as it is written down."""
+    return to_json(obj, hide_secrets=True)
 
 
 def iso(ts: float) -> str:

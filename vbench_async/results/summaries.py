@@ -19,7 +19,7 @@ from ..result import READINGS, Result, as_results
 from .current import drop_stale, is_complete, split_current
 from .lines import BadLine, mark_bad_lines
 from .manifest import PlannedBenchmark, manifest
-from .rundir import ShardId, manifest_path, read_manifest, read_summary, summary_path, write_json
+from .rundir import ShardId, manifest_path, read_json, read_manifest, read_summary, summary_path, write_json
 from .stats import Estimate, headline_estimate
 from .store import read_results
 from .verdicts import active_judge, apply_active_judge
@@ -276,9 +276,11 @@ def _subset_reason(subset: Mapping[str, Any]) -> str:
 def write_run_outputs(run_dir: Path, model: ModelRef, run_config: Mapping[str, Any],
                       backend_options: Mapping[str, Any], plans: Sequence[PlannedBenchmark],
                       loop_stats: dict[str, Any], started_at: float, shard: ShardId | None = None,
-                      not_run: Mapping[str, str] | None = None) -> dict[str, Any]:
+                      not_run: Mapping[str, str] | None = None, recheck: bool = False) -> dict[str, Any]:
     """Write the run's summary and manifest (a shard's own files for a shard) and return the summary. `not_run`:
-    benchmarks of the selection that were not run (their data is absent) and why: the run is then not complete."""
+    benchmarks of the selection that were not run (their data is absent) and why: the run is then not complete.
+    `recheck`: nothing was left to run; an earlier run's timings are kept (a no-op re-run records itself as a
+    re-check beside them, never as a 0-second run with no throughput)."""
     interrupted = bool(loop_stats.get("interrupted"))
     benchmarks = {p.benchmark.id: summarize_benchmark(run_dir, p.benchmark, p.store.path, p.store.config_hash,
                                                       p.n_total, getattr(p, "sample_ids", None), interrupted,
@@ -300,11 +302,32 @@ def write_run_outputs(run_dir: Path, model: ModelRef, run_config: Mapping[str, A
     if shard:
         # A shard summarises its own slice only, in its own files: shards never write summary.json (merge does).
         summary["shard"] = {"index": shard[0], "count": shard[1]}
+    record = manifest(model, run_config, backend_options, plans, loop_stats, started_at, finished_at,
+                      benchmarks=benchmarks, judge=active_judge(run_dir))
+    if recheck:
+        _keep_earlier_timings(run_dir, shard, summary, record, finished_at)
     write_json(summary_path(run_dir, shard), summary)
-    write_json(manifest_path(run_dir, shard),
-               manifest(model, run_config, backend_options, plans, loop_stats, started_at, finished_at,
-                        benchmarks=benchmarks, judge=active_judge(run_dir)))
+    write_json(manifest_path(run_dir, shard), record)
     return summary
+
+
+_TIMINGS = ("throughput", "started_at", "finished_at", "duration_s")
+
+
+def _keep_earlier_timings(run_dir: Path, shard: ShardId | None, summary: dict[str, Any], record: dict[str, Any],
+                          now: float) -> None:
+    """A re-run that ran nothing: the earlier run's stats and timings stay, with this re-check's time beside them."""
+    from .manifest import iso
+
+    earlier = read_json(summary_path(run_dir, shard))
+    earlier_manifest = read_json(manifest_path(run_dir, shard))
+    if not isinstance(earlier, dict) or not earlier.get("complete") or not earlier.get("run") or \
+            not isinstance(earlier_manifest, dict):
+        return
+    summary["run"], summary["wall_s"] = earlier["run"], earlier.get("wall_s")
+    rechecks = [*(earlier_manifest.get("rechecked_at") or []), iso(now)]
+    summary["rechecked_at"] = record["rechecked_at"] = rechecks
+    record.update({k: earlier_manifest[k] for k in _TIMINGS if k in earlier_manifest})
 
 
 def recompute_summary(run_dir: Path) -> dict[str, Any]:

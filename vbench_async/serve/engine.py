@@ -15,8 +15,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, TypeVar
 
-from ..backends.base import Backend, Completion, Request
-from ..backends.factory import make_backend
+from ..backends.base import CONCURRENCY, Backend, Completion, Request
+from ..backends.factory import backend_kind, make_backend
 from ..backends.openai import ServerSettings
 from ..backends.vllm import VLLMSettings
 
@@ -62,13 +62,13 @@ class EngineKeeper:
         closed). `on_start` gets the run's event loop when the run starts its backend (for cancelling it)."""
 
         def make(kind: str, model_path: str, engine: VLLMSettings | None = None,
-                 server: ServerSettings | None = None, concurrency: int = 16) -> Backend:
+                 server: ServerSettings | None = None, concurrency: int = CONCURRENCY) -> Backend:
             key = (kind, model_path, server.base_url if server else None)
             with self._lock:
                 if self._kept is None or self._kept.key != key:
                     self._replace(_Kept(key, make_backend(kind, model_path, engine=engine, server=server,
                                                           concurrency=concurrency),
-                                        engine if kind == "vllm" else None))
+                                        engine if backend_kind(kind).sizes_context else None))
                 kept = self._kept
             return KeptBackend(self, kept, on_start)
 

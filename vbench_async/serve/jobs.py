@@ -1,8 +1,10 @@
-"""An evaluation job of the server: what a client may ask for (`JobSpec`, JSON in and out) and what the server
-tells it back (`Job`: status, progress, run directory, summary).
+"""An evaluation job of the server: what a client may ask for (`JobSpec`: the JSON form of `RunConfig`, the fields a
+job may set) and what the server tells it back (`Job`: status, progress, run directory, summary).
 
-A job asks for what `vbench-async run` would evaluate (benchmarks or a suite, frames, sampling, the model); how the
-model is served (backend, engine, server URL) and the frame cache are the server's own settings.
+A job asks for what `vbench-async run` would evaluate, in `RunConfig.to_json()`'s shape (selection, frames, prompts,
+sampling, output, judge; the model, by default the server's); how the model is served (backend, engine, server URL)
+and the frame cache are the server's own settings (`job` False in their metadata): a job naming one is refused with
+its name, never run without it.
 """
 
 from __future__ import annotations
@@ -16,11 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..backends.base import SamplingParams
-from ..benchmarks.selection import Selection
 from ..errors import UserError
-from ..frames.overrides import FrameOverrides
-from ..runner import MODES, RunConfig
+from ..runner import RunConfig
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled")
 # Caps far above any real setting: one job must not stall the serial queue or the machine (400,000 requests in
@@ -32,104 +31,73 @@ MAX_NUMBER = 1 << 53  # beyond it a JSON number is not exact in every client
 FINISHED = ("done", "failed", "cancelled")
 
 
+def server_owned() -> tuple[str, ...]:
+    """RunConfig's fields a job may not set: the server's (backend, engine, cache, ...) and the process's own."""
+    return tuple(f.name for f in dataclasses.fields(RunConfig)
+                 if f.metadata.get("job") is False or f.metadata.get("local"))
+
+
 @dataclass(frozen=True)
 class JobSpec:
-    """One evaluation request. Paths are the server's: a client on the same machine sends them absolute."""
+    """One evaluation request: a part of `RunConfig.to_json()`. Paths are the server's: a client on the same machine
+    sends them absolute."""
 
-    model: str | None = None  # default: the model the server was started with
-    suite: str | None = None
-    benchmarks: tuple[str, ...] = ()
-    data_root: str | None = None
-    max_samples: int | None = None
-    allow_outside_root: bool = False
-    include: tuple[str, ...] = ()  # benchmark folders (as --include), added to the server's registry
-    output_dir: str | None = None  # default: runs/<model name> under the server's working directory
-    frames: Mapping[str, Any] = field(default_factory=dict)  # FrameOverrides fields
-    sampling: Mapping[str, Any] = field(default_factory=dict)  # SamplingParams fields
-    thinking: bool = False
-    mode: str = "auto"
-    retry_failed: bool = False
-    concurrency: int | None = None  # default: the server's
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: Any) -> JobSpec:
-        """A spec from a request body; UserError (HTTP 400) for unknown keys, wrong types and bad values."""
+        """A spec from a request body; UserError (HTTP 400) for unknown or server-owned fields, wrong types and bad
+        values, each named."""
         if not isinstance(data, Mapping):
-            raise UserError("a job is a JSON object")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise UserError(f"unknown job field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        values = dict(data)
-        for key in ("benchmarks", "include"):
-            raw = values.get(key) or ()
-            items = raw.split(",") if isinstance(raw, str) else raw
-            if not isinstance(items, (list, tuple)) or not all(isinstance(x, str) for x in items):
-                raise UserError(f"job field {key} must be a list of strings")
-            values[key] = tuple(x.strip() for x in items if x.strip())
-        spec = cls(**values)
-        spec.check()
+            raise UserError("a job is a JSON object (RunConfig's JSON form)")
+        spec = cls(dict(data))
+        _numbers_in_range(spec.settings)
+        cfg = spec.run_config(RunConfig(model="the server's model"))
+        if cfg.selection.empty:
+            raise UserError("say what to evaluate: selection.suite or selection.benchmarks")
+        if cfg.mode == "preprocess":
+            raise UserError("job field mode must be auto, eval or both (a server evaluates; `vbench-async "
+                            "preprocess` fills the cache)")
         return spec
 
-    def check(self) -> None:
-        if not self.suite and not self.benchmarks:
-            raise UserError("say what to evaluate: a suite or benchmarks")
-        for name in ("model", "suite", "data_root", "output_dir"):
-            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
-                raise UserError(f"job field {name} must be a string")
-        for name, low in (("max_samples", 1), ("concurrency", 1)):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < low):
-                raise UserError(f"job field {name} must be an integer >= {low}, got {value!r}")
-            _in_range(name, value)
-        if self.mode not in MODES or self.mode == "preprocess":
-            raise UserError(f"job field mode must be one of {', '.join(m for m in MODES if m != 'preprocess')}")
-        self.frame_overrides()
-        self.sampling_params()
-
-    def frame_overrides(self) -> FrameOverrides:
-        return _build(FrameOverrides, self.frames, "frames")
-
-    def sampling_params(self) -> SamplingParams:
-        return _build(SamplingParams, self.sampling, "sampling")
-
     def to_json(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, Mapping) else v)
-                for k, v in dataclasses.asdict(self).items()}
+        return dict(self.settings)
+
+    def describe(self) -> str:
+        selection = self.settings.get("selection") or {}
+        return str(selection.get("suite") or ",".join(selection.get("benchmarks") or ()))
 
     def run_config(self, base: RunConfig) -> RunConfig:
-        """`base` (the server's settings: backend, engine, server, cache) with what this job asks for."""
-        return dataclasses.replace(
-            base,
-            model=self.model or base.model,
-            selection=Selection(suite=self.suite, benchmarks=self.benchmarks or None,
-                                data_root=Path(self.data_root) if self.data_root else None,
-                                max_samples=self.max_samples, allow_outside_root=self.allow_outside_root),
-            output_dir=Path(self.output_dir) if self.output_dir else None,
-            mode=self.mode,
-            thinking=self.thinking,
-            sampling=self.sampling_params(),
-            frame_overrides=self.frame_overrides().to_dict(),
-            concurrency=self.concurrency or base.concurrency,
-            retry_failed=self.retry_failed,
-            progress=False,
-            shard=None,
-        )
+        """`base` (the server's settings: model, backend, engine, server, cache, concurrency) with what this job asks
+        for; the job's fields are checked as `RunConfig.from_json` checks them."""
+        refused = sorted(set(self.settings) & set(server_owned()))
+        if refused:
+            raise UserError(f"job field(s) {', '.join(refused)} are the server's own settings, not a job's: start "
+                            "the server with them (`vbench-async serve --help`)")
+        merged = _overlay(base.to_json(), self.settings)  # unknown fields are refused here, by name
+        return dataclasses.replace(RunConfig.from_json(merged), progress=False, shard=None)
 
 
-def _build(cls: type, values: Any, what: str) -> Any:
-    if not isinstance(values, Mapping):
-        raise UserError(f"job field {what} must be an object")
-    bad = [k for k, v in values.items() if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)))]
-    if bad:  # every frame and sampling setting is a number
-        raise UserError(f"job field {what}: {', '.join(map(str, bad))} must be number(s)")
-    for name, value in values.items():
-        _in_range(f"{what}.{name}", value)
-    try:
-        return cls(**values)
-    except TypeError as exc:
-        names = ", ".join(f.name for f in dataclasses.fields(cls))
-        raise UserError(f"job field {what}: {exc} (fields: {names})") from None
+def _overlay(base: dict[str, Any], job: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` with `job`'s values; nested settings field by field (a job's `sampling: {max_tokens: 8}` keeps the
+    other sampling fields)."""
+    out = dict(base)
+    for key, value in job.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _overlay(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _numbers_in_range(values: Mapping[str, Any], where: str = "") -> None:
+    """Every number of a job (nested settings included) within its cap (`_in_range`)."""
+    for key, value in values.items():
+        name = f"{where}.{key}" if where else str(key)
+        if isinstance(value, Mapping):
+            _numbers_in_range(value, name)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            _in_range(name, value)
 
 
 def _in_range(name: str, value: Any) -> None:

@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..errors import EngineDead, UserError
 from ..redact import scrub
@@ -54,7 +54,7 @@ class EvalServer:
             self._forget_old()
             self._jobs[job.id] = job
         self._queue.put(job.id)
-        log.info("job %s queued: %s", job.id, spec.suite or ",".join(spec.benchmarks))
+        log.info("job %s queued: %s", job.id, spec.describe())
         return job
 
     def get(self, job_id: str) -> Job | None:
@@ -112,14 +112,15 @@ class EvalServer:
     def _run(self, job: Job) -> None:
         from .. import models
         from ..benchmarks.include import included
+        from ..backends.factory import backend_kind
 
         running = _Running(job)
         self._running = running
         scope = contextlib.ExitStack()  # the job's include folders are known to the registry for this job only
         try:
-            scope.enter_context(included(*job.spec.include))
             cfg = job.spec.run_config(self.base)
-            if cfg.backend == "openai" and cfg.model != self.base.model:
+            scope.enter_context(included(*cfg.selection.include))  # its card folders, for this job only
+            if not backend_kind(cfg.backend).in_process and cfg.model != self.base.model:
                 raise UserError(f"this server sends requests to {self.base.server.base_url}, which serves "
                                 f"{self.base.model}; start a server for {cfg.model} to evaluate it")
             model = models.resolve(cfg.model)
@@ -138,7 +139,12 @@ class EvalServer:
                 if job.cancel_requested.is_set():
                     loop.call_soon(_raise_cancelled)
 
-            summary = run(cfg, on_plan=on_plan, backends=self.keeper.factory(on_start))
+            with job_log(Path(job.run_dir)):
+                summary = run(cfg, on_plan=on_plan, backends=self.keeper.factory(on_start))
+                if cfg.judge_model:  # as `run --judge-model` does: the same backend kind and settings
+                    from ..judge import judge_after_run
+
+                    summary = {**judge_after_run(Path(job.run_dir), cfg, cfg.judge_model), "run_dir": job.run_dir}
             job.summary, job.status = summary, "done"
         except KeyboardInterrupt:  # JobCancelled, as the runner re-raises it after writing the partial summary
             job.status = "cancelled"
@@ -162,6 +168,27 @@ class EvalServer:
         finished = [j for j in self._jobs.values() if j.finished]
         for job in finished[: max(0, len(finished) - self._max_finished)]:
             del self._jobs[job.id]
+
+
+@contextlib.contextmanager
+def job_log(run_dir: Path) -> Iterator[Path]:
+    """The job's log records (this package's, vLLM's) also in its run directory's logs/engine.log, as `run` writes
+    them: the server's console stays its own (cli/console.py sends the engine's output to the server's log)."""
+    path = run_dir / "logs" / "engine.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(processName)s pid=%(process)d %(levelname)s %(name)s: "
+                                           "%(message)s"))
+    vllm = logging.getLogger("vllm")
+    targets = [logging.getLogger()] + ([] if vllm.propagate else [vllm])  # a record reaches the file once
+    for target in targets:
+        target.addHandler(handler)
+    try:
+        yield path
+    finally:
+        for target in targets:
+            target.removeHandler(handler)
+        handler.close()
 
 
 def _raise_cancelled() -> None:

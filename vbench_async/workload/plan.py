@@ -97,6 +97,7 @@ class WorkloadPlan:
     not_run: dict[str, str] = field(default_factory=dict)  # benchmark -> why it is not run (data absent)
     cache: CacheEstimate | None = None  # how the bytes to write were estimated, and the cache's warnings
     prompt_tokens: dict[str, int] = field(default_factory=dict, repr=False)  # sample key -> prompt length
+    n_done: int = 0  # samples of the selection that already have a result (a resumed run; set by the runner)
 
     @property
     def fits(self) -> bool:

@@ -1,0 +1,131 @@
+"""`run`'s options, generated from RunConfig and its settings classes, and the RunConfig they describe (`run`, `plan`
+and `run --server` read them alike)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import TYPE_CHECKING
+
+from ..errors import UserError
+
+if TYPE_CHECKING:
+    from ..runner import RunConfig
+    from ..sharding import Shard
+
+
+# RunConfig's own flags, by the group `--help` shows them in (the nested settings are groups of their own).
+OUTPUT_FLAGS = ("output_dir", "name", "cache_dir", "cache_max_gb", "progress")
+HOW_FLAGS = ("backend", "mode", "retry_failed", "thinking", "judge_model", "concurrency", "loaders", "queue_size",
+             "decode_workers")
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """The options of `run` (and of `plan`, which plans exactly that run)."""
+    from ..backends.base import SamplingParams
+    from ..backends.openai import ServerSettings
+    from ..backends.vllm import VLLMSettings
+    from ..benchmarks.prompts import PromptSettings
+    from ..benchmarks.selection import Selection
+    from ..frames.overrides import FrameOverrides
+    from ..runner import RunConfig
+    from .include import add_include_option
+    from .console import add_verbose
+    from .options import add_fields, add_group
+
+    what = add_group(p, Selection)
+    add_include_option(what)
+    add_fields(what, RunConfig, only=("model",))
+
+    out = add_group(p, RunConfig, "output", only=OUTPUT_FLAGS)
+    out.add_argument("--no-site", action="store_true", help="do not write the HTML leaderboard into the run directory")
+
+    add_group(p, RunConfig, "how", only=HOW_FLAGS)
+    add_group(p, PromptSettings)
+
+    frames = add_group(p, FrameOverrides, exclude=("max_frames",))
+    cap = next(f for f in dataclasses.fields(FrameOverrides) if f.name == "max_frames")
+    frames.add_argument("--max-frames", dest="max_frames", type=frame_budgets, action=_Budgets, default=None,
+                        metavar="N[,N...]", help=cap.metadata["help"])
+    p.set_defaults(frame_budgets=None)
+    add_group(p, SamplingParams)
+    add_group(p, VLLMSettings)
+
+    scale = p.add_argument_group("scale-out (docs/scale-out.md)")
+    scale.add_argument("--shard", metavar="K/N",
+                       help="evaluate only shard K of N (K counts from 0): a cost-balanced slice that keeps each "
+                            "video's questions together, written to its own result files in OUTPUT_DIR; the last "
+                            "shard to finish merges them (or run `vbench-async merge OUTPUT_DIR`). 'auto' reads it "
+                            "from the launcher: VBENCH_ASYNC_SHARD, torchrun's RANK/WORLD_SIZE, a Slurm array's "
+                            "SLURM_ARRAY_TASK_ID/COUNT, or srun's SLURM_PROCID/SLURM_NTASKS")
+    scale.add_argument("--gpus", default="auto", metavar="LIST|auto",
+                       help="devices for this process's engine, tensor-parallel x data-parallel of them, e.g. 2,3 "
+                            "(indices into CUDA_VISIBLE_DEVICES when that is set). auto: with several processes per "
+                            "node (torchrun LOCAL_RANK, srun SLURM_LOCALID) process L takes the L-th block; "
+                            "otherwise CUDA_VISIBLE_DEVICES is left as it is")
+
+    add_group(p, ServerSettings)
+    add_verbose(p)
+
+    remote = p.add_argument_group("evaluation server (docs/serve.md)")
+    remote.add_argument("--server", metavar="URL",
+                        help="submit the run as a job to `vbench-async serve` at URL and wait for it: the job is this "
+                             "command's run settings; the server's backend, engine and frame cache are used (setting "
+                             "one of them here is refused)")
+    remote.add_argument("--server-token", help="the server's token (default: $VBENCH_ASYNC_SERVE_TOKEN)")
+
+
+def frame_budgets(text: str) -> tuple[int, ...]:
+    """`--max-frames 32` or `--max-frames 16,32,64`: positive whole numbers."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    try:
+        budgets = tuple(int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a frame count or a comma-separated list of them: {text!r}") from None
+    if not budgets or any(b <= 0 for b in budgets):
+        raise argparse.ArgumentTypeError(f"frame counts must be positive whole numbers: {text!r}")
+    return budgets
+
+
+class _Budgets(argparse.Action):
+    """`--max-frames 32` or `16,32,64`: the first is the run's frame cap (`max_frames`); all of them, in
+    `frame_budgets`, a sweep's budgets."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, values[0])
+        namespace.frame_budgets = values
+
+
+def config_from_args(args: argparse.Namespace, shard: Shard | None = None, local: bool = True) -> RunConfig:
+    """The RunConfig of parsed `run` options (also `plan`'s and `run --server`'s): every field from its flag.
+    `local` False (a job for a server): the data root and the backend are the server's to check."""
+    from ..backends.base import SamplingParams
+    from ..backends.factory import backend_kind
+    from ..backends.openai import ServerSettings
+    from ..backends.vllm import VLLMSettings
+    from ..benchmarks.include import include_dirs
+    from ..benchmarks.prompts import PromptSettings
+    from ..benchmarks.selection import Selection
+    from ..benchmarks.registry import check_data_root
+    from ..frames.overrides import FrameOverrides
+    from ..runner import RunConfig
+    from .options import from_args, values_from_args
+
+    selection = from_args(Selection, args, include=tuple(include_dirs()))  # --include and $VBENCH_ASYNC_INCLUDE
+    if selection.empty:
+        raise UserError("say what to evaluate: --suite NAME or --benchmarks a,b (see `vbench-async list`)")
+    if local:
+        check_data_root(selection.data_root)  # a broken data map fails now, whatever the benchmarks' sources
+    cfg = RunConfig(
+        **values_from_args(RunConfig, args),
+        selection=selection,
+        prompt=from_args(PromptSettings, args),
+        sampling=from_args(SamplingParams, args),
+        frame_overrides=from_args(FrameOverrides, args).to_dict(),
+        engine=from_args(VLLMSettings, args),
+        server=from_args(ServerSettings, args),
+        shard=shard,
+    )
+    if local:
+        backend_kind(cfg.backend).check(cfg.server)
+    return cfg
