@@ -46,8 +46,8 @@ def test_redaction_of_command_lines_and_values() -> None:
 def test_no_secret_reaches_any_artefact(tmp_path: Path, monkeypatch) -> None:
     data_map = fault_suite(tmp_path / "data", ["slow"] * 2)  # a second each: the server's job meets the lock
     out, served, cache = tmp_path / "out", tmp_path / "served", tmp_path / "cache"
-    job = {"benchmarks": ["mmvu"], "data_root": str(data_map), "frames": {"max_frames": 4, "max_pixels": 16384},
-           "sampling": {"max_tokens": 8}}
+    job = {"selection": {"benchmarks": ["mmvu"], "data_root": str(data_map)},
+           "frame_overrides": {"max_frames": 4, "max_pixels": 16384}, "sampling": {"max_tokens": 8}}
     answers: list[str] = []
     with FaultServer() as fake:
         args = openai_args(data_map, out, cache, fake.url, "--concurrency", "1", "--api-key", KEY)

@@ -26,7 +26,7 @@ from vbench_async.serve import api, client
 from vbench_async.serve.api import MAX_BODY, make_http_server
 from vbench_async.serve.server import EvalServer
 
-JOB = {"benchmarks": ["demo-mc"], "output_dir": "/nonexistent/never-written"}
+JOB = {"selection": {"benchmarks": ["demo-mc"]}, "output_dir": "/nonexistent/never-written"}
 
 
 @contextlib.contextmanager
@@ -162,11 +162,11 @@ def test_allowed_names_and_origins_get_in() -> None:
 def test_every_malformed_request_is_answered_at_once(tokenless, name, req, status, words) -> None:
     evals, url = tokenless
     bodies = {"nested 100,000 deep": "[" * 100_000 + "]" * 100_000,
-              "nested 20 deep": json.dumps({**JOB, "frames": {"x": [[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]}}),
-              "a huge integer": '{"suite": "demo", "concurrency": ' + "9" * 5000 + "}",
+              "nested 20 deep": json.dumps({**JOB, "frame_overrides": {"x": [[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]}}),
+              "a huge integer": '{"selection": {"suite": "demo"}, "concurrency": ' + "9" * 5000 + "}",
               "concurrency 400,000": json.dumps({**JOB, "concurrency": 400_000}),
-              "max_frames 1e300": json.dumps({**JOB, "frames": {"max_frames": 1e300}}),
-              "temperature NaN": '{"benchmarks": ["demo-mc"], "sampling": {"temperature": NaN}}'}
+              "max_frames 1e300": json.dumps({**JOB, "frame_overrides": {"max_frames": 1e300}}),
+              "temperature NaN": '{"selection": {"benchmarks": ["demo-mc"]}, "sampling": {"temperature": NaN}}'}
     if req is None:
         req = request(url, body=bodies[name].encode())
     req = req.replace(b"Host: H", f"Host: 127.0.0.1:{url.rsplit(':', 1)[1]}".encode())
@@ -208,14 +208,14 @@ def test_a_bad_include_job_fails_alone(tmp_path: Path) -> None:
     good.mkdir()
     card = yaml.safe_load((data_dir("benchmarks") / "mmvu.yaml").read_text())
     (good / "my-mmvu.yaml").write_text(yaml.safe_dump({**card, "id": "my-mmvu", "name": "My MMVU"}))
-    job = {"benchmarks": ["mmvu"], "data_root": str(data_map), "frames": {"max_frames": 4, "max_pixels": 16384},
-           "sampling": {"max_tokens": 8}}
+    job = {"frame_overrides": {"max_frames": 4, "max_pixels": 16384}, "sampling": {"max_tokens": 8}}
+    selection = {"benchmarks": ["mmvu"], "data_root": str(data_map)}
     with FaultServer() as fake, serving(openai_base(fake.url, tmp_path / "cache")) as (evals, url):
         def finished(spec: dict) -> dict:
             return client.wait(url, client.submit(url, spec)["id"], poll_s=0.05)
 
-        bad = finished({**job, "include": [str(clash)], "output_dir": str(tmp_path / "bad")})
+        bad = finished({**job, "selection": {**selection, "include": [str(clash)]}, "output_dir": str(tmp_path / "bad")})
         assert bad["status"] == "failed" and "'mmvu' is already used by" in bad["error"], bad
         # The next job, with another folder (so the clashing one is gone, and include folders still work).
-        done = finished({**job, "include": [str(good)], "output_dir": str(tmp_path / "next")})
+        done = finished({**job, "selection": {**selection, "include": [str(good)]}, "output_dir": str(tmp_path / "next")})
         assert done["status"] == "done" and done["summary"]["complete"], done
