@@ -42,6 +42,9 @@ class Trainer:
         from .. import models
 
         self.cfg = cfg
+        # Before the process group exists: a tiny model is built (each rank may hold the build lock) with writers
+        # that, inside a group, write on global rank 0 only.
+        model = models.resolve(cfg.model)
         self.info = init_distributed(cfg.fsdp)
         watch.start_watch(self.info.rank, self.info.world, cfg.fsdp.peer_timeout_s)
         if cfg.train.prompts_per_step % self.info.world:
@@ -49,7 +52,6 @@ class Trainer:
                             f"number of processes ({self.info.world})")
         self.out = Path(cfg.output_dir)
         torch.manual_seed(cfg.seed)
-        model = models.resolve(cfg.model)
         self.model_dir = model.path
         self.items = load_items(cfg.data)
         self.media = MediaSource(frame_spec(cfg.data, model), cfg.data.frame_source, cfg.data.cache_dir,
