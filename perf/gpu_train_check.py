@@ -175,14 +175,14 @@ def check_vllm_sync(model: str) -> dict:
     hf = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float32)
     req = Request("q", "Which letter comes after A?", sampling=SamplingParams(temperature=1e-3, max_tokens=12, seed=0))
     try:
-        first = engine.generate([req])[0][0]
+        first = engine.generate([req])[0][0].token_ids
         weights = {k: v.cuda() for k, v in hf.state_dict().items()}
         name = next(k for k in weights if "lm_head" in k or "embed_tokens" in k)
         perturbed = dict(weights, **{name: torch.randn_like(weights[name])})
         engine.sync(iter(perturbed.items()))
-        changed = engine.generate([req])[0][0]
+        changed = engine.generate([req])[0][0].token_ids
         engine.sync(iter(weights.items()))
-        back = engine.generate([req])[0][0]
+        back = engine.generate([req])[0][0].token_ids
     finally:
         engine.close()
     return {"vllm_sync": changed != first and back == first, "sleep_level": engine._sleep_level}

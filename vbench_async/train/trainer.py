@@ -220,7 +220,8 @@ class Trainer:
                                                   self.cfg.algorithm.std_eps)[0].tolist()
         encoded = [g.encoded for g in groups]
         mask_cut = self.cfg.algorithm.mask_truncated  # DAPO: a response cut at max_tokens teaches nothing
-        seqs = [Seq(i, r.token_ids, a, trained=r.finished or not mask_cut)
+        seqs = [Seq(i, r.token_ids, a, trained=r.finished or not mask_cut,
+                    rollout_logp=None if r.rollout_logp is None else torch.tensor(r.rollout_logp))
                 for i, g in enumerate(groups) for r, a in zip(g.responses, g.advantages)]
         sums.add("train/masked_truncated", sum(not s.trained for s in seqs))
         if seqs:  # the group count is the minimum over ranks: every rank has sequences, or none has

@@ -25,15 +25,23 @@ import torch
 from ..backends.base import Request
 from ..backends.vllm import engine_input, sampling_params
 from .config import RolloutConfig
-from .rollout import special_ids
+from .rollout import Sampled, special_ids
 
 log = logging.getLogger(__name__)
 
 
 def rollout_sampling_params(request: Request, media_ids: Iterable[int]) -> Any:
     """The evaluation's mapping of `request`'s sampling settings, plus a -100 bias on image/video placeholder tokens
-    (a response holding one would claim visual features that do not exist)."""
-    return sampling_params(request, logit_bias={t: -100.0 for t in media_ids})
+    (a response holding one would claim visual features that do not exist) and the sampled token's log-prob
+    (`logprobs=0`), which the update compares with its own (truncated importance sampling)."""
+    return sampling_params(request, logit_bias={t: -100.0 for t in media_ids}, logprobs=0)
+
+
+def sampled_logprobs(output: Any) -> list[float] | None:
+    """vLLM's log-prob of each sampled token of one completion (None if the engine returned none)."""
+    if not output.logprobs:
+        return None
+    return [step[tok].logprob for tok, step in zip(output.token_ids, output.logprobs)]
 
 
 class VLLMRollout:
@@ -55,7 +63,10 @@ class VLLMRollout:
             memory = {"kv_cache_memory_bytes": 64 << 20, "enforce_eager": True}
         if world > 1:  # one engine per torchrun rank (TP 1), inside the launcher's process group, as TRL does
             memory["distributed_executor_backend"] = "external_launcher"
+        # processed_logprobs: log-probs after temperature and penalties, i.e. of the distribution sampled from,
+        # which is what the training forward computes (at the rollout temperature).
         self.llm = LLM(model=model_dir, dtype="bfloat16", seed=seed, enable_sleep_mode=self._sleep_level is not None,
+                       logprobs_mode="processed_logprobs",
                        max_model_len=cfg.max_model_len, limit_mm_per_prompt={"video": 1, "image": 4},
                        enable_prefix_caching=True, **memory)
         self.ids = special_ids(model_dir)
@@ -81,7 +92,7 @@ class VLLMRollout:
         self.llm.apply_model(lambda model: model.load_weights(weights))
         self.llm.reset_prefix_cache()  # cached prefixes were computed with the old weights
 
-    def generate(self, requests: list[Request]) -> list[list[list[int]] | None]:
+    def generate(self, requests: list[Request]) -> list[list[Sampled] | None]:
         self._wake(["kv_cache"])
         self._asleep = False
         params = [self.sampling_params(r) for r in requests]
@@ -102,9 +113,9 @@ class VLLMRollout:
             self._asleep = True
         return rows
 
-    def _generate(self, requests: list[Request], params: list[Any]) -> list[list[list[int]] | None]:
+    def _generate(self, requests: list[Request], params: list[Any]) -> list[list[Sampled] | None]:
         outs = self.llm.generate([self.engine_input(r) for r in requests], params, use_tqdm=False)
-        return [[list(o.token_ids) for o in out.outputs] for out in outs]
+        return [[Sampled(list(o.token_ids), sampled_logprobs(o)) for o in out.outputs] for out in outs]
 
     def close(self) -> None:
         """Stop the engine while the process group it shares still exists (its teardown uses it)."""
