@@ -25,6 +25,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from vbench_async.train.checkpoint import export_dir
+
 REPO = Path(__file__).resolve().parents[1]
 FRAMES = {"max_frames": 4, "max_pixels": 3136}  # 4 frames of ~56x56: 8 video tokens for Qwen2.5-VL
 MAX_TOKENS = 4
@@ -127,7 +129,7 @@ def test_hybrid_grpo_learns_and_the_export_scores_higher(task, tmp_path):
     out = tmp_path / "hybrid"
     _hybrid(task, out, steps=16, export=True)
     initial = task.evaluate("tiny-qwen2.5-vl", tmp_path / "eval-initial", "hf")
-    trained = task.evaluate(str(out / "export"), tmp_path / "eval-trained", "hf")
+    trained = task.evaluate(str(export_dir(out, 16)), tmp_path / "eval-trained", "hf")
     print(f"vbench-async run --backend hf: initial {initial:.3f}, trained {trained:.3f}")
     assert trained > initial
 
@@ -141,7 +143,7 @@ def test_online_grpo_learns_and_the_export_scores_higher_on_vllm(task, tmp_path)
     print(f"\nonline GRPO: reward {before:.3f} (steps 1-3) -> {after:.3f} (steps {len(rows) - 2}-{len(rows)})")
     assert after >= before + 0.5
     initial = task.evaluate("tiny-qwen2.5-vl", tmp_path / "eval-initial", "vllm")
-    trained = task.evaluate(str(out / "export"), tmp_path / "eval-trained", "vllm")
+    trained = task.evaluate(str(export_dir(out, 20)), tmp_path / "eval-trained", "vllm")
     print(f"vbench-async run (vLLM): initial {initial:.3f}, trained {trained:.3f}")
     assert trained > initial
 

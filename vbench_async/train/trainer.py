@@ -23,7 +23,7 @@ import yaml
 
 from ..errors import UserError
 from . import algos, watch
-from .checkpoint import export_hf, find_resume, gather_for_rank0, load_checkpoint, save_checkpoint
+from .checkpoint import export_dir, export_hf, find_resume, gather_for_rank0, load_checkpoint, save_checkpoint
 from .collect import Collector
 from .config import TrainConfig
 from .data import DataOrder, MediaSource, TrainItem, frame_spec, load_items
@@ -79,6 +79,7 @@ class Trainer:
         pad = self.rollout.ids.pad if self.rollout.ids.pad is not None else 0
         self.updater = Updater(cfg, self.info, self.policy, self.ref, self.optim, pad)
         self.step, self._synced = 0, True  # the rollout engine starts from the same checkpoint files
+        self.exported: Path | None = None  # the last export written
         resume = find_resume(self.out, cfg.checkpoint.resume)
         if resume is not None:
             self._resume(resume)
@@ -185,13 +186,13 @@ class Trainer:
                 if cfg.validation.every and self.step % cfg.validation.every == 0:
                     metrics.update(self.run_validation())
                 if self._export_requested():
-                    self.export(self.out / f"export-step-{self.step:06d}")
+                    self.export(export_dir(self.out, self.step))
                 self.logger.log(self.step, metrics)
                 last = metrics
             if saved_at != self.step:
                 self.save()
             if cfg.checkpoint.export:
-                self.export(self.out / "export")
+                self.export(export_dir(self.out, self.step))
         finally:
             self.logger.close()
             self.media.close()
@@ -271,6 +272,7 @@ class Trainer:
                                                       "base_model": self.cfg.model})
             log.info("exported step %d to %s", self.step, out_dir)
         barrier(self.info)
+        self.exported = out_dir
         return out_dir
 
     def run_validation(self) -> dict[str, float]:
@@ -291,8 +293,8 @@ class Trainer:
         close_distributed()
 
 
-def train(cfg: TrainConfig) -> dict[str, float]:
-    """Run a whole training (the body of `python -m vbench_async.train`).
+def train(cfg: TrainConfig) -> tuple[dict[str, float], Path | None]:
+    """Run a whole training (the body of `python -m vbench_async.train`): the last step's metrics and the export.
 
     A failure is posted to the other ranks before this rank exits (they stop within seconds instead of waiting in
     their next collective); the process group is then left as it is, since tearing it down would wait for them."""
@@ -311,4 +313,4 @@ def train(cfg: TrainConfig) -> dict[str, float]:
         raise
     watch.stop_watch(finished=True)
     trainer.close()
-    return metrics
+    return metrics, trainer.exported
