@@ -210,8 +210,9 @@ class Trainer:
 
     def train_step(self) -> dict[str, float]:
         times = {"start": time.perf_counter()}
+        synced = [0, 0]  # bytes gathered and loaded into the rollout engine this step, tensors
         if not self._synced:
-            self.rollout.sync(full_tensors(self.policy.model))
+            self.rollout.sync(_counted(full_tensors(self.policy.model), synced))
         self._synced = False
         times["sync"] = time.perf_counter()
         groups, sums = self.collector.collect(self.step)
@@ -232,7 +233,9 @@ class Trainer:
             self.updater.update(seqs, encoded, self.step, sums)
         times["update"] = time.perf_counter()
         self._log_samples(groups)
-        return self._metrics(sums, times)
+        metrics = self._metrics(sums, times)
+        metrics["sync/bytes"], metrics["sync/tensors"] = float(synced[0]), float(synced[1])  # per rank
+        return metrics
 
     # -- metrics ----------------------------------------------------------------------------------------------------
     def _metrics(self, sums: Sums, times: dict[str, float]) -> dict[str, float]:
@@ -291,6 +294,14 @@ class Trainer:
     def close(self) -> None:
         self.rollout.close()
         close_distributed()
+
+
+def _counted(weights, count: list[int]):
+    """Pass `weights` through, adding each tensor's bytes to count[0] and one to count[1]."""
+    for name, tensor in weights:
+        count[0] += tensor.numel() * tensor.element_size()
+        count[1] += 1
+        yield name, tensor
 
 
 def train(cfg: TrainConfig) -> tuple[dict[str, float], Path | None]:
