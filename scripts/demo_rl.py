@@ -1,6 +1,7 @@
 """`make demo-rl`: the whole loop on a CPU in a few minutes, every number measured by this run.
 
-1. evaluate the tiny random model on the demo suite's yes/no and multiple-choice benchmarks (`vbench-async run`);
+1. evaluate the tiny random model on the demo suite's yes/no benchmark (`--benchmarks demo-yesno,demo-mc` adds the
+   multiple-choice one) with `vbench-async run`;
 2. RL-train it (`vbench-async train`: GRPO, hybrid groups of 3 sampled + 1 offline answer) on a *training split*
    of the same synthetic generator (other videos and questions: seed 1, not the evaluation's seed 0), with the
    evaluation's prompt templates, frame settings, frame cache and scorers (the reward is the benchmark's score);
@@ -8,9 +9,10 @@
 4. write a leaderboard of both runs (`vbench-async leaderboard`): the index, and a compare page listing the samples
    whose score flipped between the two models, with their frames.
 
-The random model answers nothing in the expected form (0 on both benchmarks); the trained one has learned to answer
-yes/no and an option letter, so it scores about chance level and above: what a few minutes of CPU RL can teach a
-2-layer model, not video understanding.
+The random model answers nothing in the expected form (0); the trained one has learned to answer yes or no, so it
+scores about chance level or above: what a few minutes of CPU RL can teach a 2-layer model, not video understanding.
+Measured (2-core CPU shared with other jobs, 12 steps, both cards): demo-yesno 0.00 -> 63.64, demo-mc 0.00 -> 0.00
+(trained on both, the model answered "B" to the yes/no training prompts too and learned yes/no only).
 
     .venv/bin/python scripts/demo_rl.py [--out runs/demo-rl] [--steps 10]
 """
@@ -31,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 MODEL = "tiny-qwen2.5-vl"
-BENCHMARKS = ("demo-yesno", "demo-mc")
+BENCHMARKS = ("demo-yesno",)  # the default; demo-mc is the other card this script knows
 GROUPS = {"demo-yesno": "yesno", "demo-mc": "mc"}  # card -> the generator's annotation group
 TEMPLATES = {"yes/no": "yes_no", "multiple choice": "multiple_choice"}  # the cards' `prompt:`
 FRAMES = {"fps": 2.0, "max_frames": 32, "max_pixels": 65536}  # the cards' frame settings
@@ -102,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "demo-rl", help="where runs, training and site go")
     ap.add_argument("--steps", type=int, default=12, help="training steps")
-    ap.add_argument("--benchmarks", default=",".join(BENCHMARKS), help="demo cards to train for and evaluate on")
+    ap.add_argument("--benchmarks", default=",".join(BENCHMARKS),
+                    help=f"demo cards to train for and evaluate on (any of {', '.join(GROUPS)})")
     args = ap.parse_args(argv)
     benchmarks = tuple(args.benchmarks.split(","))
     unknown = [b for b in benchmarks if b not in GROUPS]

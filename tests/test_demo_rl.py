@@ -33,7 +33,7 @@ def test_demo_rl_trained_model_beats_the_untrained_one(tmp_path: Path) -> None:
     assert re.search(r"demo-yesno\s+\d+\.\d\d\s+\d+\.\d\d", proc.stdout)  # the closing table
     assert Path(record["export"]).name == "tiny-qwen2.5-vl-rl-step10"  # named after the run
     page = Path(record["compare"][0]).read_text()
-    table = page[page.index('class="flipped"'):]
+    table = page[page.index('flipped"'):]  # the flipped-samples table (class "samples flipped")
     table = table[: table.index("</table>")]
     rows = [json.loads(line) for f in (out / "runs" / "rl-trained" / "results").glob("demo-yesno*.jsonl")
             for line in f.read_text().splitlines()]
