@@ -18,6 +18,7 @@ from conftest import ENGINE_GROUP
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # two engine starts and a training: minutes, too long for the default suite
 @pytest.mark.vllm
 @ENGINE_GROUP
 def test_demo_rl_trained_model_beats_the_untrained_one(tmp_path: Path) -> None:
