@@ -4,13 +4,16 @@ export HF_HUB_OFFLINE ?= 1
 export VLLM_NO_USAGE_STATS ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup demo test test-slow perf
+.PHONY: setup demo demo-rl test test-slow perf
 
 setup:
 	bash scripts/setup_env.sh
 
 demo: setup  ## evaluate the tiny model on the built-in synthetic suite, write results + leaderboard
 	.venv/bin/vbench-async run --model tiny-qwen2.5-vl --suite demo --output-dir runs/demo
+
+demo-rl: setup  ## evaluate the tiny model, RL-train it on the synthetic training split, evaluate again, compare
+	$(PY) scripts/demo_rl.py --out runs/demo-rl
 
 # Two workers: a vLLM engine core computes on one thread, so two of them (or one and the unit tests) fill 2 cores.
 # Tests sharing the demo runs and the vLLM server run on one worker (xdist_group "engine"), the rest spread.

@@ -3,13 +3,15 @@
     PYTHONPATH=. .venv/bin/python perf/gpu_train_check.py                 # every visible GPU (1-8)
     PYTHONPATH=. .venv/bin/python perf/gpu_train_check.py --cpu-dry-run   # the same steps on CPU/gloo, 2 processes
 
-For each tiny model (Qwen2.5-VL, Qwen3-VL: random weights, built on first use), on one machine:
-  1. run A: `torchrun --nproc_per_node N -m vbench_async.train`, 3 GRPO steps, FSDP2 per layer (NCCL on GPU), each
+First, before any process group exists, every model the check needs is resolved and built (tiny models with random
+weights; a failure there is reported at once, not as a half-built directory in the first launch). Then for each
+model (default: tiny Qwen2.5-VL and tiny Qwen3-VL), on one machine:
+  1. run A: `torchrun --nproc_per_node N -m vbench_async.train`, `--steps` (3) GRPO steps, FSDP2 per layer (NCCL on GPU), each
      rank's prompts a mix of video, image and text records, rollouts on the colocated vLLM engine when vLLM and CUDA
      are there (it sleeps at level 2 between rollouts and gets the weights synced every step), else HF generate;
      a sharded checkpoint after every step;
-  2. run B: a fresh launch resumed from A's step-1 checkpoint, to step 3; the figure reported is the largest
-     difference between A's and B's step-3 weights (0 on CPU; bf16 compute and vLLM sampling on GPU need not be
+  2. run B: a fresh launch resumed from A's step-1 checkpoint, to the last step; the figure reported is the largest
+     difference between A's and B's last weights (0 on CPU; bf16 compute and vLLM sampling on GPU need not be
      bitwise repeatable, so there it is reported, not required to be 0);
   3. (vLLM + CUDA only) in one process: greedy text -> weights synced with a perturbed copy -> the text changes ->
      the original weights synced back -> the first text again, with a level-2 sleep after every generate;
@@ -21,6 +23,12 @@ For each tiny model (Qwen2.5-VL, Qwen3-VL: random weights, built on first use), 
 Runs A use the trainer's defaults for attention and packing, so with flash-attn installed they train packed.
 Ends with one SUMMARY line; exit status 0 only if every step passed. The whole check stops at `--budget-s` (570 s:
 under 10 minutes on 1-8 GPUs); what has not run by then is reported as a failure.
+
+Time plan (one launch costs the interpreter and torch start-up, the model load and, with vLLM, one engine start per
+rank in parallel: about 60-90 s on a GPU machine whatever N is, since the ranks start side by side): 2 models x 2
+launches + the in-process vLLM sync check (one more engine start) + the packing forward, about 6-8 minutes on 1 GPU
+and on 8 GPUs alike; each launch is cut at 240 s. `--families tiny-qwen2.5-vl` halves it. The CPU rehearsal with one
+model and `--steps 2` is a default-suite test (tests/test_gpu_train_check.py) on an empty `VBENCH_ASYNC_HOME`.
 """
 
 from __future__ import annotations
@@ -75,7 +83,16 @@ def make_data(root: Path, prompts: int) -> Path:
     return path
 
 
-def config(root: Path, records: Path, model: str, out: Path, world: int, engine: str, resume: str) -> Path:
+def prebuild(models: list[str]) -> dict[str, str]:
+    """Resolve (and for tiny models build) every model in this one process, before any launch: the launches then
+    only read finished directories. Returns model -> directory or hub id."""
+    from vbench_async.models import resolve
+
+    return {name: resolve(name).path for name in models}
+
+
+def config(root: Path, records: Path, model: str, out: Path, world: int, engine: str, resume: str,
+           steps: int) -> Path:
     cfg = {
         "model": model, "output_dir": str(out), "seed": 11,
         "data": {"records": str(records), "video_dir": str(root / "suite" / "videos"), "cache_dir": str(root / "cache"),
@@ -84,7 +101,7 @@ def config(root: Path, records: Path, model: str, out: Path, world: int, engine:
         "rollout": {"engine": engine, "n": 4, "max_tokens": 8, "offline_per_group": 1, "max_model_len": 2048,
                     "vllm_gpu_memory_utilization": 0.25},
         "algorithm": {"name": "grpo"},
-        "train": {"steps": 3, "prompts_per_step": 3 * world, "micro_batch_size": 12, "lr": 1e-3,
+        "train": {"steps": steps, "prompts_per_step": 3 * world, "micro_batch_size": 12, "lr": 1e-3,
                   "gradient_checkpointing": True},
         "fsdp": {"shard": "layer", "timeout_s": 300, "peer_timeout_s": 60},
         "checkpoint": {"every": 1, "keep": 5, "export": False, "resume": resume},
@@ -117,14 +134,14 @@ def metrics(out: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
 
 
-def check_family(root: Path, records: Path, model: str, world: int, engine: str) -> dict:
+def check_family(root: Path, records: Path, model: str, world: int, engine: str, steps: int) -> dict:
     from vbench_async.train.checkpoint import consolidate
 
     res: dict = {"model": model}
     a, b = root / f"{model}-a", root / f"{model}-b"
-    ok, err, res["run_a_s"] = launch(config(root, records, model, a, world, engine, "none"), world)
+    ok, err, res["run_a_s"] = launch(config(root, records, model, a, world, engine, "none", steps), world)
     rows = metrics(a)
-    res["run_a"] = ok and [r["step"] for r in rows] == [1, 2, 3] and all(
+    res["run_a"] = ok and [r["step"] for r in rows] == list(range(1, steps + 1)) and all(
         r["loss"] is not None and (r["grad_norm"] or 0) > 0 for r in rows)
     if not res["run_a"]:
         res["error"] = err or f"metrics: {rows}"
@@ -132,12 +149,13 @@ def check_family(root: Path, records: Path, model: str, world: int, engine: str)
     res["tokens_per_s"] = sum(r["throughput/tokens_per_s"] for r in rows[1:]) / len(rows[1:])
     first = a / "checkpoints" / "step-000001"
     res["shards"] = len(list(first.glob("shard-*.safetensors")))
-    ok, err, res["run_b_s"] = launch(config(root, records, model, b, world, engine, str(first)), world)
-    res["resume"] = ok and [r["step"] for r in metrics(b)] == [2, 3] and res["shards"] == world
+    ok, err, res["run_b_s"] = launch(config(root, records, model, b, world, engine, str(first), steps), world)
+    res["resume"] = ok and [r["step"] for r in metrics(b)] == list(range(2, steps + 1)) and res["shards"] == world
     if not res["resume"]:
         res["error"] = err or f"metrics: {metrics(b)}, shards {res['shards']}"
         return res
-    wa, wb = consolidate(a / "checkpoints" / "step-000003"), consolidate(b / "checkpoints" / "step-000003")
+    last = f"step-{steps:06d}"
+    wa, wb = consolidate(a / "checkpoints" / last), consolidate(b / "checkpoints" / last)
     res["resume_max_diff"] = max((wa[k].float() - wb[k].float()).abs().max().item() for k in wa)
     return res
 
@@ -157,14 +175,14 @@ def check_vllm_sync(model: str) -> dict:
     hf = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float32)
     req = Request("q", "Which letter comes after A?", sampling=SamplingParams(temperature=1e-3, max_tokens=12, seed=0))
     try:
-        first = engine.generate([req])[0][0]
+        first = engine.generate([req])[0][0].token_ids
         weights = {k: v.cuda() for k, v in hf.state_dict().items()}
         name = next(k for k in weights if "lm_head" in k or "embed_tokens" in k)
         perturbed = dict(weights, **{name: torch.randn_like(weights[name])})
         engine.sync(iter(perturbed.items()))
-        changed = engine.generate([req])[0][0]
+        changed = engine.generate([req])[0][0].token_ids
         engine.sync(iter(weights.items()))
-        back = engine.generate([req])[0][0]
+        back = engine.generate([req])[0][0].token_ids
     finally:
         engine.close()
     return {"vllm_sync": changed != first and back == first, "sleep_level": engine._sleep_level}
@@ -231,7 +249,10 @@ def main() -> int:
     ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated tiny model names")
     ap.add_argument("--workdir", type=Path, help="keep the runs here (default: a temporary directory)")
     ap.add_argument("--budget-s", type=float, default=570.0, help="stop the whole check after this many seconds")
+    ap.add_argument("--steps", type=int, default=3, help="training steps of run A (run B resumes from step 1)")
     args = ap.parse_args()
+    if args.steps < 2:
+        ap.error("--steps must be at least 2 (run B resumes from step 1)")
     DEADLINE[0] = time.monotonic() + args.budget_s
     import torch
 
@@ -244,13 +265,20 @@ def main() -> int:
     vllm = cuda and importlib.util.find_spec("vllm") is not None
     engine = "vllm" if vllm else "hf"
     started = time.perf_counter()
+    families = args.families.split(",")
+    try:
+        built = prebuild(families)
+    except Exception as exc:  # nothing launched yet: say so plainly
+        print(f"SUMMARY gpu_train_check=FAIL (building the models: {type(exc).__name__}: {exc})")
+        return 1
+    print(json.dumps({"prebuilt": built, "prebuild_s": round(time.perf_counter() - started, 1)}), flush=True)
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         root = args.workdir or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
         records = make_data(root, 3 * world)
-        for model in args.families.split(","):
-            res = check_family(root, records, model, world, engine)
+        for model in families:
+            res = check_family(root, records, model, world, engine, args.steps)
             extras = {"vllm_sync": check_vllm_sync} if vllm else {}
             extras["packing"] = lambda name: check_packing(name, cuda)
             for key, run in extras.items():

@@ -3,6 +3,10 @@ generate from video (the other families' are checked in tests/test_families.py).
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -10,10 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vbench_async.demo._atomic import build_once
+from vbench_async.demo._atomic import IncompleteBuild, build_once
 from vbench_async.demo.tiny_models import (QWEN_TINY_MODELS, TINY_MODELS, ensure_tiny_model, model_dir,
                                            resolve_model)
 from vbench_async.errors import UserError
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -151,3 +157,26 @@ def test_resolve_model(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     (tmp_path / "weights.bin").write_bytes(b"")
     with pytest.raises(UserError, match="is a file"):
         resolve_model(str(tmp_path / "weights.bin"))
+
+
+def test_build_once_never_publishes_a_build_that_skipped_its_files(tmp_path: Path) -> None:
+    target = tmp_path / "model-v1"
+    with pytest.raises(IncompleteBuild, match="config.json"):  # a writer that silently wrote nothing
+        build_once(target, lambda out: (out / "meta.json").write_text("{}"), required=("config.json", "*.json"))
+    assert not target.exists() and not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert build_once(target, lambda out: (out / "config.json").write_text("{}"), required=("config.json",)) == target
+
+
+def test_a_rank_other_than_0_builds_a_complete_tiny_model_inside_a_process_group(tmp_path: Path) -> None:
+    """transformers' save_pretrained writes on global rank 0 only once a process group exists: the rank holding
+    the build lock used to publish a directory without config.json or weights."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                                                            "MASTER_PORT")}
+    env.update(VBENCH_ASYNC_HOME=str(tmp_path / "home"), OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           str(REPO / "tests" / "support" / "tiny_build_rank.py"), "tiny-qwen2.5-vl"],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {r["rank"]: r for r in map(json.loads, [l for l in proc.stdout.splitlines() if l.startswith("{")])}
+    assert rows[1]["error"] is None
+    assert {"config.json", "model.safetensors", "processor_config.json"} <= set(rows[0]["files"])

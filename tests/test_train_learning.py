@@ -8,6 +8,8 @@ answer is right well under 1% of the time.
 
 - fast (default suite): hybrid online/offline GRPO, one offline response ("B") per group of 4, 10 steps: the
   online reward rises (an exported model is evaluated by `vbench-async run` in tests/test_train_variants.py);
+- fast (default suite): pure online GRPO, no offline answers, on a task the random model can discover by sampling
+  (below: an open-ended answer scored by ROUGE-L, which gives partial credit for every right word);
 - slow: the same for 16 steps, then `vbench-async run --backend hf` on the initial model and the export;
 - slow: pure online GRPO (8 samples per prompt), then `vbench-async run` on the real vLLM engine before/after;
 - slow: hybrid GRPO with the colocated vLLM rollout engine (CPU build) instead of HF generate.
@@ -24,6 +26,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from vbench_async.train.checkpoint import export_dir
 
 REPO = Path(__file__).resolve().parents[1]
 FRAMES = {"max_frames": 4, "max_pixels": 3136}  # 4 frames of ~56x56: 8 video tokens for Qwen2.5-VL
@@ -122,12 +126,40 @@ def test_hybrid_grpo_learns(task, tmp_path):
     _hybrid(task, tmp_path / "hybrid", steps=10, export=False)
 
 
+# The discoverable task: text prompts whose answer is one sentence in the tiny tokenizer's own words. The scorer
+# library scores an open-ended answer by ROUGE-L against it, so a sample holding any of its 7 words earns partial
+# credit: about 6% of the random model's 8-token samples do (a letter answer is right in under 1%), enough for GRPO
+# to find and reinforce the words; the reward then climbs from 0.
+ONLINE_ANSWER = "the red circle moves to the left"
+ONLINE_PROMPTS = ("Describe what the red circle does.", "What does the red circle do in the video?",
+                  "Say what happens to the red circle.", "What is the red circle doing?")
+
+
+def test_pure_online_grpo_learns_a_discoverable_answer(tmp_path):
+    records = [{"problem_id": f"q{i}", "problem": q, "problem_type": "open-ended", "solution": ONLINE_ANSWER}
+               for i, q in enumerate(ONLINE_PROMPTS)]
+    (tmp_path / "online.json").write_text(json.dumps(records))
+    out = tmp_path / "online"
+    cfg = {"model": "tiny-qwen2.5-vl", "output_dir": str(out), "seed": 0,
+           "data": {"records": str(tmp_path / "online.json"), "cache_dir": str(tmp_path / "cache")},
+           "rollout": {"n": 8, "max_tokens": 8}, "algorithm": {"name": "grpo"}, "reward": {"format_weight": 0.0},
+           "train": {"steps": 12, "prompts_per_step": 8, "micro_batch_size": 64, "lr": 1e-2},
+           "checkpoint": {"every": 0, "export": False}, "logging": {"progress": False}}
+    path = tmp_path / "online.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    rows = _train(path, timeout=900)
+    assert all(r["rollout/offline_groups"] == 0 for r in rows)  # the policy's own samples only
+    before, after = _mean(rows[:3], "reward/mean"), _mean(rows[-3:], "reward/mean")
+    print(f"\npure online GRPO: reward {before:.3f} (steps 1-3) -> {after:.3f} (steps {len(rows) - 2}-{len(rows)})")
+    assert before < 0.02 and after >= before + 0.1
+
+
 @pytest.mark.slow
 def test_hybrid_grpo_learns_and_the_export_scores_higher(task, tmp_path):
     out = tmp_path / "hybrid"
     _hybrid(task, out, steps=16, export=True)
     initial = task.evaluate("tiny-qwen2.5-vl", tmp_path / "eval-initial", "hf")
-    trained = task.evaluate(str(out / "export"), tmp_path / "eval-trained", "hf")
+    trained = task.evaluate(str(export_dir(out, 16)), tmp_path / "eval-trained", "hf")
     print(f"vbench-async run --backend hf: initial {initial:.3f}, trained {trained:.3f}")
     assert trained > initial
 
@@ -141,7 +173,7 @@ def test_online_grpo_learns_and_the_export_scores_higher_on_vllm(task, tmp_path)
     print(f"\nonline GRPO: reward {before:.3f} (steps 1-3) -> {after:.3f} (steps {len(rows) - 2}-{len(rows)})")
     assert after >= before + 0.5
     initial = task.evaluate("tiny-qwen2.5-vl", tmp_path / "eval-initial", "vllm")
-    trained = task.evaluate(str(out / "export"), tmp_path / "eval-trained", "vllm")
+    trained = task.evaluate(str(export_dir(out, 20)), tmp_path / "eval-trained", "vllm")
     print(f"vbench-async run (vLLM): initial {initial:.3f}, trained {trained:.3f}")
     assert trained > initial
 

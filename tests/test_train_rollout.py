@@ -11,6 +11,7 @@ from vbench_async.train.data import TrainItem
 from vbench_async.train.rollout import (
     Group,
     Response,
+    Sampled,
     SpecialIds,
     make_responses,
     mix_offline,
@@ -48,10 +49,12 @@ def test_special_ids_of_a_tiny_model(tokenizer_and_ids):
     assert tok.convert_tokens_to_ids("<|im_end|>") in ids.eos
     assert ids.pad == tok.pad_token_id
     assert ids.media == {tok.convert_tokens_to_ids("<|image_pad|>"), tok.convert_tokens_to_ids("<|video_pad|>")}
-    rows = [[tok.convert_tokens_to_ids("B"), next(iter(ids.eos)), ids.pad], list(tok.encode("A B C"))]
+    rows = [Sampled([tok.convert_tokens_to_ids("B"), next(iter(ids.eos)), ids.pad], [-0.5, -0.25, -3.0]),
+            Sampled(list(tok.encode("A B C")))]
     first, second = make_responses(rows, tok, ids)
     assert first.text == "B" and first.finished and len(first.token_ids) == 2
-    assert second.text == "A B C" and not second.finished
+    assert first.rollout_logp == [-0.5, -0.25]  # cut with the tokens
+    assert second.text == "A B C" and not second.finished and second.rollout_logp is None
 
 
 def test_seeds_are_fixed_by_step_round_and_index():
@@ -100,3 +103,27 @@ def test_gated_mixing_replaces_only_when_the_group_does_badly(tokenizer_and_ids)
     good = _group(["B", "B", "B", "A"], offline=("B",))
     assert not mix_offline(good, 2, 0.5, tok, tok.eos_token_id, 32, RewardConfig())
     assert not any(r.offline for r in good.responses)
+
+
+def test_rollout_sampling_maps_every_field_as_the_evaluation_backend_does():
+    """#26: the rollout used to copy the mapping and drop the repetition and presence penalties."""
+    from dataclasses import fields
+
+    from vbench_async.backends.base import SamplingParams
+    from vbench_async.backends.vllm import VLLMBackend
+    from vbench_async.train.vllm_rollout import rollout_sampling_params
+
+    sampling = SamplingParams(temperature=0.7, top_p=0.9, top_k=20, max_tokens=33, seed=5, repetition_penalty=1.3,
+                              presence_penalty=0.4)
+    assert all(getattr(sampling, f.name) != f.default for f in fields(SamplingParams))  # every field non-default
+    request = Request("r", "Which letter?", sampling=sampling, n=4)
+    evaluation = VLLMBackend("tiny-qwen2.5-vl").sampling_params(request)
+    rollout = rollout_sampling_params(request, IDS.media)
+    # How results come back, the media-token bias and the sampled token's log-prob (for TIS) of rollouts.
+    engine_side = {"output_kind", "logit_bias", "logprobs"}
+    for name in type(evaluation).__struct_fields__:
+        if name not in engine_side:
+            assert getattr(rollout, name) == getattr(evaluation, name), name
+    for f in fields(SamplingParams):
+        assert getattr(rollout, f.name) == getattr(sampling, f.name), f.name
+    assert rollout.n == 4 and rollout.logit_bias == {7: -100.0} and rollout.logprobs == 0

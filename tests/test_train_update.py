@@ -47,8 +47,10 @@ def setup():
     return backend.model, encoded, seqs
 
 
-def _update(setup, tmp_path: Path, packing: bool = False, **settings) -> dict[str, torch.Tensor]:
-    """Weights after one update of a fresh copy of the model with `settings` ("section.key": value)."""
+def _update(setup, tmp_path: Path, packing: bool = False, rollout_shift: float | None = None, sums: Sums | None = None,
+            **settings) -> dict[str, torch.Tensor]:
+    """Weights after one update of a fresh copy of the model with `settings` ("section.key": value); with
+    `rollout_shift`, every response carries rollout-engine log-probs = the policy's own + the shift."""
     model, encoded, seqs = setup
     cfg_path = tmp_path / "cfg.yaml"
     cfg_path.write_text("data: {records: r.json}\ntrain: {prompts_per_step: 2, lr: 1.0, max_grad_norm: 1000}\n")
@@ -58,7 +60,11 @@ def _update(setup, tmp_path: Path, packing: bool = False, **settings) -> dict[st
     updater = Updater(cfg, CPU, policy, None, optim, pad_id=0)
     batch = [copy.copy(s) for s in seqs]
     updater.logprobs(batch, encoded)
-    updater.update(batch, encoded, 0, Sums())
+    if rollout_shift is not None:
+        updater.fill_logprobs(batch, encoded, policy, "rollout_logp")
+        for s in batch:
+            s.rollout_logp = s.rollout_logp + rollout_shift
+    updater.update(batch, encoded, 0, sums if sums is not None else Sums())
     return {k: v.detach().clone() for k, v in policy.state_dict().items()}
 
 
@@ -98,3 +104,21 @@ def test_token_budget_micro_batches_packing_and_chunked_logprobs_give_the_same_u
     packs = micro_batches(seqs, encoded, 8, 150, packed=True)
     assert [s for m in packs for s in m] == seqs
     assert all(len(m) == 1 or sum(length(s) for s in m) <= 150 for m in packs)
+
+
+def test_truncated_importance_sampling_weights_the_loss_by_the_engine_mismatch_capped(setup, tmp_path):
+    """TIS: each token's loss times min(pi_train / pi_rollout, cap); here the same shift on every token, so the
+    SGD update scales by that constant."""
+    start = {f"model.{k}": v.float() for k, v in setup[0].state_dict().items()}
+    off = _update(setup, tmp_path, **{"algorithm.rollout_is": "none"})
+    moved = _max_diff(off, start)
+    assert _max_diff(_update(setup, tmp_path, rollout_shift=0.0), off) < 1e-5 * moved  # no mismatch: weight 1
+    half = _update(setup, tmp_path, rollout_shift=float(np.log(2.0)))  # the engine found the tokens 2x likelier
+    assert abs(_max_diff(half, start) / moved - 0.5) < 1e-3
+    sums = Sums()
+    capped = _update(setup, tmp_path, rollout_shift=-5.0, sums=sums)  # ratio e^5, cut at the cap (2)
+    assert abs(_max_diff(capped, start) / moved - 2.0) < 1e-3
+    v = sums.values
+    assert v["rollout_is/tokens"] > 0 and v["rollout_is/truncated_sum"] == v["rollout_is/tokens"]
+    assert abs(v["rollout_is/weight_sum"] / v["rollout_is/tokens"] - 2.0) < 1e-6
+    assert abs(v["rollout_is/abs_logp_diff_sum"] / v["rollout_is/tokens"] - 5.0) < 1e-4

@@ -79,11 +79,13 @@ def test_gspo_kl_dynamic_sampling_gated_offline_validation_and_export(tmp_path):
     assert checkpoints == ["step-000002"]  # keep: 1
     from vbench_async.models import resolve
 
-    exported = resolve(str(out / "export"))
+    export = out / f"{out.name}-step2"  # named after the run, so a leaderboard row of it says which run it is
+    assert f"export:  {export}" in proc.stdout and "reward/mean" in proc.stdout  # the closing table, not a dict
+    exported = resolve(str(export))
     assert exported.family == "qwen2.5-vl"
-    info = json.loads((out / "export" / "vbench_train.json").read_text())
+    info = json.loads((export / "vbench_train.json").read_text())
     assert info["step"] == 2 and info["base_model"] == "tiny-qwen2.5-vl"
-    assert json.loads((out / "export" / "config.json").read_text())["dtype"] == "bfloat16"  # the source's dtype
+    assert json.loads((export / "config.json").read_text())["dtype"] == "bfloat16"  # the source's dtype
 
 
 def _predecessor_records(root: Path) -> Path:

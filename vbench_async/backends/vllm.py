@@ -213,46 +213,18 @@ class VLLMBackend:
 
     # -- requests --------------------------------------------------------------------------------------------------
     def render_prompt(self, request: Request) -> str:
-        return self._processor.apply_chat_template(messages_for(request), tokenize=False, add_generation_prompt=True)
+        return render_prompt(self._processor, request)
 
     def engine_input(self, request: Request) -> dict[str, Any]:
-        inp: dict[str, Any] = {"prompt": self.render_prompt(request)}
-        mm: dict[str, Any] = {}
-        uuids: dict[str, Any] = {}
-        if request.videos:
-            mm["video"] = [(v.frames, {**v.metadata, "do_sample_frames": False}) for v in request.videos]
-            uuids["video"] = [v.uuid for v in request.videos]
-            inp["mm_processor_kwargs"] = dict(handoff_for(self.model).vllm_processor_kwargs)
-        if request.images:
-            mm["image"] = [img.pixels for img in request.images]
-            uuids["image"] = [img.uuid for img in request.images]
-        if mm:
-            inp["multi_modal_data"] = mm
-            inp["multi_modal_uuids"] = uuids
-        return inp
+        return engine_input(self._processor, self.model, request)
 
     def sampling_params(self, request: Request):
-        from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
         key = (request.sampling, request.n)
         sp = self._sampling_cache.get(key)
-        if sp is None:
-            s = request.sampling
-            sp = SamplingParams(
-                n=request.n,
-                temperature=s.temperature,
-                top_p=s.top_p,
-                top_k=s.top_k if s.top_k > 0 else -1,
-                max_tokens=s.max_tokens,
-                seed=s.seed,
-                repetition_penalty=s.repetition_penalty,
-                presence_penalty=s.presence_penalty,
-                frequency_penalty=0.0,
-                min_p=0.0,  # every field explicit: nothing comes from the checkpoint's generation_config
-                output_kind=RequestOutputKind.FINAL_ONLY,  # one message per request, not one per token
-            )
-            self._sampling_cache[key] = sp
+        if sp is None:  # one message per request, not one per token
+            sp = self._sampling_cache[key] = sampling_params(request, output_kind=RequestOutputKind.FINAL_ONLY)
         return sp
 
     def _routing(self, request: Request) -> dict[str, Any]:
@@ -304,3 +276,50 @@ class VLLMBackend:
             token_ids=[list(o.token_ids) for o in outs],
             prompt_token_ids=list(final.prompt_token_ids or ()),
         )
+
+
+# -- the request mappings, shared with the RL rollout engine (train/vllm_rollout.py) --------------------------------
+def render_prompt(processor: Any, request: Request) -> str:
+    """The chat-templated prompt text vLLM receives for `request`."""
+    return processor.apply_chat_template(messages_for(request), tokenize=False, add_generation_prompt=True)
+
+
+def engine_input(processor: Any, model: str, request: Request) -> dict[str, Any]:
+    """`request` as vLLM's prompt dict: the rendered text, cached `(frames, metadata)` tuples with the family's
+    processor kwargs, images, and the cache keys as multimodal uuids."""
+    inp: dict[str, Any] = {"prompt": render_prompt(processor, request)}
+    mm: dict[str, Any] = {}
+    uuids: dict[str, Any] = {}
+    if request.videos:
+        mm["video"] = [(v.frames, {**v.metadata, "do_sample_frames": False}) for v in request.videos]
+        uuids["video"] = [v.uuid for v in request.videos]
+        inp["mm_processor_kwargs"] = dict(handoff_for(model).vllm_processor_kwargs)
+    if request.images:
+        mm["image"] = [img.pixels for img in request.images]
+        uuids["image"] = [img.uuid for img in request.images]
+    if mm:
+        inp["multi_modal_data"] = mm
+        inp["multi_modal_uuids"] = uuids
+    return inp
+
+
+def sampling_params(request: Request, **extra: Any):
+    """vLLM's `SamplingParams` for `request`: every field of the run's sampling settings, the rest neutral (nothing
+    comes from the checkpoint's generation_config); `extra` adds engine-side fields (output kind, logit bias,
+    log-probs) that are not sampling settings."""
+    from vllm import SamplingParams
+
+    s = request.sampling
+    return SamplingParams(
+        n=request.n,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        top_k=s.top_k if s.top_k > 0 else -1,
+        max_tokens=s.max_tokens,
+        seed=s.seed,
+        repetition_penalty=s.repetition_penalty,
+        presence_penalty=s.presence_penalty,
+        frequency_penalty=0.0,
+        min_p=0.0,
+        **extra,
+    )

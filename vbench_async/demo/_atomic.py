@@ -2,7 +2,9 @@
 
 Used for the tiny models and the demo suite. Readers only ever see a finished directory (the rename is atomic on one
 file system); concurrent builders are serialised by a lock file, and even without the lock the loser of the rename
-race simply discards its copy.
+race simply discards its copy. A build that returns without writing every file its caller requires (a writer that
+silently skips writing, as transformers' `save_pretrained` does on ranks other than 0 once a process group exists)
+raises instead of publishing the partial directory.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 
 def default_home() -> Path:
@@ -21,8 +23,15 @@ def default_home() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "vbench-async"
 
 
-def build_once(target: Path, build: Callable[[Path], None]) -> Path:
-    """Return `target`, first calling `build(tmp_dir)` and renaming `tmp_dir` to `target` if it does not exist yet."""
+class IncompleteBuild(RuntimeError):
+    """A build returned without writing a file the finished directory must hold; nothing was published."""
+
+
+def build_once(target: Path, build: Callable[[Path], None], required: Sequence[str] = ()) -> Path:
+    """Return `target`, first calling `build(tmp_dir)` and renaming `tmp_dir` to `target` if it does not exist yet.
+
+    `required` names files (relative paths or glob patterns) a finished build holds; one missing after `build`
+    raises `IncompleteBuild` and the temporary directory is discarded."""
     if target.is_dir():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -38,6 +47,9 @@ def build_once(target: Path, build: Callable[[Path], None]) -> Path:
         tmp.chmod(0o755)  # mkdtemp makes it private; the cache may be shared
         try:
             build(tmp)
+            missing = [name for name in required if not any(tmp.glob(name))]
+            if missing:
+                raise IncompleteBuild(f"building {target.name} wrote no {', '.join(missing)}; nothing was published")
             for path in tmp.rglob("*"):  # some writers create private files; the cache may be shared
                 path.chmod(0o755 if path.is_dir() else 0o644)
             try:

@@ -9,7 +9,10 @@ Qwen recipes are here; the other families' are in tiny_families.py.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,7 +90,11 @@ def ensure_tiny_model(name: str, home: Path | None = None) -> Path:
     """Return the directory of tiny model `name`, building it first if needed (atomic, safe under races)."""
     if name not in TINY_MODELS:
         raise UserError(f"unknown tiny model {name!r}; available: {', '.join(TINY_MODELS)}")
-    return build_once(model_dir(name, home), lambda tmp: _build(name, tmp))
+    return build_once(model_dir(name, home), lambda tmp: _build(name, tmp), REQUIRED_FILES)
+
+
+# What every finished tiny model holds (build_once refuses to publish a directory without them).
+REQUIRED_FILES = ("config.json", "*.safetensors", "processor_config.json", "tokenizer*", "vbench_tiny_model.json")
 
 
 def resolve_model(name_or_path: str) -> Path | str:
@@ -117,7 +124,19 @@ def _looks_like_path(text: str) -> bool:
     return text.startswith(("/", ".", "~")) or "\\" in text or not _HUB_ID.match(text)
 
 
+def _in_process_group() -> bool:
+    dist = sys.modules.get("torch.distributed")
+    return dist is not None and dist.is_available() and dist.is_initialized()
+
+
 def _build(name: str, out: Path) -> None:
+    if _in_process_group():
+        # Inside a process group transformers writes weights and configs on global rank 0 only, so whichever rank
+        # holds the build lock would produce an empty directory: build in a child process that has no group.
+        root = str(Path(__file__).resolve().parents[2])  # this very package, whatever the working directory
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
+        subprocess.run([sys.executable, "-m", "vbench_async.demo.tiny_models", name, str(out)], check=True, env=env)
+        return
     from transformers.utils import logging as hf_logging
 
     bars = hf_logging.is_progress_bar_enabled()
@@ -173,3 +192,7 @@ def _write_checkpoint(name: str, out: Path) -> None:
         chat_template=chat_template(fam.default_system, fam.bare_video_pad),
     )
     processor.save_pretrained(out)
+
+
+if __name__ == "__main__":  # `_build` in a fresh process (see above): NAME OUT_DIR
+    _build(sys.argv[1], Path(sys.argv[2]))

@@ -47,14 +47,29 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args.config, args.overrides)
         from .trainer import train
 
-        metrics = train(cfg)
+        metrics, exported = train(cfg)
     except UserError as exc:
         print(f"vbench-async train: error: {exc}", file=sys.stderr)
         return 2
     if rank == 0 and metrics:
-        shown = {k: round(v, 4) for k, v in metrics.items() if k.startswith(("reward/", "loss", "val/"))}
-        print(f"training finished: {shown}")
+        print(closing_table(metrics, Path(cfg.output_dir), exported))
     return 0
+
+
+def closing_table(metrics: dict[str, float], output_dir: Path, exported: Path | None) -> str:
+    """What `train` ends with: the last step's rewards, loss and validation scores as a table, then where things
+    are (the export under its run name, or how to make one)."""
+    shown = [(k, v) for k, v in metrics.items() if k.startswith(("reward/", "loss", "val/", "rollout_is/weight"))]
+    width = max(len(k) for k, _ in shown) if shown else 0
+    lines = ["training finished; last step:",
+             *(f"  {k:<{width}}  {v:.4f}" for k, v in shown),
+             f"  metrics: {output_dir / 'metrics.jsonl'}"]
+    if exported is not None:
+        lines.append(f"  export:  {exported}   (evaluate: vbench-async run --model {exported} ...)")
+    else:
+        lines.append("  no export (checkpoint.export: false); make one with python -m vbench_async.train --export "
+                     f"{output_dir / 'checkpoints'}/step-N --to DIR")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -68,6 +68,13 @@ class ClipSettings:
     clip_ratio_c: float | None = None  # dual clip: caps the loss of negative-advantage tokens at c * |A|
 
 
+def truncated_is_weights(train_logp: torch.Tensor, rollout_logp: torch.Tensor, cap: float) -> torch.Tensor:
+    """Truncated importance sampling (TIS) against the rollout engine's numerics: per token
+    `min(pi_train(y_t) / pi_rollout(y_t), cap)` from the training policy's log-probs at rollout time and the engine's
+    own; a constant (no gradient) multiplying the per-token loss. Log-ratios are clamped to +-20 as elsewhere."""
+    return torch.exp((train_logp - rollout_logp).detach().clamp(-20.0, 20.0)).clamp(max=cap)
+
+
 def policy_loss(
     logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, clip: ClipSettings
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

@@ -34,6 +34,12 @@ FORMAT = "dcp-safetensors-1"
 _MODEL, _OPTIM = "model/", "optim/"
 
 
+
+def export_dir(output_dir: Path, step: int) -> Path:
+    """Where a run's export of `step` goes: named after the run (its output folder), so an evaluation of it shows
+    up under that name on a leaderboard instead of as "export"."""
+    return Path(output_dir) / f"{Path(output_dir).resolve().name}-step{step}"
+
 def _full_options(cpu_offload: bool):
     from torch.distributed.checkpoint.state_dict import StateDictOptions
 

@@ -63,9 +63,13 @@ def evaluate_checkpoint(model_dir: Path, cfg: ValidationConfig, out_dir: Path, c
             log.warning("validation ran past validation.timeout_s (%g s) and was stopped; see %s", cfg.timeout_s,
                         log_path)
             return {}
-    if code != 0:
+    summary_path = Path(out_dir) / "summary.json"
+    # Exit 1 means some samples failed (recorded per sample) or the run is partial: its scores still stand.
+    if code not in (0, 1) or not summary_path.is_file():
         log.warning("validation failed (exit status %d); see %s", code, log_path)
         return {}
-    summary = json.loads((Path(out_dir) / "summary.json").read_text())
+    if code == 1:
+        log.warning("validation: some samples failed (their scores count as wrong); see %s", log_path)
+    summary = json.loads(summary_path.read_text())
     return {f"val/{bid}": float(b["score"]) for bid, b in summary["benchmarks"].items()
             if isinstance(b.get("score"), (int, float))}

@@ -73,6 +73,10 @@ class AlgorithmConfig:
     # falls linearly by up to overlong_penalty (null: the preset's; dapo: max_tokens / 5; 0: off)
     overlong_penalty: float = 1.0
     mask_truncated: bool = False  # DAPO's overlong filtering: responses cut at max_tokens get no gradient
+    # Rollout/training mismatch: weight each token's loss by min(pi_train / pi_rollout, cap) where the engine
+    # reports its sampling log-probs (vLLM); none: off. TRL corrects this way by default.
+    rollout_is: str = "token_truncate"  # token_truncate | none
+    rollout_is_cap: float = 2.0
 
 
 @dataclass
@@ -198,6 +202,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "algorithm.loss_agg": LOSS_AGGS,
     "algorithm.ratio": RATIOS,
     "algorithm.kl": KL_KINDS,
+    "algorithm.rollout_is": ("token_truncate", "none"),
     "reward.format_mode": ("answer_tag", "well_formed", "none"),
     "train.dtype": ("auto", "float32", "bfloat16"),
     "train.attn_implementation": ("auto", "sdpa", "eager", "flash_attention_2", "flash_attention_3"),

@@ -144,4 +144,9 @@ def step_metrics(s: dict[str, float], world: int) -> dict[str, float]:
     for name in ("clipfrac_high", "clipfrac_low", "ratio_mean", "approx_kl_old", "kl"):
         if f"{name}_sum" in s:
             m[name] = _ratio(s, f"{name}_sum", "train/tokens")
+    for name in ("weight", "truncated", "abs_logp_diff"):  # TIS, over the tokens with engine log-probs
+        if f"rollout_is/{name}_sum" in s:
+            m[f"rollout_is/{name}"] = _ratio(s, f"rollout_is/{name}_sum", "rollout_is/tokens")
+    if "rollout_is/tokens" in s:
+        m["rollout_is/tokens"] = s["rollout_is/tokens"]
     return m

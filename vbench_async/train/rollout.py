@@ -25,6 +25,15 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
+class Sampled:
+    """One sampled row as the engine returned it: token ids, and the engine's own log-prob of each one where the
+    engine reports them (vLLM: at the sampling temperature), for the rollout/training mismatch correction."""
+
+    token_ids: list[int]
+    logprobs: list[float] | None = None
+
+
+@dataclass
 class Response:
     token_ids: list[int]  # up to and including the end-of-sequence token when the response finished
     text: str
@@ -33,6 +42,7 @@ class Response:
     reward: float = 0.0
     accuracy: float = 0.0
     format: float = 0.0
+    rollout_logp: list[float] | None = None  # the engine's log-probs of token_ids (None: not reported, offline)
 
 
 @dataclass
@@ -60,8 +70,8 @@ class RolloutEngine(Protocol):
     def sync(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Load the current policy weights (full tensors, by state-dict name)."""
 
-    def generate(self, requests: list[Request]) -> list[list[list[int]] | None]:
-        """Token ids of each request's n samples (None for a request the engine rejected)."""
+    def generate(self, requests: list[Request]) -> list[list[Sampled] | None]:
+        """Each request's n samples (None for a request the engine rejected)."""
 
     def close(self) -> None:
         """Release the engine (before the process group is destroyed)."""
@@ -131,9 +141,9 @@ class HFRollout:
             for name, tensor in weights:
                 own[name].copy_(tensor)
 
-    def generate(self, requests: list[Request]) -> list[list[list[int]] | None]:
-        async def run_all() -> list[list[list[int]] | None]:
-            out: list[list[list[int]] | None] = []
+    def generate(self, requests: list[Request]) -> list[list[Sampled] | None]:
+        async def run_all() -> list[list[Sampled] | None]:
+            out: list[list[Sampled] | None] = []
             for req in requests:
                 try:
                     completion = await self.backend.generate(req)
@@ -141,7 +151,7 @@ class HFRollout:
                     log.warning("rollout of %s failed: %s", req.request_id, exc)
                     out.append(None)
                     continue
-                out.append(completion.token_ids)
+                out.append([Sampled(list(ids)) for ids in completion.token_ids])  # same weights: no log-probs
             return out
 
         return asyncio.run(run_all())
@@ -153,11 +163,13 @@ class HFRollout:
 # ------------------------------------------------------------------------------------------------ groups
 
 
-def make_responses(rows: list[list[int]], tokenizer: Any, ids_of: SpecialIds) -> list[Response]:
+def make_responses(rows: list[Sampled], tokenizer: Any, ids_of: SpecialIds) -> list[Response]:
     out = []
     for row in rows:
-        ids, finished = trim(list(row), ids_of)
-        out.append(Response(ids, tokenizer.decode(ids, skip_special_tokens=True), finished=finished))
+        ids, finished = trim(list(row.token_ids), ids_of)
+        logp = row.logprobs[: len(ids)] if row.logprobs is not None else None
+        out.append(Response(ids, tokenizer.decode(ids, skip_special_tokens=True), finished=finished,
+                            rollout_logp=logp))
     return out
 
 

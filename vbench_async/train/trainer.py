@@ -23,7 +23,7 @@ import yaml
 
 from ..errors import UserError
 from . import algos, watch
-from .checkpoint import export_hf, find_resume, gather_for_rank0, load_checkpoint, save_checkpoint
+from .checkpoint import export_dir, export_hf, find_resume, gather_for_rank0, load_checkpoint, save_checkpoint
 from .collect import Collector
 from .config import TrainConfig
 from .data import DataOrder, MediaSource, TrainItem, frame_spec, load_items
@@ -42,6 +42,9 @@ class Trainer:
         from .. import models
 
         self.cfg = cfg
+        # Before the process group exists: a tiny model is built (each rank may hold the build lock) with writers
+        # that, inside a group, write on global rank 0 only.
+        model = models.resolve(cfg.model)
         self.info = init_distributed(cfg.fsdp)
         watch.start_watch(self.info.rank, self.info.world, cfg.fsdp.peer_timeout_s)
         if cfg.train.prompts_per_step % self.info.world:
@@ -49,7 +52,6 @@ class Trainer:
                             f"number of processes ({self.info.world})")
         self.out = Path(cfg.output_dir)
         torch.manual_seed(cfg.seed)
-        model = models.resolve(cfg.model)
         self.model_dir = model.path
         self.items = load_items(cfg.data)
         self.media = MediaSource(frame_spec(cfg.data, model), cfg.data.frame_source, cfg.data.cache_dir,
@@ -77,6 +79,7 @@ class Trainer:
         pad = self.rollout.ids.pad if self.rollout.ids.pad is not None else 0
         self.updater = Updater(cfg, self.info, self.policy, self.ref, self.optim, pad)
         self.step, self._synced = 0, True  # the rollout engine starts from the same checkpoint files
+        self.exported: Path | None = None  # the last export written
         resume = find_resume(self.out, cfg.checkpoint.resume)
         if resume is not None:
             self._resume(resume)
@@ -183,13 +186,13 @@ class Trainer:
                 if cfg.validation.every and self.step % cfg.validation.every == 0:
                     metrics.update(self.run_validation())
                 if self._export_requested():
-                    self.export(self.out / f"export-step-{self.step:06d}")
+                    self.export(export_dir(self.out, self.step))
                 self.logger.log(self.step, metrics)
                 last = metrics
             if saved_at != self.step:
                 self.save()
             if cfg.checkpoint.export:
-                self.export(self.out / "export")
+                self.export(export_dir(self.out, self.step))
         finally:
             self.logger.close()
             self.media.close()
@@ -207,8 +210,9 @@ class Trainer:
 
     def train_step(self) -> dict[str, float]:
         times = {"start": time.perf_counter()}
+        synced = [0, 0]  # bytes gathered and loaded into the rollout engine this step, tensors
         if not self._synced:
-            self.rollout.sync(full_tensors(self.policy.model))
+            self.rollout.sync(_counted(full_tensors(self.policy.model), synced))
         self._synced = False
         times["sync"] = time.perf_counter()
         groups, sums = self.collector.collect(self.step)
@@ -218,7 +222,8 @@ class Trainer:
                                                   self.cfg.algorithm.std_eps)[0].tolist()
         encoded = [g.encoded for g in groups]
         mask_cut = self.cfg.algorithm.mask_truncated  # DAPO: a response cut at max_tokens teaches nothing
-        seqs = [Seq(i, r.token_ids, a, trained=r.finished or not mask_cut)
+        seqs = [Seq(i, r.token_ids, a, trained=r.finished or not mask_cut,
+                    rollout_logp=None if r.rollout_logp is None else torch.tensor(r.rollout_logp))
                 for i, g in enumerate(groups) for r, a in zip(g.responses, g.advantages)]
         sums.add("train/masked_truncated", sum(not s.trained for s in seqs))
         if seqs:  # the group count is the minimum over ranks: every rank has sequences, or none has
@@ -228,7 +233,9 @@ class Trainer:
             self.updater.update(seqs, encoded, self.step, sums)
         times["update"] = time.perf_counter()
         self._log_samples(groups)
-        return self._metrics(sums, times)
+        metrics = self._metrics(sums, times)
+        metrics["sync/bytes"], metrics["sync/tensors"] = float(synced[0]), float(synced[1])  # per rank
+        return metrics
 
     # -- metrics ----------------------------------------------------------------------------------------------------
     def _metrics(self, sums: Sums, times: dict[str, float]) -> dict[str, float]:
@@ -268,6 +275,7 @@ class Trainer:
                                                       "base_model": self.cfg.model})
             log.info("exported step %d to %s", self.step, out_dir)
         barrier(self.info)
+        self.exported = out_dir
         return out_dir
 
     def run_validation(self) -> dict[str, float]:
@@ -288,8 +296,16 @@ class Trainer:
         close_distributed()
 
 
-def train(cfg: TrainConfig) -> dict[str, float]:
-    """Run a whole training (the body of `python -m vbench_async.train`).
+def _counted(weights, count: list[int]):
+    """Pass `weights` through, adding each tensor's bytes to count[0] and one to count[1]."""
+    for name, tensor in weights:
+        count[0] += tensor.numel() * tensor.element_size()
+        count[1] += 1
+        yield name, tensor
+
+
+def train(cfg: TrainConfig) -> tuple[dict[str, float], Path | None]:
+    """Run a whole training (the body of `python -m vbench_async.train`): the last step's metrics and the export.
 
     A failure is posted to the other ranks before this rank exits (they stop within seconds instead of waiting in
     their next collective); the process group is then left as it is, since tearing it down would wait for them."""
@@ -308,4 +324,4 @@ def train(cfg: TrainConfig) -> dict[str, float]:
         raise
     watch.stop_watch(finished=True)
     trainer.close()
-    return metrics
+    return metrics, trainer.exported

