@@ -27,7 +27,7 @@ from .backends.vllm import VLLMSettings
 from .benchmarks.include import included
 from .benchmarks.prompts import PromptSettings
 from .benchmarks.selection import Selection
-from .errors import DataMissing, SampleError, UserError
+from .errors import DataMissing, NoData, SampleError, UserError
 from .frames.overrides import FrameOverrides
 from .frames.preprocess import WORKERS as DECODE_WORKERS
 from .pipeline import LOADERS, QUEUE_SIZE, Pipeline, PlanEntry, Progress, WorkItem, group_by_video
@@ -236,10 +236,24 @@ def _load(cfg: RunConfig) -> tuple[list[tuple[Benchmark, list[Sample | SampleErr
             loaded.append((bench, cfg.selection.samples(bench)))
         except DataMissing as exc:  # a user with 21 of 22 datasets runs the 21
             not_run[bench.id] = str(exc)
-            log.warning("not running %s: %s", bench.id, exc)
-    if not loaded:
-        raise UserError("no benchmark has its data: " + "; ".join(not_run.values()))
+            log.debug("not running %s: %s", bench.id, exc)
+    if not_run:
+        _no_data(cfg, not_run, len(not_run) + len(loaded), bool(loaded))
     return loaded, not_run
+
+
+def _no_data(cfg: RunConfig, not_run: dict[str, str], n: int, some_loaded: bool) -> None:
+    """One line for the benchmarks without data (each one's reason goes to the log); NoData when none has any."""
+    from .benchmarks.sources import data_root
+
+    root = data_root(cfg.selection.data_root).root
+    where = f"{root}" + ("" if root.is_dir() else " (that folder does not exist)")
+    names = ", ".join(list(not_run)[:6]) + (f" and {len(not_run) - 6} more" if len(not_run) > 6 else "")
+    if some_loaded:
+        log.warning("not running %d of %d benchmarks, their data is not under %s: %s", len(not_run), n, where, names)
+        return
+    raise NoData(f"none of the {n} benchmark(s) selected has its data under {where}" if n > 1 else
+                 f"{next(iter(not_run.values()))}", str(root), not_run)
 
 
 def frame_cache(cfg: RunConfig) -> FrameCache:
@@ -259,8 +273,8 @@ def frame_cache(cfg: RunConfig) -> FrameCache:
 def plan(cfg: RunConfig) -> WorkloadPlan:
     """The workload plan of the whole selection (finished samples included), without a run directory or an engine:
     `vbench-async plan`."""
+    loaded, not_run = _load(cfg)  # before the model: no data is said at once
     model = resolve_model(cfg)
-    loaded, not_run = _load(cfg)
     cache = frame_cache(cfg)
     run_dir = run_dir_for(cfg, model)
     plans = [_plan_benchmark(b, model, cfg, run_dir, samples, decoder=cache.decoder, skip_done=False)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UserError
+from ..results.rundir import discard_if_unused
 from .failures import print_failures
 from .formatting import DefaultsHelpFormatter
 from .output import has_site, print_table, write_run_site
@@ -66,8 +67,15 @@ def main(args: argparse.Namespace) -> int:
     model = resolve_model(cfg)
     out_dir = run_dir_for(cfg, model)
     refuse_other_model(out_dir, model)
-    with engine_console(engine_log_path(out_dir), verbose=args.verbose, engine_in_process=kind.in_process):
-        return _run(args, cfg, shard, out_dir)
+    fresh, fresh_parent = not out_dir.exists(), not out_dir.parent.exists()
+    try:
+        with engine_console(engine_log_path(out_dir), verbose=args.verbose,
+                            engine_in_process=kind.in_process):
+            return _run(args, cfg, shard, out_dir)
+    except UserError:
+        if fresh:  # a usage error before the first result leaves no run directory behind
+            discard_if_unused(out_dir, also_empty_parent=fresh_parent)
+        raise
 
 
 def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir: Path) -> int:

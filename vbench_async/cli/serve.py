@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UserError
+from .formatting import DefaultsHelpFormatter
 
 if TYPE_CHECKING:
     from ..runner import RunConfig
@@ -27,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
             "model replaces the engine. Each job writes an ordinary run directory. Binds to 127.0.0.1; any other "
             "address needs --token. See docs/serve.md."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,  # never "(default: $X) (default: None)"
     )
     p.set_defaults(func=main)
     return p
