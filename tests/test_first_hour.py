@@ -1,0 +1,73 @@
+"""A newcomer's first hour: every message names the next step, and the flags of lmms-eval and VLMEvalKit get a
+one-line "did you mean" instead of the whole usage. The `vbench-async` entry point runs in-process, in an empty
+folder (no ./data), as a fresh clone has it."""
+
+from __future__ import annotations
+
+import pytest
+
+from vbench_async.cli import build_parser, main
+
+
+def _cli(capsys, *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    rc = main(list(args))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.fixture
+def fresh(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("VBENCH_DATA_ROOT", raising=False)
+    return tmp_path
+
+
+def test_plan_without_data_is_one_line_naming_the_data_root_and_the_next_command(fresh, capsys):
+    rc, out, err = _cli(capsys, "plan", "--model", "tiny-qwen3-vl", "--suite", "all")
+    assert rc == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and len(lines[0]) < 700, err  # not 22 warnings and a 6 KB error
+    line = lines[0]
+    assert f"none of the 22 benchmark(s) selected has its data under {fresh / 'data'} (that folder does not exist)" \
+        in line
+    assert "--data-root DIR" in line and "$VBENCH_DATA_ROOT" in line and "./data" in line
+    assert line.endswith("vbench-async data check --suite all --data-root DIR")
+
+
+def test_a_usage_error_leaves_no_run_directory(fresh, capsys):
+    rc, _, err = _cli(capsys, "run", "--model", "tiny-qwen2.5-vl", "--suite", "all")
+    assert rc == 2 and "has its data" in err
+    assert not (fresh / "runs").exists()  # no lock file, no logs of a run that never started
+
+
+@pytest.mark.parametrize("flag, ours", [
+    ("--tasks", "--benchmarks"), ("--limit", "--max-samples"), ("--output_path", "--output-dir"),
+    ("--batch_size", "--concurrency"), ("--batch-size", "--concurrency"), ("--model_args", "--model"),
+])
+def test_other_toolkits_flags_get_one_did_you_mean_line(flag, ours, fresh, capsys):
+    rc, out, err = _cli(capsys, "run", "--model", "tiny-qwen2.5-vl", f"{flag}=x")
+    assert rc == 2 and out == ""
+    assert err.strip() == err.strip().splitlines()[0]  # one line, not the usage
+    assert f"unrecognized argument {flag}; did you mean {ours}" in err
+
+
+def test_vllm_and_project_names_for_one_setting(capsys):
+    parser = build_parser("run")
+    args = parser.parse_args(["run", "--model", "m", "--kv-cache-memory-bytes", "1073741824"])
+    assert args.kv_cache_bytes == 1073741824  # vLLM's flag name
+    assert parser.parse_args(["run", "--model", "m", "--kv-cache-bytes", "5"]).kv_cache_bytes == 5  # old scripts
+    fetch = build_parser("data").parse_args(["data", "fetch", "mvbench", "--data-root", "/d"])
+    assert str(fetch.dest) == "/d"
+    assert str(build_parser("data").parse_args(["data", "fetch", "mvbench", "--dest", "/e"]).dest) == "/e"
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = capsys.readouterr().out
+    assert "--kv-cache-memory-bytes" in text and "--kv-cache-bytes" not in text
+
+
+def test_serve_help_says_each_default_once(capsys):
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: $VBENCH_ASYNC_SERVE_TOKEN)" in text and "(default: None)" not in text
