@@ -71,3 +71,33 @@ def test_serve_help_says_each_default_once(capsys):
         main(["serve", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "(default: $VBENCH_ASYNC_SERVE_TOKEN)" in text and "(default: None)" not in text
+
+
+def test_a_failure_report_names_the_samples_their_files_and_a_real_check_command(tmp_path, capsys):
+    from vbench_async.cli.failures import print_failures
+    from vbench_async.results.store import ResultStore
+
+    store = ResultStore(tmp_path, "demo-mc", "0" * 12)
+    with store:
+        for i in range(5):
+            store.append({"sample_id": f"s{i}", "benchmark": "demo-mc", "config_hash": "0" * 12, "video": f"v{i}.mp4",
+                          "output": None, "score": None,
+                          "error": {"kind": "decode_error", "message": f"PyAV cannot open v{i}.mp4: moov atom not found"}})
+    summary = {"benchmarks": {"demo-mc": {"n_failed": 5, "results_file": str(store.path.relative_to(tmp_path))}}}
+    assert print_failures(tmp_path, summary, data_root=tmp_path / "my data") == 5
+    err = capsys.readouterr().err
+    assert "    demo-mc s0 (v0.mp4): PyAV cannot open v0.mp4: moov atom not found" in err
+    assert "    ... 2 more in" in err and "--suite ..." not in err
+    assert f"check the data: vbench-async data check demo-mc --data-root '{tmp_path / 'my data'}'" in err
+
+
+def test_a_read_only_cache_fails_at_once_before_the_plan(tmp_path, capsys):
+    from test_reliability_rundir import _tmpfs
+
+    with _tmpfs(tmp_path / "ro", "1m", "ro") as ro:
+        rc, out, err = _cli(capsys, "run", "--model", "tiny-qwen2.5-vl", "--benchmarks", "demo-mc", "--max-samples",
+                            "2", "--cache-dir", str(ro), "--output-dir", str(tmp_path / "out"))
+    assert rc == 2, err
+    assert f"cannot write the frame cache {ro}: Read-only file system" in err
+    assert "start:" not in out + err and "would grow" not in out + err  # no plan, no disk-budget check first
+    assert not (tmp_path / "out").exists()

@@ -27,9 +27,10 @@ from .backends.vllm import VLLMSettings
 from .benchmarks.include import included
 from .benchmarks.prompts import PromptSettings
 from .benchmarks.selection import Selection
-from .errors import DataMissing, NoData, SampleError, UserError
+from .errors import DataMissing, SampleError, UserError
 from .frames.overrides import FrameOverrides
 from .frames.preprocess import WORKERS as DECODE_WORKERS
+from .preflight import check_writable, no_data
 from .pipeline import LOADERS, QUEUE_SIZE, Pipeline, PlanEntry, Progress, WorkItem, group_by_video
 from .results.manifest import PlannedBenchmark, plain
 from .failure_kinds import EnvironmentFault
@@ -238,22 +239,8 @@ def _load(cfg: RunConfig) -> tuple[list[tuple[Benchmark, list[Sample | SampleErr
             not_run[bench.id] = str(exc)
             log.debug("not running %s: %s", bench.id, exc)
     if not_run:
-        _no_data(cfg, not_run, len(not_run) + len(loaded), bool(loaded))
+        no_data(cfg.selection.data_root, not_run, len(not_run) + len(loaded), bool(loaded))
     return loaded, not_run
-
-
-def _no_data(cfg: RunConfig, not_run: dict[str, str], n: int, some_loaded: bool) -> None:
-    """One line for the benchmarks without data (each one's reason goes to the log); NoData when none has any."""
-    from .benchmarks.sources import data_root
-
-    root = data_root(cfg.selection.data_root).root
-    where = f"{root}" + ("" if root.is_dir() else " (that folder does not exist)")
-    names = ", ".join(list(not_run)[:6]) + (f" and {len(not_run) - 6} more" if len(not_run) > 6 else "")
-    if some_loaded:
-        log.warning("not running %d of %d benchmarks, their data is not under %s: %s", len(not_run), n, where, names)
-        return
-    raise NoData(f"none of the {n} benchmark(s) selected has its data under {where}" if n > 1 else
-                 f"{next(iter(not_run.values()))}", str(root), not_run)
 
 
 def frame_cache(cfg: RunConfig) -> FrameCache:
@@ -265,9 +252,11 @@ def frame_cache(cfg: RunConfig) -> FrameCache:
     if cfg.cache_max_gb is not None:
         cache_opts["max_bytes"] = gb_to_bytes(cfg.cache_max_gb)
     try:
-        return FrameCache(cfg.cache_dir, **cache_opts) if cfg.cache_dir else FrameCache.default(**cache_opts)
+        cache = FrameCache(cfg.cache_dir, **cache_opts) if cfg.cache_dir else FrameCache.default(**cache_opts)
     except ValueError as exc:  # a bad budget or codec in the environment
         raise UserError(str(exc)) from exc
+    check_writable(cache.root)
+    return cache
 
 
 def plan(cfg: RunConfig) -> WorkloadPlan:

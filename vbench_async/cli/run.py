@@ -114,7 +114,7 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir:
         print(f"\nresults: {run_dir}/results/   summary: {run_dir}/summary.json")
         if not args.no_site and args.mode != "preprocess":
             print(f"leaderboard: {write_run_site(run_dir)}")
-    failed = print_failures(run_dir, summary)
+    failed = print_failures(run_dir, summary, data_root=cfg.selection.data_root)
     if summary.get("not_run"):
         print(f"not run (no data): {', '.join(summary['not_run'])}; see `vbench-async data check`.", file=sys.stderr)
     # Exit code says whether anything failed: 0 all good, 1 some samples failed or the run is partial.
