@@ -101,3 +101,27 @@ def test_a_read_only_cache_fails_at_once_before_the_plan(tmp_path, capsys):
     assert f"cannot write the frame cache {ro}: Read-only file system" in err
     assert "start:" not in out + err and "would grow" not in out + err  # no plan, no disk-budget check first
     assert not (tmp_path / "out").exists()
+
+
+def test_new_benchmark_suggests_commands_that_work_when_pasted(tmp_path, monkeypatch, capsys):
+    import shlex
+
+    from support.videos import write_video
+    from test_include import records, write_records
+
+    data = tmp_path / "data"
+    write_records(data / "my.jsonl", records(2))
+    for r in records(2):
+        write_video(data / r["path"], frames=8, fps=4, width=96, height=64)
+    monkeypatch.chdir(data)
+    rc, out, _ = _cli(capsys, "new-benchmark", "my-clips", "--from-records", "my.jsonl", "--data-root", ".",
+                      "-o", str(tmp_path / "cards"))
+    assert rc == 0
+    commands = [line.split("# ")[0].strip().removeprefix("next:").strip() for line in out.splitlines()[1:]]
+    validate, check, run = (shlex.split(c) for c in commands)
+    assert (validate[2], check[2], run[1]) == ("validate", "check", "run")
+    assert _cli(capsys, *validate[1:])[0] == 0
+    rc, out, _ = _cli(capsys, *check[1:])  # the card's paths are relative to the data root: the command names it
+    assert rc == 0 and "my-clips: 2 records" in out and ": ok" in out
+    args = build_parser("run").parse_args(run[1:])
+    assert str(args.data_root) == "." and args.model == "tiny-qwen2.5-vl"
