@@ -125,3 +125,13 @@ def test_new_benchmark_suggests_commands_that_work_when_pasted(tmp_path, monkeyp
     assert rc == 0 and "my-clips: 2 records" in out and ": ok" in out
     args = build_parser("run").parse_args(run[1:])
     assert str(args.data_root) == "." and args.model == "tiny-qwen2.5-vl"
+
+
+def test_server_progress_never_shows_none():
+    from vbench_async.cli.serve import job_progress
+
+    assert job_progress({"id": 3, "status": "queued", "progress": {"done": 0, "total": None}}) == \
+        "job 3: queued, planning (frames, tokens, engine)"
+    assert job_progress({"id": 3, "status": "running", "progress": {"done": 12, "total": 66}}) == \
+        "job 3: running, 12/66 samples"
+    assert "None" not in job_progress({"id": 4, "status": "running"})
