@@ -135,3 +135,25 @@ def test_server_progress_never_shows_none():
     assert job_progress({"id": 3, "status": "running", "progress": {"done": 12, "total": 66}}) == \
         "job 3: running, 12/66 samples"
     assert "None" not in job_progress({"id": 4, "status": "running"})
+
+
+def test_start_up_interruption_and_missing_benchmarks_each_get_one_line(tmp_path, capsys):
+    import io
+    import json
+
+    from vbench_async.cli.plan_view import print_plan_lines
+    from vbench_async.cli.run import kept_line, starting_line
+
+    out = tmp_path / "run"
+    assert starting_line("vllm", out).startswith("starting engine (usually 20-60 s on a CPU")
+    assert starting_line("openai", out) == ""  # a server is already up
+    out.mkdir()
+    (out / "summary.json").write_text(json.dumps({"run": {"startup_s": 31.6},
+                                                  "benchmarks": {"a": {"n_total": 40}, "b": {"n_total": 26}}}))
+    assert starting_line("vllm", out).startswith("starting engine (about 32 s, as last time)")
+    assert kept_line(out) == f"66 result(s) kept in {out / 'results'}; re-run the same command to resume"
+    buf = io.StringIO()
+    print_plan_lines(None, {f"b{i}": "no annotations" for i in range(21)}, file=buf)
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("not run (no data): 21 of 21 benchmarks (b0, b1") and \
+        "data check" in lines[0]

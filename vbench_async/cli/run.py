@@ -78,6 +78,35 @@ def main(args: argparse.Namespace) -> int:
         raise
 
 
+def kept_line(out_dir: Path) -> str:
+    """After Ctrl-C: how many results are safe on disk, and that the same command resumes."""
+    from ..results.rundir import read_json, summary_path
+
+    try:
+        blocks = ((read_json(summary_path(out_dir)) or {}).get("benchmarks") or {}).values()
+        kept = sum(int(b.get("n_total") or 0) for b in blocks)
+    except (UserError, OSError, ValueError, AttributeError, TypeError):
+        kept = None
+    count = f"{kept} result(s) kept" if kept is not None else "finished results are kept"
+    return f"{count} in {out_dir / 'results'}; re-run the same command to resume"
+
+
+def starting_line(backend: str, out_dir: Path) -> str:
+    """"starting engine (about N s)": the silence before the first progress line has a reason and a length (the
+    last start-up of this run directory, else a typical one)."""
+    if backend == "openai":
+        return ""
+    from ..results.rundir import read_json, summary_path
+
+    try:
+        last = ((read_json(summary_path(out_dir)) or {}).get("run") or {}).get("startup_s")
+    except (UserError, OSError, ValueError, AttributeError):
+        last = None
+    about = f"about {round(float(last))} s, as last time" if isinstance(last, (int, float)) else \
+        "usually 20-60 s on a CPU, longer for a large model"
+    return f"starting engine ({about}); its own log: {out_dir / 'logs' / 'engine.log'}"
+
+
 def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir: Path) -> int:
     from ..backends.factory import backend_kind
     from ..runner import run
@@ -85,12 +114,14 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir:
 
     engine = backend_kind(cfg.backend).describe_target(cfg.server)
     try:
-        summary = run(cfg, on_plan=functools.partial(print_plan_lines, engine=engine, verbose=args.verbose))
+        summary = run(cfg, on_plan=functools.partial(print_plan_lines, engine=engine, verbose=args.verbose,
+                                                     starting=starting_line(args.backend, out_dir)))
     except KeyboardInterrupt:
         # The partial summary is written; a site the run already had must not go on showing the old state. A run
         # without one gets none (building it would delay the exit).
         if not args.no_site and has_site(out_dir):
             write_run_site(out_dir)
+        print(kept_line(out_dir), file=sys.stderr)
         raise
     run_dir = Path(summary["run_dir"])
     if cfg.mode == "preprocess":
