@@ -157,3 +157,24 @@ def test_start_up_interruption_and_missing_benchmarks_each_get_one_line(tmp_path
     lines = buf.getvalue().splitlines()
     assert len(lines) == 1 and lines[0].startswith("not run (no data): 21 of 21 benchmarks (b0, b1") and \
         "data check" in lines[0]
+
+
+def test_a_sweep_budget_that_changes_nothing_is_warned_about(tmp_path):
+    import json
+
+    from test_leaderboard_runs import make_run, right
+    from vbench_async.benchmarks import get_benchmark
+    from vbench_async.cli.next_step import budget_warnings
+    from vbench_async.frames.cache import FrameCache
+    from vbench_async.samples import Sample
+
+    mc = [s for s in get_benchmark("demo-mc").load_samples(None) if isinstance(s, Sample)][:2]
+    summaries = []
+    with FrameCache(tmp_path / "cache", workers=1) as cache:
+        for budget in (2, 64, 128):  # the demo's few-second videos at 2 fps: 64 and 128 both take every sample step
+            run = make_run(tmp_path / f"b{budget}", "m", right, benchmarks=("demo-mc",), samples={"demo-mc": mc},
+                           cache=cache, frame_overrides={"max_frames": budget})
+            summaries.append({**json.loads((run / "summary.json").read_text()), "run_dir": str(run)})
+    warnings = budget_warnings([2, 64, 128], summaries)
+    assert len(warnings) == 1 and warnings[0].startswith("max_frames=128: 2 of 2 sample(s) got the same frames as "
+                                                         "max_frames=64"), warnings

@@ -66,3 +66,33 @@ def no_data_message(exc: NoData, args: argparse.Namespace) -> str:
     return (f"{exc}. The data root is --data-root DIR, else $VBENCH_DATA_ROOT, else ./data; give the folder that "
             f"holds the benchmarks' annotation files and videos (benchmarks/*.yaml name the layout). To see what "
             f"each benchmark needs: {' '.join(check.split())}")
+
+
+def budget_warnings(budgets: Sequence[int], summaries: Sequence[dict]) -> list[str]:
+    """For a frame-budget sweep: the budgets that gave some videos no more frames than the budget below (the videos
+    are too short for it at the sampling rate), so those samples were evaluated twice on the same frames."""
+    from pathlib import Path
+
+    from ..results.store import read_results
+
+    def frames_by_sample(summary: dict) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for bid, block in (summary.get("benchmarks") or {}).items():
+            path = Path(summary["run_dir"]) / str(block.get("results_file") or "")
+            if not block.get("results_file") or not path.is_file():
+                continue
+            for sid, r in read_results(path, view=lambda r: {"frames": r.get("frames")}).items():
+                if isinstance(r.get("frames"), dict) and isinstance(r["frames"].get("n"), int):
+                    out[f"{bid}/{sid}"] = r["frames"]["n"]
+        return out
+
+    seen = [frames_by_sample(s) for s in summaries]
+    out = []
+    for i in range(1, len(seen)):
+        common = set(seen[i]) & set(seen[i - 1])
+        same = [k for k in common if seen[i][k] == seen[i - 1][k]]
+        if same:
+            out.append(f"max_frames={budgets[i]}: {len(same)} of {len(common)} sample(s) got the same frames as "
+                       f"max_frames={budgets[i - 1]} (their videos are too short for more at the sampling rate): "
+                       "for them the two runs are one, and the budget chart's step says nothing")
+    return out

@@ -190,6 +190,10 @@ def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
             write_run_site(Path(summary["run_dir"]))
         failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
         code = code or (1 if failed or not summary["complete"] else 0)
+    from .next_step import budget_warnings
+
+    for warning in budget_warnings(budgets, summaries):
+        print(f"warning: {warning}", file=sys.stderr)
     if summaries and not args.no_site:
         from ..leaderboard import build_site
 
