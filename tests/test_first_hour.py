@@ -82,7 +82,8 @@ def test_a_failure_report_names_the_samples_their_files_and_a_real_check_command
         for i in range(5):
             store.append({"sample_id": f"s{i}", "benchmark": "demo-mc", "config_hash": "0" * 12, "video": f"v{i}.mp4",
                           "output": None, "score": None,
-                          "error": {"kind": "decode_error", "message": f"PyAV cannot open v{i}.mp4: moov atom not found"}})
+                          "error": {"kind": "decode_error",
+                                    "message": f"PyAV cannot open v{i}.mp4: moov atom not found"}})
     summary = {"benchmarks": {"demo-mc": {"n_failed": 5, "results_file": str(store.path.relative_to(tmp_path))}}}
     assert print_failures(tmp_path, summary, data_root=tmp_path / "my data") == 5
     err = capsys.readouterr().err
