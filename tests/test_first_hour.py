@@ -146,12 +146,12 @@ def test_start_up_interruption_and_missing_benchmarks_each_get_one_line(tmp_path
     from vbench_async.cli.run import kept_line, starting_line
 
     out = tmp_path / "run"
-    assert starting_line("vllm", out).startswith("starting engine (usually 20-60 s on a CPU")
-    assert starting_line("openai", out) == ""  # a server is already up
+    assert starting_line(True, out).startswith("starting engine (usually 20-60 s on a CPU")
+    assert starting_line(False, out) == ""  # a server is already up
     out.mkdir()
     (out / "summary.json").write_text(json.dumps({"run": {"startup_s": 31.6},
                                                   "benchmarks": {"a": {"n_total": 40}, "b": {"n_total": 26}}}))
-    assert starting_line("vllm", out).startswith("starting engine (about 32 s, as last time)")
+    assert starting_line(True, out).startswith("starting engine (about 32 s, as last time)")
     assert kept_line(out) == f"66 result(s) kept in {out / 'results'}; re-run the same command to resume"
     buf = io.StringIO()
     print_plan_lines(None, {f"b{i}": "no annotations" for i in range(21)}, file=buf)

@@ -73,7 +73,7 @@ def budget_warnings(budgets: Sequence[int], summaries: Sequence[dict]) -> list[s
     are too short for it at the sampling rate), so those samples were evaluated twice on the same frames."""
     from pathlib import Path
 
-    from ..results.store import read_results
+    from ..results.lines import read_lines
 
     def frames_by_sample(summary: dict) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -81,9 +81,9 @@ def budget_warnings(budgets: Sequence[int], summaries: Sequence[dict]) -> list[s
             path = Path(summary["run_dir"]) / str(block.get("results_file") or "")
             if not block.get("results_file") or not path.is_file():
                 continue
-            for sid, r in read_results(path, view=lambda r: {"frames": r.get("frames")}).items():
-                if isinstance(r.get("frames"), dict) and isinstance(r["frames"].get("n"), int):
-                    out[f"{bid}/{sid}"] = r["frames"]["n"]
+            for sid, frames in read_lines(path, view=lambda line: line.get("frames")).items():
+                if isinstance(frames, dict) and isinstance(frames.get("n"), int):
+                    out[f"{bid}/{sid}"] = frames["n"]
         return out
 
     seen = [frames_by_sample(s) for s in summaries]

@@ -91,10 +91,10 @@ def kept_line(out_dir: Path) -> str:
     return f"{count} in {out_dir / 'results'}; re-run the same command to resume"
 
 
-def starting_line(backend: str, out_dir: Path) -> str:
+def starting_line(in_process: bool, out_dir: Path) -> str:
     """"starting engine (about N s)": the silence before the first progress line has a reason and a length (the
     last start-up of this run directory, else a typical one)."""
-    if backend == "openai":
+    if not in_process:  # a server is already up
         return ""
     from ..results.rundir import read_json, summary_path
 
@@ -115,7 +115,7 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir:
     engine = backend_kind(cfg.backend).describe_target(cfg.server)
     try:
         summary = run(cfg, on_plan=functools.partial(print_plan_lines, engine=engine, verbose=args.verbose,
-                                                     starting=starting_line(args.backend, out_dir)))
+                                                     starting=starting_line(backend_kind(cfg.backend).in_process, out_dir)))
     except KeyboardInterrupt:
         # The partial summary is written; a site the run already had must not go on showing the old state. A run
         # without one gets none (building it would delay the exit).
