@@ -285,10 +285,32 @@ def test_data_check_lists_missing_videos(tmp_path: Path, capsys) -> None:
     assert sorted(Path(p).name for p in report["missing"]) == ["dev_Electronics_4.mp4", "dev_Electronics_4.png"]
     (videos / "dev_Electronics_4.mp4").write_bytes(b"x")
     (videos / "images" / "dev_Electronics_4.png").write_bytes(b"x")
-    rc, out, _ = cli(capsys, "data", "check", "videommmu", "--data-root", str(root))
+    rc, out, _ = cli(capsys, "data", "check", "videommmu", "--data-root", str(root), "--no-probe")  # b"x": no video
     assert rc == 0 and "3 records (0 invalid), 5 media files" in out and ": ok" in out
     rc, out, _ = cli(capsys, "data", "check", "--suite", "grounding", "--data-root", str(root))
     assert rc == 1 and "no annotations for 'charades_sta'" in out
+
+
+def test_data_check_finds_unreadable_videos_and_closes_with_a_summary(tmp_path: Path, capsys) -> None:
+    from support.videos import write_video
+
+    root = build_data_root(load_fixture("videommmu"), "unified", tmp_path / "data")
+    videos = root / "VideoMMMU"
+    (videos / "images").mkdir(parents=True)
+    for name in ("dev_Biology_7", "dev_Chemistry_2", "dev_Electronics_4"):
+        write_video(videos / f"{name}.mp4", frames=8, fps=4)
+        (videos / "images" / f"{name}.png").write_bytes(b"x")
+    rc, out, _ = cli(capsys, "data", "check", "videommmu", "--data-root", str(root))
+    assert rc == 0 and out.splitlines()[-1].startswith("1 of 1 benchmark(s) have all their data under")
+    damaged = videos / "dev_Chemistry_2.mp4"
+    damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])  # a download cut short
+    rc, out, _ = cli(capsys, "data", "check", "videommmu", "--data-root", str(root))
+    assert rc == 1 and f"  unreadable: {damaged}: " in out and "0 missing, 0 unsafe, 1 unreadable" in out
+    assert out.splitlines()[-1].startswith("0 of 1 benchmark(s) have all their data")
+    rc, out, _ = cli(capsys, "data", "check", "--suite", "all", "--data-root", str(tmp_path / "nowhere"))
+    last = out.splitlines()[-1]
+    assert rc == 1 and last.startswith("0 of 22 benchmark(s) have all their data under") and "does not exist" in last
+    assert "--data-root DIR" in last and "$VBENCH_DATA_ROOT" in last and "data fetch NAME" in last
 
 
 def test_list_shows_record_counts_when_data_is_present(tmp_path: Path, capsys) -> None:

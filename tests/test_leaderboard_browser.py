@@ -138,8 +138,8 @@ def page(tmp_path_factory):
         stop(proc, 10)
 
 
-def _first_column(page: Page, table: str) -> list[str]:
-    return page.js(f"Array.from(document.querySelectorAll('{table} tbody tr')).map(r => r.cells[0].dataset.v)")
+def _first_column(page: Page, table: str, index: int = 0) -> list[str]:
+    return page.js(f"Array.from(document.querySelectorAll('{table} tbody tr')).map(r => r.cells[{index}].dataset.v)")
 
 
 def _embedded(page: Page, element_id: str) -> Any:
@@ -158,18 +158,18 @@ def test_table_sorts_without_console_errors(page, site):
     page.goto((out / "index.html").as_uri())
     board = json.loads((out / "data" / "leaderboard.json").read_text())
     labels = list(dict.fromkeys(r["model"] for r in board))
-    assert _first_column(page, "#leaderboard") == labels  # the order the runs were given
+    assert _first_column(page, "#leaderboard", 1) == labels  # the order the runs were given
     column = next(r["column"] for r in board if r["kind"] == "benchmark")
     scores = [next((r["score"] for r in board if r["model"] == lab and r["column"] == column), None) for lab in labels]
     header = f"Array.from(document.querySelectorAll('#leaderboard thead th')).find(t => t.querySelector('button')" \
              f".textContent === {json.dumps(column)})"
     page.js(f"{header}.querySelector('button').click()")  # first click on a number column: best first
     assert page.js(f"{header}.getAttribute('aria-sort')") == "descending"
-    assert _first_column(page, "#leaderboard") == _expected_order(labels, scores, descending=True)
+    assert _first_column(page, "#leaderboard", 1) == _expected_order(labels, scores, descending=True)
     page.js(f"{header}.querySelector('button').click()")
-    assert _first_column(page, "#leaderboard") == _expected_order(labels, scores, descending=False)
-    page.js("document.querySelectorAll('#leaderboard thead th')[0].querySelector('button').click()")
-    assert _first_column(page, "#leaderboard") == sorted(labels, key=str.lower)
+    assert _first_column(page, "#leaderboard", 1) == _expected_order(labels, scores, descending=False)
+    page.js("document.querySelectorAll('#leaderboard thead th')[1].querySelector('button').click()")  # model
+    assert _first_column(page, "#leaderboard", 1) == sorted(labels, key=str.lower)
     assert page.js("document.querySelectorAll('svg rect.bar').length") >= 1  # a chart (suite averages)
     assert page.errors() == []
 

@@ -172,8 +172,8 @@ def test_table_names_the_metric_and_shows_interval_and_robust_score(tmp_path):
     buf = io.StringIO()
     print_table(summary, file=buf)
     header, _, row = buf.getvalue().splitlines()[:3]
-    assert header.split() == ["benchmark", "metric", "score", "95%", "CI", "robust", "differ", "n_total", "failed",
-                              "status"]
+    assert header.split() == ["benchmark", "metric", "score", "95%", "CI", "chance", "robust", "differ", "n_total",
+                              "failed", "status"]
     block = summary["benchmarks"]["longvideobench"]
     ci = block["interval"]
     assert row.split()[:2] == ["longvideobench", "accuracy"]

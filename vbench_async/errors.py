@@ -9,6 +9,15 @@ class DataMissing(UserError):
     """A benchmark's annotations are not under the data root: a suite runs the others and says which were not run."""
 
 
+class NoData(UserError):
+    """No benchmark of the selection has its data: one message for all of them (the CLI adds which flag to set)."""
+
+    def __init__(self, message: str, root: str, not_run: dict[str, str]):
+        super().__init__(message)
+        self.root = root  # the data root that was searched, absolute
+        self.not_run = not_run  # benchmark -> why (each one's own message, for the log)
+
+
 class SampleError(Exception):
     """A per-sample failure (bad video, malformed record, engine error). Recorded as a result, never dropped.
 

@@ -21,6 +21,11 @@ class ModelRef:
     frame_settings: tuple[tuple[str, int], ...] = ()
 
     @property
+    def random_weights(self) -> bool:
+        """A built-in tiny model (`tiny-*`): random weights, so its answers are noise and its scores near 0."""
+        return self.name.startswith("tiny-")
+
+    @property
     def display_name(self) -> str:
         if self.label:
             return self.label
@@ -91,3 +96,27 @@ def hub_revision(repo_id: str) -> str:
         return HfApi().model_info(repo_id).sha or "unknown"
     except Exception:  # noqa: BLE001 - offline, gated, or an old huggingface_hub: the id alone still identifies it
         return "unknown"
+
+
+def parameter_count(directory: str | Path) -> int | None:
+    """Parameters of a local checkpoint, read off its safetensors headers (no tensor is loaded); None when the
+    directory holds no safetensors file (a hub id, another format)."""
+    import json
+    import math
+
+    total, found = 0, False
+    local = Path(directory)
+    if not local.is_dir():
+        return None
+    for f in sorted(local.glob("*.safetensors")):
+        try:
+            with open(f, "rb") as fh:
+                size = int.from_bytes(fh.read(8), "little")
+                header = json.loads(fh.read(size)) if 0 < size < 100_000_000 else {}
+        except (OSError, ValueError):
+            return None
+        for name, info in header.items():
+            if name != "__metadata__" and isinstance(info, dict):
+                total += math.prod(info.get("shape") or [1])
+                found = True
+    return total if found else None

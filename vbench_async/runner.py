@@ -30,6 +30,7 @@ from .benchmarks.selection import Selection
 from .errors import DataMissing, SampleError, UserError
 from .frames.overrides import FrameOverrides
 from .frames.preprocess import WORKERS as DECODE_WORKERS
+from .preflight import check_writable, no_data
 from .pipeline import LOADERS, QUEUE_SIZE, Pipeline, PlanEntry, Progress, WorkItem, group_by_video
 from .results.manifest import PlannedBenchmark, plain
 from .failure_kinds import EnvironmentFault
@@ -236,9 +237,9 @@ def _load(cfg: RunConfig) -> tuple[list[tuple[Benchmark, list[Sample | SampleErr
             loaded.append((bench, cfg.selection.samples(bench)))
         except DataMissing as exc:  # a user with 21 of 22 datasets runs the 21
             not_run[bench.id] = str(exc)
-            log.warning("not running %s: %s", bench.id, exc)
-    if not loaded:
-        raise UserError("no benchmark has its data: " + "; ".join(not_run.values()))
+            log.debug("not running %s: %s", bench.id, exc)
+    if not_run:
+        no_data(cfg.selection.data_root, not_run, len(not_run) + len(loaded), bool(loaded))
     return loaded, not_run
 
 
@@ -251,16 +252,18 @@ def frame_cache(cfg: RunConfig) -> FrameCache:
     if cfg.cache_max_gb is not None:
         cache_opts["max_bytes"] = gb_to_bytes(cfg.cache_max_gb)
     try:
-        return FrameCache(cfg.cache_dir, **cache_opts) if cfg.cache_dir else FrameCache.default(**cache_opts)
+        cache = FrameCache(cfg.cache_dir, **cache_opts) if cfg.cache_dir else FrameCache.default(**cache_opts)
     except ValueError as exc:  # a bad budget or codec in the environment
         raise UserError(str(exc)) from exc
+    check_writable(cache.root)
+    return cache
 
 
 def plan(cfg: RunConfig) -> WorkloadPlan:
     """The workload plan of the whole selection (finished samples included), without a run directory or an engine:
     `vbench-async plan`."""
+    loaded, not_run = _load(cfg)  # before the model: no data is said at once
     model = resolve_model(cfg)
-    loaded, not_run = _load(cfg)
     cache = frame_cache(cfg)
     run_dir = run_dir_for(cfg, model)
     plans = [_plan_benchmark(b, model, cfg, run_dir, samples, decoder=cache.decoder, skip_done=False)

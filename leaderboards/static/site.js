@@ -67,11 +67,12 @@
   function td(text, cls) {
     var cell = document.createElement("td");
     if (cls) cell.className = cls;
-    cell.textContent = text === null || text === undefined ? "" : String(text);
+    cell.textContent = text === null || text === undefined ? "" : String(text);  // never "null"/"undefined"
     return cell;
   }
 
-  var FOLD = 600;  // outputs longer than this many characters are folded
+  var FOLD = 160;  // outputs longer than this many characters are folded behind a preview of PREVIEW characters
+  var PREVIEW = 120;
 
   function el(tag, cls, text) {
     var node = document.createElement(tag);
@@ -130,7 +131,7 @@
     text = String(text);
     if (text.length <= FOLD) { cell.textContent = text; return cell; }
     var d = el("details");
-    d.appendChild(el("summary", "", text.slice(0, 200) + "… (" + text.length + " characters)"));
+    d.appendChild(el("summary", "", text.slice(0, PREVIEW) + "… (" + text.length + " characters)"));
     d.appendChild(el("div", "", text));
     cell.appendChild(d);
     return cell;
@@ -177,7 +178,9 @@
           qcell.appendChild(p);
         }
         tr.appendChild(qcell);
-        tr.appendChild(td(r.answer, "text truth"));
+        var truth = td(r.truth !== undefined && r.truth !== null ? r.truth : r.answer, "text truth");
+        if (r.truth && r.truth !== r.answer) truth.title = "as stored: " + r.answer;
+        tr.appendChild(truth);
         tr.appendChild(folded(r.output, "text output"));
         var hit = r._outcome === "correct" ? " hit" : (r._outcome === "wrong" || r._outcome === "partial" ? " miss" : "");
         tr.appendChild(td(r.extracted, "text extracted" + hit));
@@ -221,8 +224,67 @@
     apply();
   }
 
+
+  // ---- the index board: a view per benchmark group (its columns and its average), search and family filter -------
+  function initBoard(table) {
+    var views = readJSON("board-views") || [];
+    var q = document.getElementById("board-q"), fam = document.getElementById("board-family");
+    var view = document.getElementById("board-view"), count = document.getElementById("board-count");
+    var body = table.tBodies[0];
+
+    function cellsOf(col) { return table.querySelectorAll('[data-col="' + col.replace(/"/g, '\\"') + '"]'); }
+
+    function showView() {
+      var v = views[parseInt(view.value, 10)] || views[0];
+      if (!v) return;
+      var keep = {};
+      v.members.forEach(function (b) { keep[b] = true; });
+      if (v.avg) keep[v.avg] = true;
+      Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th) {
+        var col = th.getAttribute("data-col");
+        if (col === null) return;
+        var hide = !keep[col];
+        Array.prototype.forEach.call(cellsOf(col), function (c) { c.classList.toggle("hidden", hide); });
+      });
+      // rank by the view's average: 1 = best, ties share a rank, rows without an average get none
+      var scores = [];
+      Array.prototype.forEach.call(body.rows, function (tr) {
+        var cell = v.avg ? tr.querySelector('[data-col="' + v.avg + '"]') : null;
+        var s = cell ? cell.getAttribute("data-v") : "";
+        tr._avg = s === "" ? null : parseFloat(s);
+        if (tr._avg !== null && scores.indexOf(tr._avg) < 0) scores.push(tr._avg);
+      });
+      scores.sort(function (a, b) { return b - a; });
+      Array.prototype.forEach.call(body.rows, function (tr) {
+        var r = tr._avg === null ? "" : String(scores.indexOf(tr._avg) + 1);
+        tr.cells[0].setAttribute("data-v", r);
+        tr.cells[0].textContent = r === "" ? "–" : r;
+      });
+    }
+
+    function filterRows() {
+      var needle = q.value.trim().toLowerCase(), f = fam.value, n = 0;
+      Array.prototype.forEach.call(body.rows, function (tr) {
+        var show = (!f || tr.getAttribute("data-family") === f) &&
+                   (!needle || tr.getAttribute("data-search").indexOf(needle) >= 0);
+        tr.classList.toggle("hidden", !show);
+        if (show) n += 1;
+      });
+      count.textContent = n + " of " + body.rows.length + " runs";
+    }
+
+    q.addEventListener("input", filterRows);
+    fam.addEventListener("change", filterRows);
+    view.addEventListener("change", showView);
+    document.getElementById("board-filters").addEventListener("submit", function (e) { e.preventDefault(); });
+    showView();
+    filterRows();
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), initSortable);
+    var boardTable = document.getElementById("leaderboard");
+    if (boardTable && document.getElementById("board-views")) initBoard(boardTable);
     var samples = document.getElementById("samples");
     if (samples) initSamples(samples);
   });

@@ -42,6 +42,7 @@ class VLLMSettings:
                                         "largest planned video's embeddings)"})
     gpu_memory_utilization: float = field(default=0.85, metadata={"help": "share of GPU memory vLLM may use"})
     kv_cache_bytes: int | None = field(default=None, metadata={
+        "flag": "--kv-cache-memory-bytes", "aliases": ("--kv-cache-bytes",),  # vLLM's name; the old one still works
         "help": "explicit KV cache size in bytes (default on CPU: 64 MiB; else from memory utilisation)"})
     tensor_parallel_size: int = field(default=1, metadata={"help": "GPUs per engine replica"})
     # Engine replicas in this process's node; vLLM balances requests across them.

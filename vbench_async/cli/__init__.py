@@ -12,9 +12,10 @@ import importlib
 import os
 import sys
 
-from ..errors import EngineDead, UserError
+from ..errors import EngineDead, NoData, UserError
 from ..process_exit import INTERRUPTED, exit_now
 from ..redact import remember_named
+from . import next_step
 from .include import apply_include
 from .console import configure_logging
 
@@ -66,12 +67,20 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     command = next((w for w in words if not w.startswith("-")), "")  # only -v/-h come before the command
-    args = build_parser(command).parse_args(argv)
+    parser = build_parser(command)
+    hints = next_step.ecosystem_hints(next_step.command_parser(parser, command), words)
+    if hints:  # another toolkit's flag: one line naming ours, not the whole usage
+        print("\n".join(hints), file=sys.stderr)
+        return USAGE_ERROR
+    args = parser.parse_args(argv)
     remember_named(vars(args))  # a secret flag's value is redacted wherever this command writes it
     configure_logging(args.verbose)
     try:
         apply_include(args)
         return int(args.func(args) or 0)
+    except NoData as exc:
+        print(f"vbench-async: error: {next_step.no_data_message(exc, args)}", file=sys.stderr)
+        return USAGE_ERROR
     except UserError as exc:
         print(f"vbench-async: error: {exc}", file=sys.stderr)
         return USAGE_ERROR

@@ -43,14 +43,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--allow-outside-root", action="store_true", help="accept absolute, ../ and symlinked paths")
     c.add_argument("--show", type=int, default=10, help="missing paths to print per benchmark (all in --json)")
     c.add_argument("--json", action="store_true", help="print one JSON object per benchmark id")
+    c.add_argument("--no-probe", action="store_true",
+                   help="only check that files exist (default: also open each video, as the frame cache will)")
     add_include_option(c)
     c.set_defaults(func=run_check)
 
     f = cmds.add_parser("fetch", help="download a benchmark's official release from the Hugging Face hub",
                         description="Download the annotation files of NAME's official hub release into "
-                                    "DEST/hub/<owner>/<name>, where `--source hub` (and auto) finds them.")
+                                    "DATA_ROOT/hub/<owner>/<name>, where `--source hub` (and auto) finds them.")
     f.add_argument("name", help="benchmark id")
-    f.add_argument("--dest", type=Path, help="data root to download into (default: $VBENCH_DATA_ROOT or ./data)")
+    # --data-root, as every command spells it; --dest (its first name) still works, unlisted
+    f.add_argument("--data-root", dest="dest", type=Path,
+                   help="data root to download into (default: $VBENCH_DATA_ROOT or ./data)")
+    f.add_argument("--dest", dest="dest", type=Path, help=argparse.SUPPRESS)
     f.add_argument("--with-videos", action="store_true", help="also download the video archives the card lists")
     add_include_option(f)
     f.set_defaults(func=run_fetch)
@@ -85,8 +90,9 @@ def run_validate(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def check_benchmark(bench, data_root: Path | None, source: str, allow_outside: bool) -> dict:
-    """Missing and unsafe media of one benchmark (pure of printing, used by the command and tests)."""
+def check_benchmark(bench, data_root: Path | None, source: str, allow_outside: bool, probe: bool = True) -> dict:
+    """Missing, unsafe and (`probe`) unreadable media of one benchmark (pure of printing, used by the command and
+    tests)."""
     from ..errors import SampleError
     from ..samples import Sample
 
@@ -96,7 +102,7 @@ def check_benchmark(bench, data_root: Path | None, source: str, allow_outside: b
         return {"error": str(exc)}
     resolved = bench.resolve_source(data_root, source)
     samples = [s for s in items if isinstance(s, Sample)]
-    missing, unsafe, seen = [], [], set()
+    missing, unsafe, seen, videos = [], [], set(), []
     for s in samples:
         try:
             paths = [bench.video_path(s, data_root, allow_outside)] if s.video else []
@@ -104,14 +110,35 @@ def check_benchmark(bench, data_root: Path | None, source: str, allow_outside: b
         except SampleError as exc:
             unsafe.append(f"{s.sample_id}: {exc}")
             continue
-        for path in paths:
+        for i, path in enumerate(paths):
             if path not in seen:
                 seen.add(path)
                 if not path.is_file():
                     missing.append(str(path))
+                elif i == 0 and s.video and probe:
+                    videos.append(path)
     return {"source": resolved.kind, "video_root": str(resolved.video_root), "records": len(items),
             "invalid_records": len(items) - len(samples), "media_files": len(seen), "missing": missing,
-            "unsafe": unsafe}
+            "unsafe": unsafe, "unreadable": unreadable_videos(videos)}
+
+
+def unreadable_videos(paths: list[Path]) -> list[str]:
+    """"path: why" for each video the frame cache's decoder cannot open or count (a truncated or damaged file),
+    read header-deep in parallel, as `plan` probes them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..frames.errors import FrameError
+    from ..workload.probe import probe_video
+
+    def why(path: Path) -> str | None:
+        try:
+            probe_video(path)
+        except FrameError as exc:
+            return f"{path}: {exc}"
+        return None
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return [w for w in pool.map(why, paths) if w]
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -121,8 +148,9 @@ def run_check(args: argparse.Namespace) -> int:
     check_data_root(args.data_root)
     names = [n for n in [*args.benchmarks, *(args.benchmark_list or "").split(",")] if n.strip()]
     benches = resolve_benchmarks(args.suite, names or None)
-    reports = {b.id: check_benchmark(b, args.data_root, args.source, args.allow_outside_root) for b in benches}
-    bad = [k for k, r in reports.items() if r.get("error") or r["missing"] or r["unsafe"]]
+    reports = {b.id: check_benchmark(b, args.data_root, args.source, args.allow_outside_root, not args.no_probe)
+               for b in benches}
+    bad = [k for k, r in reports.items() if r.get("error") or r["missing"] or r["unsafe"] or r["unreadable"]]
     if args.json:
         print(json.dumps(reports, indent=2))
         return 1 if bad else 0
@@ -130,17 +158,38 @@ def run_check(args: argparse.Namespace) -> int:
         if r.get("error"):
             print(f"{name}: {r['error']}")
             continue
-        status = "ok" if name not in bad else f"{len(r['missing'])} missing, {len(r['unsafe'])} unsafe"
+        status = "ok" if name not in bad else \
+            f"{len(r['missing'])} missing, {len(r['unsafe'])} unsafe, {len(r['unreadable'])} unreadable"
         print(f"{name}: {r['records']} records ({r['invalid_records']} invalid), {r['media_files']} media files "
               f"under {r['video_root']} [{r['source']}]: {status}")
         for path in r["missing"][: args.show]:
             print(f"  missing: {path}")
         for line in r["unsafe"][: args.show]:
             print(f"  unsafe: {line}")
-        hidden = max(0, len(r["missing"]) - args.show) + max(0, len(r["unsafe"]) - args.show)
+        for line in r["unreadable"][: args.show]:
+            print(f"  unreadable: {line}")
+        hidden = sum(max(0, len(r[k]) - args.show) for k in ("missing", "unsafe", "unreadable"))
         if hidden:
             print(f"  ... {hidden} more (use --json for all)")
+    print(check_summary(reports, bad, args))
     return 1 if bad else 0
+
+
+def check_summary(reports: dict[str, dict], bad: list[str], args: argparse.Namespace) -> str:
+    """The closing line: how many benchmarks have all their data, and what to do about the others."""
+    from ..benchmarks.sources import data_root
+
+    n, absent = len(reports), [k for k, r in reports.items() if r.get("error")]
+    root = data_root(args.data_root).root
+    line = f"{n - len(bad)} of {n} benchmark(s) have all their data under {root}" + \
+        ("" if root.is_dir() else " (that folder does not exist)")
+    if absent:
+        line += (f"; {len(absent)} have no annotation file there (give the folder with --data-root DIR or "
+                 "$VBENCH_DATA_ROOT, or download a release: vbench-async data fetch NAME --data-root DIR)")
+    damaged = [k for k in bad if k not in absent]
+    if damaged:
+        line += f"; {len(damaged)} miss or cannot read files listed above ({', '.join(damaged[:6])})"
+    return line
 
 
 def run_fetch(args: argparse.Namespace) -> int:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any, TextIO
 
-_DATA = "check the data: `vbench-async data check --suite ...` lists missing or unreadable files"
+_DATA = "check the data: `data check` (below) lists missing or unreadable files"
+_DATA_KINDS = ("video_missing", "image_error", "video_empty", "no_video_stream", "decode_error")
+_EXAMPLES = 3  # failed samples named per kind
 _RECORD = "fix the annotation records: `vbench-async data validate FILE`"
 _AGAIN = "transient: re-run the same command (such samples are evaluated again)"
 # Error kind -> the suggested fix printed next to its count.
@@ -39,26 +42,68 @@ _OTHER = "see the result lines' 'error' field"
 
 def failure_kinds(run_dir: Path, summary: dict[str, Any]) -> Counter[str]:
     """Failed samples by error kind, over the result files of the benchmarks that have failures."""
-    from ..results.store import error_kinds
+    return failed_samples(run_dir, summary)[0]
+
+
+def failed_samples(run_dir: Path, summary: dict[str, Any]) -> tuple[Counter[str], dict[str, list[dict[str, Any]]]]:
+    """Failed samples by error kind, and the first few of each kind (benchmark, sample id, video, message)."""
+    from ..results.lines import read_lines
 
     kinds: Counter[str] = Counter()
-    for b in summary["benchmarks"].values():
+    examples: dict[str, list[dict[str, Any]]] = {}
+    for bid, b in summary["benchmarks"].items():
         if not b.get("n_failed") or not b.get("results_file"):
             continue
-        kinds.update(error_kinds(Path(run_dir) / b["results_file"]))
-    return kinds
+        path = Path(run_dir) / b["results_file"]
+        if not path.exists():
+            continue
+        lines = read_lines(path, view=lambda r: {k: r.get(k) for k in ("sample_id", "video", "error", "frames")})
+        for r in lines.values():
+            error = r.get("error")
+            if error:
+                kind = error.get("kind", "unknown") if isinstance(error, dict) else "unknown"
+                kinds[kind] += 1
+                if len(examples.setdefault(kind, [])) < _EXAMPLES:
+                    source = (r.get("frames") or {}).get("source") if isinstance(r.get("frames"), dict) else None
+                    examples[kind].append({"benchmark": bid, "sample_id": r.get("sample_id"),
+                                           "video": source or r.get("video"),
+                                           "message": error.get("message", "") if isinstance(error, dict) else ""})
+    return kinds, examples
 
 
-def print_failures(run_dir: Path, summary: dict[str, Any], file: TextIO | None = None) -> int:
-    """Say how many samples failed, by kind, each with its fix; returns the number failed (from the summary)."""
+def data_check_command(summary: dict[str, Any], kinds: Counter[str], data_root: Path | str | None) -> str | None:
+    """A `data check` of the benchmarks whose samples failed for their data, with the run's data root: ready to
+    paste (None when no failure is the data's)."""
+    if not any(k in _DATA_KINDS for k in kinds):
+        return None
+    benches = [bid for bid, b in summary["benchmarks"].items() if b.get("n_failed")]
+    parts = ["vbench-async", "data", "check", *benches]
+    if data_root:
+        parts += ["--data-root", str(data_root)]
+    return shlex.join(parts)
+
+
+def print_failures(run_dir: Path, summary: dict[str, Any], file: TextIO | None = None,
+                   data_root: Path | str | None = None) -> int:
+    """Say how many samples failed, by kind, each with its fix and the first samples (and files) of the kind;
+    returns the number failed (from the summary). `data_root`: the run's, for the `data check` command."""
     file = file or sys.stderr
     failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
     if not failed:
         return 0
-    kinds = failure_kinds(run_dir, summary)
+    kinds, examples = failed_samples(run_dir, summary)
     print(f"{failed} sample(s) failed:", file=file)
     for kind, n in kinds.most_common():
         print(f"  {n} {kind}: {FIXES.get(kind, _OTHER)}", file=file)
+        for ex in examples.get(kind, []):
+            where = f" ({ex['video']})" if ex.get("video") else ""
+            message = str(ex.get("message") or "").splitlines()[0][:160] if ex.get("message") else ""
+            print(f"    {ex['benchmark']} {ex['sample_id']}{where}{': ' + message if message else ''}", file=file)
+        if n > len(examples.get(kind, [])):
+            print(f"    ... {n - len(examples.get(kind, []))} more in {Path(run_dir) / 'results'}", file=file)
+    check = data_check_command(summary, kinds, data_root)
+    if check:
+        print(f"  check the data: {check}", file=file)
     if not kinds:
         print(f"  {_OTHER} (in {Path(run_dir) / 'results'})", file=file)
     return failed

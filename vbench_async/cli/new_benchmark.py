@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from ..errors import UserError
@@ -47,6 +48,18 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"cannot write {target}: {exc.strerror or exc}") from None
     types = ", ".join(card["task_types"])
     print(f"wrote {target}: task types {types}; prompt {card['prompt']}; metric {card['metric']}")
-    print(f"next: vbench-async data validate {args.from_records} --benchmark {args.name} --include {args.output}")
-    print(f"      vbench-async run --include {args.output} --benchmarks {args.name} --model MODEL")
+    for i, line in enumerate(next_commands(args)):
+        print(("next: " if i == 0 else "      ") + line)
     return 0
+
+
+def next_commands(args: argparse.Namespace) -> list[str]:
+    """What to run next, ready to paste: the card's paths are relative to --data-root when one was given, so the
+    commands that read the data name it too; the run uses a built-in tiny model (a check of the pipeline)."""
+    include = ["--include", str(args.output)]
+    root = ["--data-root", str(args.data_root)] if args.data_root else []
+    return [shlex.join(["vbench-async", "data", "validate", str(args.from_records), "--benchmarks", args.name,
+                        *include]),
+            shlex.join(["vbench-async", "data", "check", args.name, *include, *root]),
+            shlex.join(["vbench-async", "run", *include, "--benchmarks", args.name, *root, "--model",
+                        "tiny-qwen2.5-vl"]) + "   # then --model YOUR_MODEL"]

@@ -1,7 +1,8 @@
 """Option groups generated from settings dataclasses (as TRL does): each setting is declared once, with its type,
 default and help, and every command that takes it gets the same flag.
 
-A field whose metadata has a `help` is a flag `--field-name` (metadata `flag` renames it). A bool defaulting to False
+A field whose metadata has a `help` is a flag `--field-name` (metadata `flag` renames it; `aliases` are more
+spellings of it, hidden from --help: another tool's name, or a name kept for old scripts). A bool defaulting to False
 is a switch that sets it; one defaulting to True is cleared by its switch (name it `--no-...`). A `comma_list` field
 takes "a,b,c". A number's bounds, checked when the command line is parsed (before any engine starts): `min` and
 `max` (inclusive), `above` (exclusive).
@@ -82,7 +83,9 @@ def add_fields(group: argparse.ArgumentParser | argparse._ArgumentGroup, cls: ty
                 kwargs["choices"] = f.metadata["choices"]
             else:
                 kwargs["metavar"] = f.metadata.get("metavar", flag.lstrip("-").replace("-", "_").upper())
-        group.add_argument(flag, **kwargs)
+        for alias in f.metadata.get("aliases", ()):  # the same destination, not listed in --help
+            group.add_argument(alias, **{**kwargs, "help": argparse.SUPPRESS})
+        group.add_argument(flag, **kwargs)  # last: the flag's own action is the one a parser lists for the field
 
 
 def values_from_args(cls: type, args: argparse.Namespace, exclude: Collection[str] = (),

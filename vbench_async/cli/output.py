@@ -33,11 +33,29 @@ def _interval(block: dict[str, Any]) -> str:
     return f"[{_pct(ci.get('low'))}, {_pct(ci.get('high'))}]" if ci else "-"
 
 
+def _chance(block: dict[str, Any]) -> str:
+    """The chance column: a uniform guess's score among the options; "~0" for free-form answers."""
+    return _pct(block["chance"]) if block.get("chance") is not None else "~0" if "chance" in block else "-"
+
+
+def chance_notes(summary: dict[str, Any]) -> list[str]:
+    """What the chance column means, and why a random-weight model scores what it does."""
+    if not any("chance" in b for b in summary["benchmarks"].values()):
+        return []  # a summary from before chance was recorded
+    out = ["chance: the score of guessing uniformly among a question's options (1/options; yes/no 50); ~0 where "
+           "the answer is free-form (a number, text, a time span, a box), which a guess almost never matches"]
+    if summary.get("random_weights"):
+        out.append(f"{summary.get('model')} has random weights: its outputs are noise that seldom contain a valid "
+                   "answer, so scores near 0 (below chance even on choice questions) are expected, not a scorer "
+                   "fault; a trained checkpoint (`vbench-async run --model DIR`) is what can score above chance")
+    return out
+
+
 def print_table(summary: dict[str, Any], file: TextIO | None = None) -> None:
     """The score table of a summary: one row per benchmark, the official headline with its metric and 95% interval,
     the robust score and the number of samples the two readings disagree on beside it; notes below for subsets and
     for headlines that are not the official aggregation."""
-    rows = [("benchmark", "metric", "score", "95% CI", "robust", "differ", "n_total", "failed", "status")]
+    rows = [("benchmark", "metric", "score", "95% CI", "chance", "robust", "differ", "n_total", "failed", "status")]
     notes = []
     for bid, b in summary["benchmarks"].items():
         status = b.get("status") or benchmark_status(b)
@@ -48,6 +66,7 @@ def print_table(summary: dict[str, Any], file: TextIO | None = None) -> None:
             str(b.get("metric") or "").split(";")[0].strip() or "-",
             "-" if failed else b.get("headline_status") if b.get("headline_status") else _pct(b.get("score")),
             "-" if failed else _interval(b),
+            _chance(b),
             "-" if failed or not robust else _pct(robust.get("score")),
             str(b["n_readings_differ"]) if "n_readings_differ" in b else "-",
             str(b.get("n_total", 0)),
@@ -63,9 +82,10 @@ def print_table(summary: dict[str, Any], file: TextIO | None = None) -> None:
         for name, reason in (b.get("unavailable_breakdowns") or {}).items():
             notes.append(f"{bid}: no per-{name} breakdown: {reason}")
     for bid in summary.get("not_run") or {}:
-        rows.append((bid, "-", "-", "-", "-", "-", "0", "0", "NOT RUN (no data)"))
-    print_rows(rows, left=(0, 1, 8), file=file)
-    if any(len(r) and r[4] != "-" for r in rows[1:]):
+        rows.append((bid, "-", "-", "-", "-", "-", "-", "0", "0", "NOT RUN (no data)"))
+    print_rows(rows, left=(0, 1, 9), file=file)
+    notes[:0] = chance_notes(summary)
+    if any(len(r) and r[5] != "-" for r in rows[1:]):
         notes.insert(0, "score: the official protocol's reading (comparable with papers); robust: the careful "
                         "grader's; differ: samples the two score differently")
     for note in notes:

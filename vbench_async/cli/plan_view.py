@@ -40,7 +40,7 @@ def benchmark_line(b: Any, limit: int) -> str:
 
 
 def print_plan_lines(workload: Any, not_run: dict[str, str], file: TextIO | None = None, engine: str = "",
-                     verbose: bool = False) -> None:
+                     verbose: bool = False, starting: str = "") -> None:
     """`run`'s start: one line naming the engine, the model, its window and KV cache; a line for each benchmark that
     will not run or has samples that cannot fit (every benchmark's line with `verbose`). Every line goes to the log."""
     file = file or sys.stdout  # looked up per call: the console may have replaced sys.stdout
@@ -48,10 +48,17 @@ def print_plan_lines(workload: Any, not_run: dict[str, str], file: TextIO | None
     if workload is not None:
         lines += [(verbose or not b.fits or bool(b.unplanned), benchmark_line(b, workload.engine.max_model_len))
                   for b in workload.benchmarks]
-    lines += [(True, f"plan {bid}: NOT RUN: {why}") for bid, why in not_run.items()]
+    few = verbose or len(not_run) <= 2
+    lines += [(few, f"plan {bid}: NOT RUN: {why}") for bid, why in not_run.items()]  # all of them in the log
+    if not few:
+        n = len(not_run) + (len(workload.benchmarks) if workload is not None else 0)
+        lines.append((True, f"not run (no data): {len(not_run)} of {n} benchmarks ({', '.join(list(not_run)[:5])}"
+                            f"{' ...' if len(not_run) > 5 else ''}); `vbench-async data check` lists what each needs"))
     if workload is not None:
         lines.append((True, start_line(workload, engine)))
         lines += [(True, f"frame cache: {w}") for w in (workload.cache.warnings if workload.cache is not None else ())]
+        if starting:
+            lines.append((True, starting))
     for shown, line in lines:
         log.info("%s", line)
         if shown:

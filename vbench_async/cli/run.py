@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UserError
+from ..results.rundir import discard_if_unused
 from .failures import print_failures
 from .formatting import DefaultsHelpFormatter
 from .output import has_site, print_table, write_run_site
@@ -66,8 +67,44 @@ def main(args: argparse.Namespace) -> int:
     model = resolve_model(cfg)
     out_dir = run_dir_for(cfg, model)
     refuse_other_model(out_dir, model)
-    with engine_console(engine_log_path(out_dir), verbose=args.verbose, engine_in_process=kind.in_process):
-        return _run(args, cfg, shard, out_dir)
+    fresh, fresh_parent = not out_dir.exists(), not out_dir.parent.exists()
+    try:
+        with engine_console(engine_log_path(out_dir), verbose=args.verbose,
+                            engine_in_process=kind.in_process):
+            return _run(args, cfg, shard, out_dir)
+    except UserError:
+        if fresh:  # a usage error before the first result leaves no run directory behind
+            discard_if_unused(out_dir, also_empty_parent=fresh_parent)
+        raise
+
+
+def kept_line(out_dir: Path) -> str:
+    """After Ctrl-C: how many results are safe on disk, and that the same command resumes."""
+    from ..results.rundir import read_json, summary_path
+
+    try:
+        blocks = ((read_json(summary_path(out_dir)) or {}).get("benchmarks") or {}).values()
+        kept = sum(int(b.get("n_total") or 0) for b in blocks)
+    except (UserError, OSError, ValueError, AttributeError, TypeError):
+        kept = None
+    count = f"{kept} result(s) kept" if kept is not None else "finished results are kept"
+    return f"{count} in {out_dir / 'results'}; re-run the same command to resume"
+
+
+def starting_line(in_process: bool, out_dir: Path) -> str:
+    """"starting engine (about N s)": the silence before the first progress line has a reason and a length (the
+    last start-up of this run directory, else a typical one)."""
+    if not in_process:  # a server is already up
+        return ""
+    from ..results.rundir import read_json, summary_path
+
+    try:
+        last = ((read_json(summary_path(out_dir)) or {}).get("run") or {}).get("startup_s")
+    except (UserError, OSError, ValueError, AttributeError):
+        last = None
+    about = f"about {round(float(last))} s, as last time" if isinstance(last, (int, float)) else \
+        "usually 20-60 s on a CPU, longer for a large model"
+    return f"starting engine ({about}); its own log: {out_dir / 'logs' / 'engine.log'}"
 
 
 def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir: Path) -> int:
@@ -77,12 +114,14 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir:
 
     engine = backend_kind(cfg.backend).describe_target(cfg.server)
     try:
-        summary = run(cfg, on_plan=functools.partial(print_plan_lines, engine=engine, verbose=args.verbose))
+        summary = run(cfg, on_plan=functools.partial(print_plan_lines, engine=engine, verbose=args.verbose,
+                                                     starting=starting_line(backend_kind(cfg.backend).in_process, out_dir)))
     except KeyboardInterrupt:
         # The partial summary is written; a site the run already had must not go on showing the old state. A run
         # without one gets none (building it would delay the exit).
         if not args.no_site and has_site(out_dir):
             write_run_site(out_dir)
+        print(kept_line(out_dir), file=sys.stderr)
         raise
     run_dir = Path(summary["run_dir"])
     if cfg.mode == "preprocess":
@@ -106,7 +145,7 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir:
         print(f"\nresults: {run_dir}/results/   summary: {run_dir}/summary.json")
         if not args.no_site and args.mode != "preprocess":
             print(f"leaderboard: {write_run_site(run_dir)}")
-    failed = print_failures(run_dir, summary)
+    failed = print_failures(run_dir, summary, data_root=cfg.selection.data_root)
     if summary.get("not_run"):
         print(f"not run (no data): {', '.join(summary['not_run'])}; see `vbench-async data check`.", file=sys.stderr)
     # Exit code says whether anything failed: 0 all good, 1 some samples failed or the run is partial.
@@ -151,6 +190,10 @@ def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
             write_run_site(Path(summary["run_dir"]))
         failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
         code = code or (1 if failed or not summary["complete"] else 0)
+    from .next_step import budget_warnings
+
+    for warning in budget_warnings(budgets, summaries):
+        print(f"warning: {warning}", file=sys.stderr)
     if summaries and not args.no_site:
         from ..leaderboard import build_site
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UserError
+from .formatting import DefaultsHelpFormatter
 
 if TYPE_CHECKING:
     from ..runner import RunConfig
@@ -27,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
             "model replaces the engine. Each job writes an ordinary run directory. Binds to 127.0.0.1; any other "
             "address needs --token. See docs/serve.md."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,  # never "(default: $X) (default: None)"
     )
     p.set_defaults(func=main)
     return p
@@ -160,6 +161,17 @@ def job_from_run_args(args: argparse.Namespace) -> dict:
     return {k: v for k, v in full.items() if k not in server_owned()}
 
 
+def job_progress(record: dict) -> str:
+    """"job 3: running, 12/66 samples"; before the server has planned the job, no count it does not know yet."""
+    p = record.get("progress") or {}
+    done, total = p.get("done"), p.get("total")
+    if total is None:
+        count = f"{done} samples done, planning the rest" if done else "planning (frames, tokens, engine)"
+    else:
+        count = f"{done or 0}/{total} samples"
+    return f"job {record['id']}: {record['status']}, {count}"
+
+
 def run_on_server(args: argparse.Namespace) -> int:
     """Submit the run as a job, print its progress and, when it ends, the table `run` prints; Ctrl-C cancels it."""
     from ..serve import client
@@ -172,8 +184,7 @@ def run_on_server(args: argparse.Namespace) -> int:
     shown = {"last": None}
 
     def progress(record: dict) -> None:
-        p = record.get("progress") or {}
-        line = f"job {record['id']}: {record['status']}, {p.get('done')}/{p.get('total')} samples"
+        line = job_progress(record)
         if line != shown["last"] and not args.no_progress:
             print(line, file=sys.stderr, flush=True)
             shown["last"] = line

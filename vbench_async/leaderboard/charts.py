@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-LABEL_W = 220  # room for the run labels, left of the plot
+LABEL_W = 280  # room for the run labels, left of the plot
+LABEL_CHARS = 36  # a label longer than this is cut (whole in its tooltip): 12 px text fits LABEL_W
 PLOT_W = 420
 ROW_H = 26
 TOP = 22  # room for the tick labels
@@ -35,6 +36,8 @@ class Chart:
     ticks: list[tuple[float, str]] = field(default_factory=list)  # (x, label)
     zero: float | None = None  # x of the zero line (differences)
     kind: str = "bars"
+    label_x: int = LABEL_W - 6  # where labels end (right-aligned)
+    label_chars: int = LABEL_CHARS
 
 
 def _scale(lo: float, hi: float):

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..result import Result
 from ..results.stats import values_by_id
+from .board import truth_text
 from .charts import Chart, line_chart, score_chart
 from .load import BenchRun, Run, benchmark_ids
 from .thumbnails import Thumbnailer
@@ -77,7 +78,7 @@ def _with_strips(flip: dict[str, Any], thumbs: Thumbnailer | None) -> dict[str, 
     strip_a = thumbs.strip(la.frames) if thumbs is not None else None
     same = la.frames is not None and lb.frames is not None and la.frames.get("cache_key") == lb.frames.get("cache_key")
     strip_b = None if same or thumbs is None else thumbs.strip(lb.frames)
-    return {**flip, "question": la.question or lb.question, "answer": la.answer,
+    return {**flip, "question": la.question or lb.question, "answer": truth_text(la.answer),
             "strip_a": strip_a.to_dict() if strip_a else None, "strip_b": strip_b.to_dict() if strip_b else None,
             "same_frames": same}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..result import Result
+from .board import truth_text
 from .thumbnails import Thumbnailer
 
 # What a sample row carries to the page (the page draws it; see static/site.js).
@@ -24,7 +25,8 @@ def sample_rows(records: list[dict[str, Any]], results: list[Result], card: Any,
     for row, line in zip(records, results, strict=True):
         strip = thumbs.strip(line.frames) if thumbs is not None else None
         out.append({**{k: row.get(k) for k in _KEEP}, "official": row.get("official_score"),
-                    "robust": row.get("robust_score"), "categories": categories_of(row, card),
+                    "robust": row.get("robust_score"), "truth": truth_text(row.get("answer")),
+                    "categories": categories_of(row, card),
                     "frames": strip.to_dict() if strip is not None else None})
     return out
 

@@ -22,7 +22,7 @@ from ..errors import UserError
 from ..redact import scrub
 from ..resources import data_dir
 from ..results.rundir import safe_name
-from . import tables
+from . import board, tables
 from .charts import diff_chart, score_chart
 from .compare_pages import budget_chart, pair_sections, pairs
 from .csv_cells import safe_cell
@@ -54,7 +54,7 @@ def environment():
 
     env = Environment(loader=FileSystemLoader(str(data_dir("leaderboards"))), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters.update(json_script=json_script, pct=pct, slug=slug)
+    env.filters.update(json_script=json_script, pct=pct, slug=slug, badge=board.badge)
     return env
 
 
@@ -99,9 +99,14 @@ def build_site(run_dirs: list[Path], out_dir: Path, cache_dirs: list[Path] | Non
         writer.text(f"runs/{r.id}.html", env.get_template("run.html.j2").render(
             root="../", run=r, facts=_facts(r), manifest_text=_pretty(scrub(r.manifest)),
             summary_text=_pretty(r.summary)))
+    columns, suites = _columns(main, bids), tables.suites_for(bids)
+    views = board.groups(columns, suites)
+    grid = _grid(runs, main, readings)
+    board.rank(grid, next((i for i, c in enumerate(columns) if c["id"] == views[0]["avg"]), None))
     writer.text("index.html", env.get_template("index.html.j2").render(
-        root="", runs=runs, benchmarks=pages, grid=_grid(runs, main, readings), columns=_columns(main, bids),
-        suite_charts=_suite_charts(runs, main), compares=compares))
+        root="", runs=runs, benchmarks=pages, grid=grid, columns=columns, views=views,
+        chances=board.chances(runs, columns, suites), suite_charts=_suite_charts(runs, main), compares=compares,
+        random_weights=[r.label for r in runs if r.summary.get("random_weights")]))
     static = data_dir("leaderboards") / "static"
     for f in sorted(static.iterdir()):
         if f.is_file():
@@ -185,8 +190,10 @@ def _grid(runs: list[Run], main: pd.DataFrame,
     cells: dict[tuple[str, str], dict[str, Any]] = {
         (r["run"], r["column"]): {**r, "readings": readings.get((r["run"], r["column"]))} for r in tables.records(main)}
     columns = list(dict.fromkeys(main["column"])) if not main.empty else []
-    return [{"run": r, "family": run_family(r), "cells": [cells.get((r.id, c)) for c in columns]}
+    rows = [{"run": r, "family": run_family(r), "cells": [cells.get((r.id, c)) for c in columns]}
             for r in grouped(runs)]  # grouped by model family
+    board.lay_out(rows)
+    return rows
 
 
 def _suite_charts(runs: list[Run], main: pd.DataFrame) -> list[Any]:

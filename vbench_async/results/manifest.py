@@ -108,8 +108,10 @@ def totals(benchmarks: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 
 def model_identity(model: ModelRef) -> dict[str, Any]:
     """Path, family and fingerprint; for a hub id, the snapshot revision found in the local cache (no network)."""
+    from ..models import parameter_count
+
     out = {"name": model.name, "path": model.path, "family": model.family, "fingerprint": model.fingerprint,
-           "revision": None}
+           "revision": None, "parameters": parameter_count(model.path)}
     local = Path(model.path)
     if local.is_dir():
         if local.parent.name == "snapshots":  # a Hugging Face cache snapshot: its folder name is the commit

@@ -231,6 +231,8 @@ def _write(run_dir: Path, checks: list[MergeCheck]) -> dict[str, Any]:
         "wall_s": max(((sh["summary"] or {}).get("wall_s") or 0 for sh in shards), default=0),
         "merged": {"shards": [sh["shard"] for sh in shards], "merged_at": iso(time.time())},
     }
+    if first.get("random_weights"):
+        summary["random_weights"] = True
     write_json(summary_path(run_dir), summary)
     write_json(manifest_path(run_dir), _manifest(shards, benchmarks))
     return summary

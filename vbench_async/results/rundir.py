@@ -105,3 +105,21 @@ def read_manifest(run_dir: Path, shard: ShardId | None = None) -> dict[str, Any]
     """The run's manifest, or None when it has none."""
     manifest = read_json(manifest_path(run_dir, shard))
     return manifest if isinstance(manifest, dict) else None
+
+
+# What a run that stopped before its first result leaves behind: its lock file and its logs.
+_SCAFFOLDING = (".run.lock", "logs")
+
+
+def discard_if_unused(run_dir: Path, also_empty_parent: bool = False) -> bool:
+    """Remove a run directory holding nothing but the scaffolding a run sets up before its first result (a run that
+    stopped on a usage error); `also_empty_parent`: its parent too when that is left empty. True if removed."""
+    import shutil
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir() or any(p.name not in _SCAFFOLDING for p in run_dir.iterdir()):
+        return False
+    shutil.rmtree(run_dir)
+    if also_empty_parent and run_dir.parent.is_dir() and not any(run_dir.parent.iterdir()):
+        run_dir.parent.rmdir()
+    return True

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Mapping, Sequence
 
 from ..result import READINGS, Result, as_results
+from ..scoring.chance import chance_level
 from .current import drop_stale, is_complete, split_current
 from .lines import BadLine, mark_bad_lines
 from .manifest import PlannedBenchmark, manifest
@@ -40,7 +41,8 @@ def aggregate_view(result: Result) -> Result:
     video: the interval's clusters). Lines awaiting an LLM judge stay whole (its answer hash reads the output)."""
     if result.needs_judge():
         return result
-    return replace(result, question="", options=[], prompt="", output=None, frames=None,
+    # Of the options only their count stays: the chance level reads it.
+    return replace(result, question="", options=[""] * len(result.options), prompt="", output=None, frames=None,
                    fields={sys.intern(k): v for k, v in result.fields.items()})
 
 
@@ -107,11 +109,13 @@ class ReadingAggregate:
     differing: list[str]
     reading: str | None
     n_guessed: int
+    chance: float | None = None  # scoring.chance_level: the score of a uniform guess among the options
 
     def block(self) -> dict[str, Any]:
         """The official aggregate with the robust score, the disagreement counts and both intervals beside it."""
         out = dict(self.official)
         out["reading"] = self.reading
+        out["chance"] = self.chance
         interval = _interval(self.estimates.get("official"), out.get("score"))
         if interval:
             out["interval"] = interval
@@ -137,7 +141,7 @@ def aggregate_readings(benchmark: Benchmark, lines: Sequence[Result | Mapping[st
         ests[reading] = headline_estimate(seen, benchmark.card.aggregation) if seen else None
     guessed = sum(1 for r in results if not r.failed and (r.reading("official") or {}).get("guessed"))
     return ReadingAggregate(aggs["official"], aggs["robust"], ests, differing_ids(results), headline_reading(results),
-                            guessed)
+                            guessed, chance_level(results))
 
 
 @dataclass
@@ -299,6 +303,8 @@ def write_run_outputs(run_dir: Path, model: ModelRef, run_config: Mapping[str, A
     }
     if not_run:
         summary["not_run"] = dict(not_run)
+    if model.random_weights:
+        summary["random_weights"] = True  # the table and the site say why its scores sit near 0
     if shard:
         # A shard summarises its own slice only, in its own files: shards never write summary.json (merge does).
         summary["shard"] = {"index": shard[0], "count": shard[1]}
