@@ -13,6 +13,7 @@ import os
 import sys
 
 from ..errors import EngineDead, UserError
+from ..phases import mark
 from ..process_exit import INTERRUPTED, exit_now
 from ..redact import remember_named
 from .include import apply_include
@@ -68,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     command = next((w for w in words if not w.startswith("-")), "")  # only -v/-h come before the command
     args = build_parser(command).parse_args(argv)
     remember_named(vars(args))  # a secret flag's value is redacted wherever this command writes it
+    mark("parsed")
     configure_logging(args.verbose)
     try:
         apply_include(args)
@@ -86,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry() -> None:
     """The console script."""
-    exit_now(main())
+    code = main()
+    mark("returned")
+    exit_now(code)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UserError
+from ..phases import mark
 from .failures import print_failures
 from .formatting import DefaultsHelpFormatter
 from .output import has_site, print_table, write_run_site
@@ -93,6 +94,7 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir:
         summary = {**judge_after_run(run_dir, cfg, cfg.judge_model), "run_dir": summary["run_dir"]}
     print()
     print_table(summary)
+    mark("table")
     if shard is not None:
         merged = "all shards done, merged into summary.json" if summary.get("merged") else \
             f"merge when all shards are done: vbench-async merge {run_dir}"
@@ -106,6 +108,7 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir:
         print(f"\nresults: {run_dir}/results/   summary: {run_dir}/summary.json")
         if not args.no_site and args.mode != "preprocess":
             print(f"leaderboard: {write_run_site(run_dir)}")
+            mark("site")
     failed = print_failures(run_dir, summary)
     if summary.get("not_run"):
         print(f"not run (no data): {', '.join(summary['not_run'])}; see `vbench-async data check`.", file=sys.stderr)
