@@ -13,7 +13,8 @@ from ..errors import UserError
 from ..phases import mark
 from .failures import print_failures
 from .formatting import DefaultsHelpFormatter
-from .output import has_site, print_table, write_run_site
+from .output import (build_site_in_background, has_site, print_table, site_log_path, write_run_site,
+                     write_run_site_in_background)
 
 if TYPE_CHECKING:
     from ..models import ModelRef
@@ -107,7 +108,8 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir:
     if shard is None or summary.get("merged"):
         print(f"\nresults: {run_dir}/results/   summary: {run_dir}/summary.json")
         if not args.no_site and args.mode != "preprocess":
-            print(f"leaderboard: {write_run_site(run_dir)}")
+            print(f"leaderboard: {write_run_site_in_background(run_dir)} (being written in the background; "
+                  f"{site_log_path(run_dir)} says when it is done)")
             mark("site")
     failed = print_failures(run_dir, summary)
     if summary.get("not_run"):
@@ -155,11 +157,11 @@ def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
         failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
         code = code or (1 if failed or not summary["complete"] else 0)
     if summaries and not args.no_site:
-        from ..leaderboard import build_site
-
         base = Path(summaries[0]["run_dir"]).parent
-        site = build_site([Path(s["run_dir"]) for s in summaries], base / "leaderboard")
-        print(f"\nleaderboard of the sweep: {site / 'index.html'}")
+        log = site_log_path(base)
+        site = build_site_in_background([Path(s["run_dir"]) for s in summaries], base / "leaderboard", log)
+        print(f"\nleaderboard of the sweep: {site / 'index.html'} (being written in the background; {log} says "
+              "when it is done)")
     return code
 
 
