@@ -66,20 +66,6 @@ class VLLMSettings:
     min_kv_cache_bytes: int = 0  # on CPU the KV cache is a fixed size: at least this (one sequence of the context)
 
 
-def prefetch_import() -> None:
-    """Import vLLM's engine (10-15 s) in a background thread, so that a caller that still has work before it can
-    start the engine (a run's plan sizes it) overlaps that work with the import."""
-
-    def load() -> None:
-        os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")  # as start() sets it before its own import
-        try:
-            import vllm.v1.engine.async_llm  # noqa: F401
-        except Exception as exc:  # noqa: BLE001 - start() reports a missing or broken vLLM
-            log.debug("prefetching vLLM's import failed: %s: %s", type(exc).__name__, exc)
-
-    threading.Thread(target=load, name="vllm-import", daemon=True).start()
-
-
 def replica_for(key: str, replicas: int) -> int:
     """A stable replica index for `key` (the same in every process and run, unlike Python's hash())."""
     return int.from_bytes(hashlib.blake2b(str(key).encode(), digest_size=8).digest(), "big") % replicas
