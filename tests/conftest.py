@@ -47,6 +47,22 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 600, cwd: Path
 # -- the demo suite through the real engine, shared by several test files ------------------------------------------
 # Every test that uses `qwen25_runs` or `vllm_server` carries this mark, so under `pytest -n N --dist loadgroup` they
 # all run on one worker and the runs and the server are made once (session fixtures are per worker).
+def wait_for_site(run_dir: Path, timeout: float = 600) -> Path:
+    """The index.html of a run's own site, once the process that `run` left building it says it is done."""
+    from vbench_async.cli.output import site_log_path
+
+    deadline = time.monotonic() + timeout
+    log = site_log_path(run_dir)
+    while time.monotonic() < deadline:
+        text = log.read_text() if log.exists() else ""
+        if "leaderboard of" in text:
+            return Path(run_dir) / "leaderboard" / "index.html"
+        if "Traceback" in text or "vbench-async: error" in text:
+            raise AssertionError(f"the run's site failed:\n{text[-3000:]}")
+        time.sleep(0.2)
+    raise AssertionError(f"no site for {run_dir} after {timeout} s")
+
+
 ENGINE_GROUP = pytest.mark.xdist_group("engine")
 # One decoder process per run: two pytest workers already fill the 2 cores, and each decoder process costs ~6 CPU-s
 # of `import torch` to start.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import ENGINE_GROUP, run_cli, served_args, wait_for_site
 from support.videos import frame_index, write_video
 
 from vbench_async.cli.run_options import frame_budgets
@@ -78,7 +78,7 @@ def test_a_budget_listed_twice_is_refused(tmp_path):
     assert proc.returncode != 0 and "twice" in proc.stderr and not (tmp_path / "out").exists()
 
 
-@pytest.mark.slow  # two engine starts (transformers backend, tiny model): about a minute of CPU
+@pytest.mark.slow  # an engine start (transformers backend, tiny model) and two runs: about a minute of CPU
 def test_a_sweep_runs_every_budget_into_its_own_run_directory(tmp_path):
     out = tmp_path / "sweep"
     proc = run_cli("run", "--model", "tiny-qwen2.5-vl", "--backend", "hf", "--benchmarks", "demo-mc",
@@ -93,5 +93,21 @@ def test_a_sweep_runs_every_budget_into_its_own_run_directory(tmp_path):
         assert len(lines) == 3 and max(x["frames"]["n"] for x in lines) == budget
         manifest = json.loads((run / "manifest.json").read_text())
         assert manifest["benchmarks"]["demo-mc"]["frames"]["max_frames"] == budget
+        assert manifest["backend"]["engine_starts"] == 1  # one model load for both budgets
     assert "frames for 2 budgets" in proc.stdout and "max_frames=8:" in proc.stdout
+    wait_for_site(out)  # the sweep's site is written after its exit, by a process of its own
     assert "score against frame budget" in (out / "leaderboard" / "benchmarks" / "demo-mc.html").read_text()
+
+
+@pytest.mark.vllm
+@ENGINE_GROUP
+def test_a_sweep_runs_every_budget_on_one_engine(vllm_server, tmp_path):
+    out = tmp_path / "sweep"
+    proc = run_cli("run", "--model", "tiny-qwen2.5-vl", *served_args(vllm_server), "--benchmarks", "demo-mc",
+                   "--max-samples", "2", "--max-tokens", "4", "--max-frames", "4,8", "--no-progress", "--no-site",
+                   "--workers", "1", "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for budget in (4, 8):
+        manifest = json.loads((out / f"max_frames-{budget}" / "manifest.json").read_text())
+        assert manifest["benchmarks"]["demo-mc"]["frames"]["max_frames"] == budget
+        assert manifest["backend"]["engine_starts"] == 1  # the second budget's run reused the first one's backend

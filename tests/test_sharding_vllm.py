@@ -16,7 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import DEMO_ARGS, ENGINE_GROUP, REPO, demo_ids, run_cli, served_args
+from conftest import DEMO_ARGS, ENGINE_GROUP, REPO, demo_ids, run_cli, served_args, wait_for_site
 
 from vbench_async.results.lines import read_lines
 
@@ -66,7 +66,7 @@ def test_merged_shards_equal_the_unsharded_run(runs):
         {k: {f: v for f, v in blk.items() if f not in drop} for k, blk in sb["benchmarks"].items()}
     manifest = json.loads((sharded / "manifest.json").read_text())
     assert [s["shard"] for s in manifest["shards"]] == ["0/2", "1/2"]
-    assert (sharded / "leaderboard" / "index.html").exists()
+    assert wait_for_site(sharded).exists()
 
 
 def test_each_shard_evaluated_its_own_videos(runs):

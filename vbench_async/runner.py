@@ -30,6 +30,7 @@ from .benchmarks.selection import Selection
 from .errors import DataMissing, SampleError, UserError
 from .frames.overrides import FrameOverrides
 from .frames.preprocess import WORKERS as DECODE_WORKERS
+from .phases import mark
 from .preflight import check_writable, no_data
 from .pipeline import LOADERS, QUEUE_SIZE, Pipeline, PlanEntry, Progress, WorkItem, group_by_video
 from .results.manifest import PlannedBenchmark, plain
@@ -171,6 +172,7 @@ def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
     workload = workload_plan(cfg, model, plans, cache, not_run) if cfg.mode != "preprocess" else None
     if workload is not None:  # the start line says how much of the selection a resumed run already has
         workload.n_done = sum(p.n_total - len(p.entries) for p in plans)
+    mark("planned")
     if on_plan is not None:
         on_plan(workload, not_run)
     if workload is not None and backend_kind(cfg.backend).sizes_context:
@@ -213,6 +215,7 @@ def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
         if stopped is None:
             raise
         log.warning("could not write the partial summary either: %s", exc)
+    mark("summary_written")
     if stopped is not None:
         raise stopped
     summary["run_dir"] = str(run_dir)
@@ -458,7 +461,9 @@ def _evaluate(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache
             finally:
                 thread.shutdown(wait=False)
             stats["preprocess"] = rep.to_dict()
+            mark("preprocessed")
         await starter
+        mark("engine_started")
         stats["startup_s"] = round(time.perf_counter() - t0, 3)
         stats["backend"] = backend.describe()  # after start: describing vLLM imports it, which start did off-loop
         groups = group_by_video([e for p in plans for e in p.entries])
@@ -477,10 +482,12 @@ def _evaluate(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache
         )
         try:
             loop_stats = await pipeline.run(groups)
+            mark("loop_done")
         finally:
             if bar is not None:
                 bar.close()
             await backend.close()
+            mark("engine_closed")
         stats["loop"] = loop_stats.as_dict()
         if loop_stats.first_request_at is not None:
             stats["time_to_first_request_s"] = round(loop_stats.first_request_at - t0, 3)

@@ -3,7 +3,7 @@
 Each budget is an ordinary run in its own directory (OUTPUT_DIR/max_frames-N, with its own result files, summary and
 manifest), so resuming, merging and the leaderboard treat it like any other run. The frame cache is filled for all
 budgets first, with each video opened and decoded once for all of them (FrameCache.ensure_specs); the runs then read
-their frames from the cache. Each budget's run starts its own engine.
+their frames from the cache, all on one engine (started by the largest budget's run, kept for the others).
 """
 
 from __future__ import annotations
@@ -56,8 +56,29 @@ def run_sweep(cfg: RunConfig, budgets: list[int], on_plan: Callable[..., None] |
     if cfg.mode == "preprocess":
         return report, []
     # The cache holds every budget's frames now: each run reads them (a miss is still decoded on demand).
-    summaries = []
-    for c in cfgs:
-        with console(run_dir_for(c, model)):
-            summaries.append(run(dataclasses.replace(c, mode="eval"), on_plan=on_plan))
-    return report, summaries
+    return report, run_on_one_engine([dataclasses.replace(c, mode="eval") for c in cfgs], model.path, budgets,
+                                     on_plan, console, model)
+
+
+def run_on_one_engine(cfgs: list[RunConfig], model_path: str, budgets: list[int],
+                      on_plan: Callable[..., None] | None, console: Callable[[Path], ContextManager[Any]],
+                      model: Any) -> list[dict[str, Any]]:
+    """The budgets' runs on one engine, kept between them as the evaluation server keeps its own (serve/engine.py):
+    the largest budget runs first, so the engine is sized and profiled for the largest frames, and the others are
+    planned against that engine. Summaries come back in the order of `cfgs`."""
+    from .serve.engine import EngineKeeper
+
+    keeper = EngineKeeper()
+    summaries: dict[int, dict[str, Any]] = {}
+    try:
+        for i in sorted(range(len(cfgs)), key=lambda i: -budgets[i]):
+            c = cfgs[i]
+            kept = keeper.engine_settings(c.backend, model_path)
+            if kept is not None:
+                c = dataclasses.replace(c, engine=kept)
+            with console(run_dir_for(c, model)):
+                summaries[i] = run(c, on_plan=on_plan, backends=keeper.factory(lambda loop: None))
+    finally:
+        keeper.close()
+    log.info("%d budgets evaluated on %d engine start(s)", len(cfgs), keeper.starts)
+    return [summaries[i] for i in range(len(cfgs))]

@@ -13,6 +13,7 @@ import os
 import sys
 
 from ..errors import EngineDead, NoData, UserError
+from ..phases import mark
 from ..process_exit import INTERRUPTED, exit_now
 from ..redact import remember_named
 from . import next_step
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         return USAGE_ERROR
     args = parser.parse_args(argv)
     remember_named(vars(args))  # a secret flag's value is redacted wherever this command writes it
+    mark("parsed")
     configure_logging(args.verbose)
     try:
         apply_include(args)
@@ -95,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry() -> None:
     """The console script."""
-    exit_now(main())
+    code = main()
+    mark("returned")
+    exit_now(code)
 
 
 if __name__ == "__main__":

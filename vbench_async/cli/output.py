@@ -99,5 +99,34 @@ def write_run_site(run_dir: Path) -> Path:
     return build_site([Path(run_dir)], site_dir(run_dir)) / "index.html"
 
 
+def site_log_path(run_dir: Path) -> Path:
+    """Where a site built in the background says what it did; its last line is `leaderboard of ...` once done."""
+    return Path(run_dir) / "logs" / "site.log"
+
+
+def write_run_site_in_background(run_dir: Path) -> Path:
+    """Start (re)building the run directory's own leaderboard in a process of its own and return its index.html at
+    once: a user waits for the table and the exit code, not for pages and frame strips."""
+    return build_site_in_background([run_dir], site_dir(run_dir), site_log_path(run_dir)) / "index.html"
+
+
+def build_site_in_background(run_dirs: list[Path], out_dir: Path, log_path: Path) -> Path:
+    """`vbench-async leaderboard RUN_DIR... -o OUT_DIR` in a detached process (it need not outlive the command that
+    starts it); returns `out_dir` at once. Its output goes to `log_path`, whose last line is `leaderboard of ...`
+    once the site is written."""
+    import subprocess
+
+    from ..benchmarks.include import include_dirs
+
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "vbench_async", "leaderboard", *map(str, run_dirs), "-o", str(out_dir)]
+    for folder in include_dirs():  # the run's own cards name its benchmarks on the pages
+        command += ["--include", str(folder)]
+    with open(log_path, "w", encoding="utf-8") as log:
+        subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                         start_new_session=True)
+    return out_dir
+
+
 def has_site(run_dir: Path) -> bool:
     return (site_dir(run_dir) / "index.html").exists()

@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UserError
+from ..phases import mark
 from ..results.rundir import discard_if_unused
 from .failures import print_failures
 from .formatting import DefaultsHelpFormatter
-from .output import has_site, print_table, write_run_site
+from .output import (build_site_in_background, has_site, print_table, site_log_path, write_run_site,
+                     write_run_site_in_background)
 
 if TYPE_CHECKING:
     from ..models import ModelRef
@@ -132,6 +134,7 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir:
         summary = {**judge_after_run(run_dir, cfg, cfg.judge_model), "run_dir": summary["run_dir"]}
     print()
     print_table(summary)
+    mark("table")
     if shard is not None:
         merged = "all shards done, merged into summary.json" if summary.get("merged") else \
             f"merge when all shards are done: vbench-async merge {run_dir}"
@@ -144,7 +147,9 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir:
     if shard is None or summary.get("merged"):
         print(f"\nresults: {run_dir}/results/   summary: {run_dir}/summary.json")
         if not args.no_site and args.mode != "preprocess":
-            print(f"leaderboard: {write_run_site(run_dir)}")
+            print(f"leaderboard: {write_run_site_in_background(run_dir)} (being written in the background; "
+                  f"{site_log_path(run_dir)} says when it is done)")
+            mark("site")
     failed = print_failures(run_dir, summary, data_root=cfg.selection.data_root)
     if summary.get("not_run"):
         print(f"not run (no data): {', '.join(summary['not_run'])}; see `vbench-async data check`.", file=sys.stderr)
@@ -195,11 +200,11 @@ def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
     for warning in budget_warnings(budgets, summaries):
         print(f"warning: {warning}", file=sys.stderr)
     if summaries and not args.no_site:
-        from ..leaderboard import build_site
-
         base = Path(summaries[0]["run_dir"]).parent
-        site = build_site([Path(s["run_dir"]) for s in summaries], base / "leaderboard")
-        print(f"\nleaderboard of the sweep: {site / 'index.html'}")
+        log = site_log_path(base)
+        site = build_site_in_background([Path(s["run_dir"]) for s in summaries], base / "leaderboard", log)
+        print(f"\nleaderboard of the sweep: {site / 'index.html'} (being written in the background; {log} says "
+              "when it is done)")
     return code
 
 
