@@ -25,18 +25,19 @@ from ..failure_kinds import FINAL_KINDS
 from .budget import Budget, budget_from_env
 from .codecs import check_codec, default_codec
 from .decoders import DECODERS, DEFAULT_DECODER
-from .errors import DECODE_ERROR, WORKER_ERROR, FrameError
+from .errors import CACHE_CONTENDED, DECODE_ERROR, WORKER_ERROR, FrameError
 from .keys import DEFAULT_FINGERPRINT, FingerprintMemo, cache_key
 from .labels import record_labels
 from .layout import CacheLayout, FailureRecord, default_cache_dir, write_text_atomic
 from .pool import DecodePool, WorkerStartError
 from .spec import FrameSpec, Window, normalize_window
-from .store import CorruptEntry, discard_entry, read_entry, read_header, writer_tag
+from .store import CorruptEntry, EntryMissing, discard_entry, read_entry, read_header, writer_tag
 from .video import CachedVideo
 
 log = logging.getLogger(__name__)
 
 REUSED, DECODED, DEFERRED = "reused", "decoded", "deferred"
+DECODE_TRIES = 3  # a fresh entry removed before it was read (`cache gc`, another process's budget) is decoded again
 
 
 class _Job(Protocol):  # preprocess.VideoJob
@@ -125,13 +126,16 @@ class FrameCache:
             self.budget.pin(key)  # held while this call decodes and reads the entry
         try:
             hit = self._load(key)
+            for _ in range(DECODE_TRIES):
+                if hit is not None:
+                    return hit
+                self._decode(key, Path(video), spec, window, retry_failed)
+                hit = self._load(key)
             if hit is not None:
                 return hit
-            self._decode(key, Path(video), spec, window, retry_failed)
-            hit = self._load(key)
-            if hit is None:
-                raise FrameError(DECODE_ERROR, f"the cache entry for {video} vanished or was unreadable after decoding")
-            return hit
+            # Not the video's fault (its frames were decoded and written): transient, never recorded.
+            raise FrameError(CACHE_CONTENDED, f"the cache entry for {video} was removed or replaced {DECODE_TRIES} "
+                                              "times before it could be read (cache maintenance running beside?)")
         finally:
             if self.budget is not None:
                 self.budget.unpin(key)
@@ -207,11 +211,9 @@ class FrameCache:
     def _load(self, key: str) -> CachedVideo | None:
         path = self.layout.entry_path(key)
         try:
-            frames, meta = read_entry(path)
+            frames, meta = read_entry(path, key)
         except CorruptEntry as exc:
-            if path.exists():
-                log.warning("removing corrupt cache entry %s: %s", path, exc)
-                discard_entry(path)
+            _discard(path, exc)
             return None
         _touch(path)
         if self.budget is not None:
@@ -221,12 +223,10 @@ class FrameCache:
     def _valid(self, key: str) -> bool:
         path = self.layout.entry_path(key)
         try:
-            read_header(path)
+            read_header(path, key)
             return True
         except CorruptEntry as exc:
-            if path.exists():
-                log.warning("removing corrupt cache entry %s: %s", path, exc)
-                discard_entry(path)
+            _discard(path, exc)
             return False
 
     def _decode(self, key: str, video: Path, spec: FrameSpec, window: Window | None, retry: bool | None) -> str:
@@ -267,12 +267,13 @@ class FrameCache:
         job = {
             "id": key,
             "video": str(video.resolve()),
+            "fingerprint": self._fingerprint(video),
             "spec": spec.to_dict(),
             "window": normalize_window(window),
             "decoder": self.decoder,
             "codec": self.codec,
             "out": str(out),
-            "extra": [{"spec": s.to_dict(), "out": str(self.layout.entry_path(k))} for k, s in extra],
+            "extra": [{"spec": s.to_dict(), "out": str(self.layout.entry_path(k)), "key": k} for k, s in extra],
         }
         with self._lock:
             self.decodes += 1
@@ -320,6 +321,14 @@ class FrameCache:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _discard(path: Path, exc: CorruptEntry) -> None:
+    """Remove the damaged file just read (only that one: see store.discard_entry); a missing one is a plain miss."""
+    if isinstance(exc, EntryMissing):
+        return
+    log.warning("removing corrupt cache entry %s: %s", path, exc)
+    discard_entry(path, exc.stat)
 
 
 def _size(path: Path) -> int:

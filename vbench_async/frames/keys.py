@@ -46,12 +46,12 @@ def fingerprint(path: Path, mode: str = DEFAULT_FINGERPRINT) -> str:
 
 def cache_key(video_fingerprint: str, spec: FrameSpec, window: Window | None) -> str:
     """32 hex chars over (content, frame-changing spec fields, window, format version); decoder excluded."""
-    payload = {
-        "format": FORMAT_VERSION,
-        "video": video_fingerprint,
-        "spec": spec.key_fields(),
-        "window": normalize_window(window),
-    }
+    return key_of(video_fingerprint, spec.key_fields(), normalize_window(window))
+
+
+def key_of(video_fingerprint: str, spec_fields: dict, window: Window | None) -> str:
+    """`cache_key` from the spec's key fields and an already normalized window (what an entry records)."""
+    payload = {"format": FORMAT_VERSION, "video": video_fingerprint, "spec": spec_fields, "window": window}
     return hashlib.blake2b(json.dumps(payload, sort_keys=True).encode(), digest_size=16).hexdigest()
 
 
