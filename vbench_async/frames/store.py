@@ -135,12 +135,12 @@ def write_entry(path: Path, frames: np.ndarray, meta: VideoMeta, codec: str = RA
 def _create_temp(path: Path) -> Path:
     """Create an empty temporary sibling of `path`, making its folder (again, if gc removed it meanwhile)."""
     for attempt in range(_CREATE_TRIES):
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = temp_path(path)
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)  # FileExistsError: removed again while it checked
             with open(tmp, "xb"):
                 return tmp
-        except FileNotFoundError:
+        except (FileNotFoundError, FileExistsError):
             if attempt == _CREATE_TRIES - 1:
                 raise
     raise AssertionError("unreachable")
