@@ -137,3 +137,18 @@ def test_an_entry_without_a_checksum_is_a_miss_and_rebuilt(media: Path, cache: F
     _rebuilt_exactly(cache, video)
     save_file({"frames": entry.frames}, str(path), metadata={META_KEY: json.dumps(entry.meta.to_dict())})
     assert compact_cache(cache.root).corrupt == 1 and not path.exists()  # compact removes it: rebuilt on next use
+
+
+def test_a_runs_cache_writes_raw_and_compresses_off_the_critical_path(media: Path, tmp_path: Path) -> None:
+    """`compress_later` (what `run` uses): the entry is raw when first served, then rewritten to zstd by the idle
+    compactor with the same frames and a valid checksum."""
+    from vbench_async.frames.store import read_header
+
+    frames, _ = decode_video(media / "blue.mp4", SPEC)
+    cache = FrameCache(tmp_path / "cache", workers=1, compress_later=True)
+    served = cache.get_or_decode(media / "blue.mp4", SPEC)
+    path = cache.layout.entry_path(served.key)
+    assert np.array_equal(served.frames, frames)
+    cache.close(compact_wait_s=120)
+    assert read_header(path).codec == "zstd"
+    assert np.array_equal(read_entry(path, served.key)[0], frames) and verify_cache(cache.root).corrupt == []

@@ -199,30 +199,35 @@ def compact_cache(root: Path, codec: str = DEFAULT_CODEC, dry_run: bool = False)
     check_codec(codec)
     report = CompactReport()
     for path in CacheLayout(Path(root)).entries():
-        try:
-            if read_header(path, path.stem).codec == codec:
-                report.kept += 1
-                continue
-            frames, header = load_entry(path, path.stem)
-        except EntryMissing:
-            continue
-        except CorruptEntry as exc:
-            report.corrupt += 1
-            if not dry_run:
-                discard_entry(path, exc.stat)
-            continue
-        before = _size(path)
-        report.bytes_before += before
-        if dry_run:
-            report.rewritten += 1
-            continue
-        try:
-            report.bytes_after += write_entry(path, frames, header.meta, codec, video=header.binding.video,
-                                              key=header.key, check=True)
-        except CodecError as exc:  # never expected: a codec bug must not pass silently (the entry is left as it was)
-            raise RuntimeError(f"{codec} did not give back the frames of {path}; the entry was kept as it was") from exc
-        report.rewritten += 1
+        compact_entry(path, codec, report, dry_run)
     return report
+
+
+def compact_entry(path: Path, codec: str, report: CompactReport | None = None, dry_run: bool = False) -> None:
+    """Rewrite one entry with `codec` unless it already is (see `compact_cache`); counts into `report`."""
+    report = report if report is not None else CompactReport()
+    try:
+        if read_header(path, path.stem).codec == codec:
+            report.kept += 1
+            return
+        frames, header = load_entry(path, path.stem)
+    except EntryMissing:
+        return
+    except CorruptEntry as exc:
+        report.corrupt += 1
+        if not dry_run:
+            discard_entry(path, exc.stat)
+        return
+    report.bytes_before += _size(path)
+    if dry_run:
+        report.rewritten += 1
+        return
+    try:
+        report.bytes_after += write_entry(path, frames, header.meta, codec, video=header.binding.video,
+                                          key=header.key, check=True)
+    except CodecError as exc:  # never expected: a codec bug must not pass silently (the entry is left as it was)
+        raise RuntimeError(f"{codec} did not give back the frames of {path}; the entry was kept as it was") from exc
+    report.rewritten += 1
 
 
 def _size(path: Path) -> int:
