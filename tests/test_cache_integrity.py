@@ -14,8 +14,8 @@ from support.videos import write_video
 
 from vbench_async.frames import FrameCache, FrameSpec
 from vbench_async.frames.extract import decode_video
-from vbench_async.frames.maintenance import compact_cache, verify_cache
 from vbench_async.frames.keys import fingerprint
+from vbench_async.frames.maintenance import compact_cache, verify_cache
 from vbench_async.frames.store import META_KEY, CorruptEntry, read_entry, write_entry
 
 SPEC = FrameSpec("qwen3-vl", max_frames=4, min_pixels=2 * 1024, max_pixels=8 * 1024)

@@ -23,12 +23,12 @@ import numpy as np
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from vbench_async.failure_kinds import TRANSIENT_KINDS  # noqa: E402
-from vbench_async.frames import FrameCache, FrameError, FrameSpec  # noqa: E402
-from vbench_async.frames.extract import decode_video  # noqa: E402
-from vbench_async.frames.keys import fingerprint  # noqa: E402
-from vbench_async.frames.maintenance import compact_cache, gc_cache, verify_cache  # noqa: E402
-from vbench_async.frames.store import write_entry  # noqa: E402
+from vbench_async.failure_kinds import TRANSIENT_KINDS
+from vbench_async.frames import FrameCache, FrameError, FrameSpec
+from vbench_async.frames.extract import decode_video
+from vbench_async.frames.keys import fingerprint
+from vbench_async.frames.maintenance import compact_cache, gc_cache, verify_cache
+from vbench_async.frames.store import write_entry
 
 SPEC = FrameSpec("qwen3-vl", max_frames=6, min_pixels=2 * 1024, max_pixels=12 * 1024)
 

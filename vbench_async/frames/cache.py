@@ -32,7 +32,14 @@ from .labels import record_labels
 from .layout import CacheLayout, FailureRecord, default_cache_dir, write_text_atomic
 from .pool import DecodePool, WorkerStartError
 from .spec import FrameSpec, Window, normalize_window
-from .store import CorruptEntry, EntryMissing, discard_entry, load_entry, read_header, writer_tag
+from .store import (
+    CorruptEntry,
+    EntryMissing,
+    discard_entry,
+    load_entry,
+    read_header,
+    writer_tag,
+)
 from .video import CachedVideo
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,15 @@ from pathlib import Path
 from .codecs import DEFAULT_CODEC, CodecError, check_codec
 from .labels import UNLABELLED, keys_by_benchmark
 from .layout import CacheLayout, FailureRecord
-from .store import CorruptEntry, EntryMissing, UnverifiedEntry, discard_entry, load_entry, read_header, write_entry
+from .store import (
+    CorruptEntry,
+    EntryMissing,
+    UnverifiedEntry,
+    discard_entry,
+    load_entry,
+    read_header,
+    write_entry,
+)
 
 
 @dataclass

@@ -33,7 +33,12 @@ import numpy as np
 
 from .codecs import RAW, CodecError, decode, encode
 from .entry_sum import (
-    ENTRY_KEY, SUM_KEY, Binding, ChecksumError, payload_digest, seal_header, unseal_header,
+    ENTRY_KEY,
+    Binding,
+    ChecksumError,
+    payload_digest,
+    seal_header,
+    unseal_header,
 )
 from .video import FORMAT_VERSION, VideoMeta
 
