@@ -8,7 +8,7 @@ memory (maintenance.compact_entry), and is stopped when the cache closes: what i
 entry that the next run using it queues again, or `vbench-async cache compact` rewrites.
 
 Protocol: `python -m vbench_async.frames.compactor CODEC`, one entry path per stdin line; exits when stdin closes
-or on SIGTERM (a rewrite in progress is a temporary file, removed on the way out).
+or on SIGTERM/SIGINT (a rewrite in progress is a temporary file, removed on the way out).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class Compactor:
                     env["PYTHONPATH"] = _PACKAGE_PARENT + (os.pathsep + env["PYTHONPATH"]
                                                            if env.get("PYTHONPATH") else "")
                     self._proc = subprocess.Popen([sys.executable, "-m", "vbench_async.frames.compactor", self.codec],
-                                                  stdin=subprocess.PIPE, env=env, start_new_session=True)
+                                                  stdin=subprocess.PIPE, env=env)
                 assert self._proc.stdin is not None
                 self._proc.stdin.write(f"{path}\n".encode())
                 self._proc.stdin.flush()
@@ -92,6 +92,7 @@ def main(argv: list[str]) -> int:
         raise SystemExit(0)  # unwinds through write_entry, which removes its temporary file
 
     signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)  # Ctrl-C at the run's console reaches it too: leave quietly
     from .maintenance import compact_entry
 
     codec = argv[0]
