@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import xxhash
 
-from .keys import key_of
+from .keyhash import key_of
 from .spec import Window, normalize_window
 
 ENTRY_KEY = "vbench_async_entry"

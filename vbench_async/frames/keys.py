@@ -17,8 +17,8 @@ import threading
 from pathlib import Path
 
 from .extract import check_video_file
+from .keyhash import key_of
 from .spec import FrameSpec, Window, normalize_window
-from .video import FORMAT_VERSION
 
 BLOCK = 64 << 10
 FINGERPRINTS = ("full", "sampled")
@@ -47,12 +47,6 @@ def fingerprint(path: Path, mode: str = DEFAULT_FINGERPRINT) -> str:
 def cache_key(video_fingerprint: str, spec: FrameSpec, window: Window | None) -> str:
     """32 hex chars over (content, frame-changing spec fields, window, format version); decoder excluded."""
     return key_of(video_fingerprint, spec.key_fields(), normalize_window(window))
-
-
-def key_of(video_fingerprint: str, spec_fields: dict, window: Window | None) -> str:
-    """`cache_key` from the spec's key fields and an already normalized window (what an entry records)."""
-    payload = {"format": FORMAT_VERSION, "video": video_fingerprint, "spec": spec_fields, "window": window}
-    return hashlib.blake2b(json.dumps(payload, sort_keys=True).encode(), digest_size=16).hexdigest()
 
 
 def _check_mode(mode: str) -> None:
