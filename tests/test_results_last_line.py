@@ -52,4 +52,4 @@ def test_a_whole_last_line_without_newline_counts_and_is_completed(tmp_path, cap
     with store:  # the next writer keeps it: only the newline was missing
         store.append({"sample_id": "d", "output": "x", "error": None})
     assert list(read_results(store.path)) == ["a", "b", "c", "d"]
-    assert read_results(store.path)["c"]["score"] == 1.0
+    assert read_results(store.path)["c"].score == 1.0  # results are typed on read
