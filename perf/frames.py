@@ -1,8 +1,10 @@
 """Frame pipeline benchmark, all measured side by side in one run: cache entry bytes per codec (vs raw uint8 and the
 predecessor's fp16 layout), cache load per codec vs decode+sample+resize at 10 s, 60 s and 600 s, the content
-fingerprint's cost, decoder choice, and preprocess throughput with 1 and 2 workers.
+fingerprint's cost, decoder choice, preprocess throughput with 1 and 2 workers, and what verifying an entry's
+checksums (header and payload, entry_sum.py) costs a load.
 
     PYTHONPATH=. .venv/bin/python perf/frames.py [--repeats 3] [--workdir DIR] [--long] [--all-candidates]
+    PYTHONPATH=. .venv/bin/python perf/frames.py --only verify     # the checksum's share of a load, in seconds
 
 Videos are generated with PyAV (tests/support/videos.py, `natural=True`): camera-like frames (gradients, texture at three
 scales, a pan, moving objects, sensor noise) encoded as H.264 at CRF 23 with a keyframe every 250 frames; flat
@@ -30,7 +32,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 
-from videos import write_video  # noqa: E402  (tests/support/videos.py: the PyAV writer the tests use)
+from videos import natural_frames, write_video  # noqa: E402  (tests/support/videos.py: the tests' PyAV writer)
 
 from vbench_async.frames import FrameCache, FrameSpec, VideoJob, preprocess  # noqa: E402
 from vbench_async.frames.extract import decode_video  # noqa: E402
@@ -165,6 +167,41 @@ def bench_codecs(videos: dict[str, Path], workdir: Path, repeats: int, candidate
     return rows
 
 
+def bench_verify(workdir: Path, repeats: int) -> dict[str, dict[str, float]]:
+    """A whole load (one read, both checksums verified, decoded) vs the checksum work alone, on the 60 s preset's
+    frames (120 x 384 x 672, camera-like): the share of a load that verification costs, per codec."""
+    from vbench_async.frames.entry_sum import payload_digest, unseal_header
+    from vbench_async.frames.store import load_entry, read_header, write_entry
+
+    print("\n== verifying an entry: header + payload checksums vs the whole load ==")
+    frames = np.stack(list(natural_frames(120, 672, 384, seed=5)))
+    out = {}
+    for codec in ENTRY_CODECS:
+        path = workdir / f"verify-{codec}.safetensors"
+        write_entry(path, frames, _meta_for(frames), codec, video="0" * 40)
+        load, (again, _) = timed(lambda: load_entry(path), max(3, repeats))
+        assert np.array_equal(again, frames)
+        header = read_header(path)
+        data = path.read_bytes()
+        size = int.from_bytes(data[:8], "little")
+        payload = memoryview(data)[header.data_offset:header.data_offset + header.data_size]
+        check, _ = timed(lambda: (unseal_header(data[:8], data[8:8 + size]), payload_digest(payload)),
+                         max(3, repeats))
+        out[codec] = {"load": load, "check": check, "share": check / load}
+        print(f"{codec:>5}: load {load * 1e3:7.1f} ms, checksums {check * 1e3:6.2f} ms ({check / load:.1%} of the "
+              f"load), {header.data_size / 1e6:.1f} MB payload")
+    return out
+
+
+def _meta_for(frames: np.ndarray):
+    from vbench_async.frames.video import VideoMeta
+
+    n, h, w = frames.shape[:3]
+    return VideoMeta(fps=30.0, total_num_frames=n * 15, frames_indices=tuple(range(0, n * 15, 15)), duration=n / 2,
+                     width=1280, height=720, resized_height=h, resized_width=w, source_total_frames=n * 15,
+                     source_duration=n / 2, requested_frames=n, decoder="pyav", spec=SPEC.key_fields())
+
+
 def zstd_floor(frames: np.ndarray, repeats: int) -> float:
     """Best time to undo only the zstd stage of a zstd entry's chunks, on the codec's own thread pool: no frame
     format stored with zstd can load faster than this (the prediction's undo comes on top)."""
@@ -239,12 +276,21 @@ def main() -> int:
     parser.add_argument("--long", action="store_true", help="the 600 s clip at 1280x720 (several minutes more)")
     parser.add_argument("--all-candidates", action="store_true",
                         help="measure the candidate codecs at 60 s and 600 s too, not only at 10 s")
+    parser.add_argument("--only", choices=["verify"], help="measure only the checksums' share of a load")
     args = parser.parse_args()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         workdir = args.workdir or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
         print(f"CPU cores: {os.cpu_count()}, load average at start: {os.getloadavg()[0]:.1f}")
+        verify = bench_verify(workdir, args.repeats)
+        if args.only == "verify":
+            print(f"\nSUMMARY verify_share_of_load_zstd={verify['zstd']['share']:.3f} "
+                  f"verify_share_of_load_raw={verify['raw']['share']:.3f} "
+                  f"checksums_60s_zstd={verify['zstd']['check'] * 1e3:.2f}ms "
+                  f"checksums_60s_raw={verify['raw']['check'] * 1e3:.2f}ms "
+                  f"load={os.getloadavg()[0]:.1f} total={time.perf_counter() - started:.0f}s")
+            return 0
         videos = make_videos(workdir, args.long)
         rows = bench_codecs(videos, workdir, args.repeats, set(videos) if args.all_candidates else {"10s"})
         prints = bench_fingerprint(videos, workdir)
@@ -265,6 +311,7 @@ def main() -> int:
         f"fingerprint_memo_60s={prints['memo_60s'] * 1e3:.2f}ms "
         f"fastest_decoder_10s={min(decoders, key=decoders.get)} "
         f"preprocess_1w={rates[1]:.2f}/s preprocess_2w={rates[2]:.2f}/s "
+        f"verify_share_of_load_zstd={verify['zstd']['share']:.3f} verify_share_of_load_raw={verify['raw']['share']:.3f} "
         f"load={os.getloadavg()[0]:.1f} total={time.perf_counter() - started:.0f}s"
     )
     return 0

@@ -203,11 +203,12 @@ def test_a_crashed_worker_is_a_transient_failure_and_is_replaced(cache: FrameCac
 def test_concurrent_writer_processes_never_expose_a_partial_entry(cache: FrameCache, media: Path, tmp_path) -> None:
     source = cache.get_or_decode(media / "clip0.mp4", SPEC)
     target = tmp_path / "shared" / "entry.safetensors"
-    write_entry(target, source.frames, source.meta)
+    fingerprint = cache.fingerprint(media / "clip0.mp4")
+    write_entry(target, source.frames, source.meta, video=fingerprint)
     script = (
         "import sys; from pathlib import Path; from vbench_async.frames.store import read_entry, write_entry\n"
         f"frames, meta = read_entry(Path({str(cache.layout.entry_path(source.key))!r}))\n"
-        f"for _ in range(40): write_entry(Path({str(target)!r}), frames, meta)\n"
+        f"for _ in range(40): write_entry(Path({str(target)!r}), frames, meta, video={fingerprint!r})\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     writers = [subprocess.Popen([sys.executable, "-c", script], env=env) for _ in range(2)]

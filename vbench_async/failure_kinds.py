@@ -25,7 +25,7 @@ FINAL_KINDS = frozenset({
 })
 # May pass on the next try: load on the machine or the server, a crashed helper process.
 TRANSIENT_KINDS = frozenset({
-    "decode_timeout", "decoder_crash", "worker_error", "frame_error", "server_unavailable",
+    "decode_timeout", "decoder_crash", "worker_error", "frame_error", "server_unavailable", "cache_contended",
 })
 # The environment, not the sample: never stored as a result (the run stops instead).
 CACHE_UNWRITABLE = "cache_unwritable"

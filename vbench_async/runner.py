@@ -252,6 +252,7 @@ def frame_cache(cfg: RunConfig) -> FrameCache:
 
     # Retrying failures reaches the cache too: a video whose decode failed last time is tried again.
     cache_opts: dict[str, Any] = {"retry_failed": cfg.retry_failed}
+    cache_opts["compress_later"] = True  # new entries raw on the critical path, compressed at idle priority
     if cfg.cache_max_gb is not None:
         cache_opts["max_bytes"] = gb_to_bytes(cfg.cache_max_gb)
     try:

@@ -36,6 +36,7 @@ FIXES: dict[str, str] = {
     "decoder_crash": _AGAIN,
     "worker_error": _AGAIN,
     "frame_error": _AGAIN,
+    "cache_contended": _AGAIN,
 }
 _OTHER = "see the result lines' 'error' field"
 

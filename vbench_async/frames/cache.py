@@ -23,20 +23,29 @@ from typing import Iterable, Protocol
 
 from ..failure_kinds import FINAL_KINDS
 from .budget import Budget, budget_from_env
-from .codecs import check_codec, default_codec
+from .codecs import RAW, check_codec, default_codec
+from .compactor import Compactor
 from .decoders import DECODERS, DEFAULT_DECODER
-from .errors import DECODE_ERROR, WORKER_ERROR, FrameError
+from .errors import CACHE_CONTENDED, DECODE_ERROR, WORKER_ERROR, FrameError
 from .keys import DEFAULT_FINGERPRINT, FingerprintMemo, cache_key
 from .labels import record_labels
 from .layout import CacheLayout, FailureRecord, default_cache_dir, write_text_atomic
 from .pool import DecodePool, WorkerStartError
 from .spec import FrameSpec, Window, normalize_window
-from .store import CorruptEntry, discard_entry, read_entry, read_header, writer_tag
+from .store import (
+    CorruptEntry,
+    EntryMissing,
+    discard_entry,
+    load_entry,
+    read_header,
+    writer_tag,
+)
 from .video import CachedVideo
 
 log = logging.getLogger(__name__)
 
 REUSED, DECODED, DEFERRED = "reused", "decoded", "deferred"
+DECODE_TRIES = 3  # a fresh entry removed before it was read (`cache gc`, another process's budget) is decoded again
 
 
 class _Job(Protocol):  # preprocess.VideoJob
@@ -58,9 +67,12 @@ class FrameCache:
         fingerprint: str = DEFAULT_FINGERPRINT,
         codec: str | None = None,
         max_bytes: int | None = None,
+        compress_later: bool = False,
     ):
         """`workers` caps the decode processes (started lazily; default: CPU count). `codec` is how new entries
-        are stored (default $VBENCH_ASYNC_CACHE_CODEC, else zstd); every codec is read back whatever this says."""
+        are stored (default $VBENCH_ASYNC_CACHE_CODEC, else zstd); every codec is read back whatever this says.
+        `compress_later` (a run's cache): new entries are written raw and compressed to `codec` by a background
+        process at idle priority (compactor.py), as are raw entries this cache loads; off the critical path."""
         if decoder not in DECODERS:
             raise ValueError(f"unknown decoder {decoder!r}; choose from {', '.join(DECODERS)}")
         if not timeout_s > 0:
@@ -70,11 +82,14 @@ class FrameCache:
         self.decoder = decoder
         self.retry_failed = retry_failed
         self.codec = check_codec(codec) if codec else default_codec()
+        later = compress_later and self.codec != RAW
+        self._write_codec = RAW if later else self.codec
+        self._compactor = Compactor(self.codec) if later else None
         self._fingerprint = FingerprintMemo(fingerprint, store=self.layout.fingerprints)
         max_bytes = budget_from_env() if max_bytes is None else max_bytes
         self.budget = Budget(self.layout, max_bytes) if max_bytes is not None else None
         self._pool = DecodePool(workers or os.cpu_count() or 1, timeout_s, decoder)
-        self._finalizer = weakref.finalize(self, self._pool.close)
+        self._finalizer = weakref.finalize(self, _close, self._pool, self._compactor)
         self._inflight: dict[str, Future] = {}
         self._reserved: dict[str, int] = {}  # key -> reservations not yet loaded
         self._lock = threading.Lock()
@@ -125,13 +140,16 @@ class FrameCache:
             self.budget.pin(key)  # held while this call decodes and reads the entry
         try:
             hit = self._load(key)
+            for _ in range(DECODE_TRIES):
+                if hit is not None:
+                    return hit
+                self._decode(key, Path(video), spec, window, retry_failed)
+                hit = self._load(key)
             if hit is not None:
                 return hit
-            self._decode(key, Path(video), spec, window, retry_failed)
-            hit = self._load(key)
-            if hit is None:
-                raise FrameError(DECODE_ERROR, f"the cache entry for {video} vanished or was unreadable after decoding")
-            return hit
+            # Not the video's fault (its frames were decoded and written): transient, never recorded.
+            raise FrameError(CACHE_CONTENDED, f"the cache entry for {video} was removed or replaced {DECODE_TRIES} "
+                                              "times before it could be read (cache maintenance running beside?)")
         finally:
             if self.budget is not None:
                 self.budget.unpin(key)
@@ -207,12 +225,13 @@ class FrameCache:
     def _load(self, key: str) -> CachedVideo | None:
         path = self.layout.entry_path(key)
         try:
-            frames, meta = read_entry(path)
+            frames, header = load_entry(path, key)
         except CorruptEntry as exc:
-            if path.exists():
-                log.warning("removing corrupt cache entry %s: %s", path, exc)
-                discard_entry(path)
+            _discard(path, exc)
             return None
+        meta = header.meta
+        if self._compactor is not None and header.codec == RAW:
+            self._compactor.submit(path)  # written raw on some run's critical path: compressed when the CPU idles
         _touch(path)
         if self.budget is not None:
             self.budget.used(key)
@@ -221,12 +240,10 @@ class FrameCache:
     def _valid(self, key: str) -> bool:
         path = self.layout.entry_path(key)
         try:
-            read_header(path)
+            read_header(path, key)
             return True
         except CorruptEntry as exc:
-            if path.exists():
-                log.warning("removing corrupt cache entry %s: %s", path, exc)
-                discard_entry(path)
+            _discard(path, exc)
             return False
 
     def _decode(self, key: str, video: Path, spec: FrameSpec, window: Window | None, retry: bool | None) -> str:
@@ -267,12 +284,13 @@ class FrameCache:
         job = {
             "id": key,
             "video": str(video.resolve()),
+            "fingerprint": self._fingerprint(video),
             "spec": spec.to_dict(),
             "window": normalize_window(window),
             "decoder": self.decoder,
-            "codec": self.codec,
+            "codec": self._write_codec,
             "out": str(out),
-            "extra": [{"spec": s.to_dict(), "out": str(self.layout.entry_path(k))} for k, s in extra],
+            "extra": [{"spec": s.to_dict(), "out": str(self.layout.entry_path(k)), "key": k} for k, s in extra],
         }
         with self._lock:
             self.decodes += 1
@@ -311,8 +329,11 @@ class FrameCache:
         """Allow up to n decode processes (preprocess raises it to its --workers)."""
         self._pool.set_max_workers(n)
 
-    def close(self) -> None:
-        """Stop the decode workers (they also stop on their own when this process exits)."""
+    def close(self, compact_wait_s: float = 0.0) -> None:
+        """Stop the decode workers (they also stop on their own when this process exits) and the compactor, after
+        letting it finish its queue for up to `compact_wait_s` seconds (what it does not reach stays raw)."""
+        if self._compactor is not None:
+            self._compactor.close(compact_wait_s)
         self._finalizer()
 
     def __enter__(self) -> "FrameCache":
@@ -320,6 +341,20 @@ class FrameCache:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _close(pool: DecodePool, compactor: Compactor | None) -> None:
+    if compactor is not None:
+        compactor.close()
+    pool.close()
+
+
+def _discard(path: Path, exc: CorruptEntry) -> None:
+    """Remove the damaged file just read (only that one: see store.discard_entry); a missing one is a plain miss."""
+    if isinstance(exc, EntryMissing):
+        return
+    log.warning("removing corrupt cache entry %s: %s", path, exc)
+    discard_entry(path, exc.stat)
 
 
 def _size(path: Path) -> int:

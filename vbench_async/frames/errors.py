@@ -15,6 +15,7 @@ WINDOW_INVALID = "window_invalid"  # the (start, end) window selects no frame of
 IMAGE_TOO_LARGE = "image_too_large"  # an image claiming more pixels than PIL's decompression-bomb limit
 ASPECT_RATIO = "aspect_ratio"  # frames too thin for the Qwen resize rules (ratio above 200)
 WORKER_ERROR = "worker_error"  # the decode worker could not start: an environment problem, never recorded
+CACHE_CONTENDED = "cache_contended"  # decoded, but the entry was removed or replaced before it was read: transient
 
 
 class FrameError(SampleError):

@@ -17,8 +17,8 @@ import threading
 from pathlib import Path
 
 from .extract import check_video_file
+from .keyhash import key_of
 from .spec import FrameSpec, Window, normalize_window
-from .video import FORMAT_VERSION
 
 BLOCK = 64 << 10
 FINGERPRINTS = ("full", "sampled")
@@ -46,13 +46,7 @@ def fingerprint(path: Path, mode: str = DEFAULT_FINGERPRINT) -> str:
 
 def cache_key(video_fingerprint: str, spec: FrameSpec, window: Window | None) -> str:
     """32 hex chars over (content, frame-changing spec fields, window, format version); decoder excluded."""
-    payload = {
-        "format": FORMAT_VERSION,
-        "video": video_fingerprint,
-        "spec": spec.key_fields(),
-        "window": normalize_window(window),
-    }
-    return hashlib.blake2b(json.dumps(payload, sort_keys=True).encode(), digest_size=16).hexdigest()
+    return key_of(video_fingerprint, spec.key_fields(), normalize_window(window))
 
 
 def _check_mode(mode: str) -> None:

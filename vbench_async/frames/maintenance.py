@@ -1,4 +1,9 @@
-"""Inspect and tidy a cache directory on its own (no videos, no specs needed): stats, verify, gc, compact."""
+"""Inspect and tidy a cache directory on its own (no videos, no specs needed): stats, verify, gc, compact.
+
+Each is safe beside runs using the same cache: an entry that disappears (another gc, an eviction) is skipped, not
+reported; a folder that a writer fills again is left; only the very file found corrupt is removed
+(store.discard_entry), never a good entry renamed into place meanwhile; compact checks its rewrite in memory, so
+it never reads back someone else's file."""
 
 from __future__ import annotations
 
@@ -8,12 +13,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from .codecs import DEFAULT_CODEC, check_codec
+from .codecs import DEFAULT_CODEC, CodecError, check_codec
 from .labels import UNLABELLED, keys_by_benchmark
 from .layout import CacheLayout, FailureRecord
-from .store import CorruptEntry, discard_entry, read_entry, read_header, write_entry
+from .store import (
+    CorruptEntry,
+    EntryMissing,
+    UnverifiedEntry,
+    discard_entry,
+    load_entry,
+    read_header,
+    write_entry,
+)
 
 
 @dataclass
@@ -64,7 +75,9 @@ def cache_stats(root: Path) -> CacheStats:
         sizes[path.stem] = _size(path)
         stats.bytes += sizes[path.stem]
         try:
-            header = read_header(path)
+            header = read_header(path, path.stem)
+        except EntryMissing:
+            continue
         except CorruptEntry:
             stats.unreadable += 1
             continue
@@ -98,22 +111,27 @@ class VerifyReport:
     checked: int = 0
     corrupt: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     removed: int = 0
+    unverified: int = 0  # of the corrupt: an earlier version's entries (no checksum), rebuilt on next use
 
 
 def verify_cache(root: Path, remove: bool = False, deep: bool = True) -> VerifyReport:
-    """Check every entry (deep: read all frame bytes, else the header and file size); optionally delete bad ones."""
+    """Check every entry: its header checksum, that it is bound to the key it is filed under, and (deep) every
+    frame byte against the payload checksum, else only the header and file size. Optionally delete bad ones."""
     report = VerifyReport()
     for path in CacheLayout(Path(root)).entries():
-        report.checked += 1
         try:
             if not path.stem.startswith(path.parent.name):
                 raise CorruptEntry("misplaced: the file name does not match its shard directory")
-            read_entry(path) if deep else read_header(path)
+            load_entry(path, path.stem) if deep else read_header(path, path.stem)
+        except EntryMissing:
+            continue  # removed meanwhile (gc, a run's budget): nothing to check
         except CorruptEntry as exc:
             report.corrupt.append((str(path), str(exc)))
+            report.unverified += isinstance(exc, UnverifiedEntry)
             if remove:
-                discard_entry(path)
+                discard_entry(path, exc.stat)
                 report.removed += 1
+        report.checked += 1
     return report
 
 
@@ -165,8 +183,10 @@ def gc_cache(
             drop(path)
     if not dry_run:
         for shard in (layout.base / "entries").glob("*"):
-            if shard.is_dir() and not any(shard.iterdir()):
-                shard.rmdir()
+            try:
+                shard.rmdir()  # only ever removes an empty folder; the writer makes it again if it needs it
+            except OSError:
+                pass  # not empty (a writer got there first), already gone, or not a folder
     return report
 
 
@@ -180,33 +200,42 @@ class CompactReport:
 
 
 def compact_cache(root: Path, codec: str = DEFAULT_CODEC, dry_run: bool = False) -> CompactReport:
-    """Rewrite every entry not stored with `codec` (e.g. uncompressed entries of earlier versions) in place: same
-    key, same frames (checked after writing), atomic replace, so a run reading the cache meanwhile is unaffected."""
+    """Rewrite every entry not stored with `codec` (e.g. raw entries written on a run's critical path) in place: same
+    key, same frames (the encoding is decoded and compared in memory before the rename), atomic replace, so a run
+    reading the cache meanwhile is unaffected. Entries of an earlier version (no checksum) are removed, like
+    corrupt ones: nothing vouches for their frames, so they are decoded again on next use."""
     check_codec(codec)
     report = CompactReport()
     for path in CacheLayout(Path(root)).entries():
-        try:
-            if read_header(path).codec == codec:
-                report.kept += 1
-                continue
-            frames, meta = read_entry(path)
-        except CorruptEntry:
-            report.corrupt += 1
-            if not dry_run:
-                discard_entry(path)
-            continue
-        before = _size(path)
-        report.bytes_before += before
-        if dry_run:
-            report.rewritten += 1
-            continue
-        report.bytes_after += write_entry(path, frames, meta, codec)
-        again, _ = read_entry(path)
-        if not np.array_equal(again, frames):  # never expected: a codec bug must not pass silently
-            write_entry(path, frames, meta, "raw")
-            raise RuntimeError(f"{codec} did not give back the frames of {path}; the entry was kept uncompressed")
-        report.rewritten += 1
+        compact_entry(path, codec, report, dry_run)
     return report
+
+
+def compact_entry(path: Path, codec: str, report: CompactReport | None = None, dry_run: bool = False) -> None:
+    """Rewrite one entry with `codec` unless it already is (see `compact_cache`); counts into `report`."""
+    report = report if report is not None else CompactReport()
+    try:
+        if read_header(path, path.stem).codec == codec:
+            report.kept += 1
+            return
+        frames, header = load_entry(path, path.stem)
+    except EntryMissing:
+        return
+    except CorruptEntry as exc:
+        report.corrupt += 1
+        if not dry_run:
+            discard_entry(path, exc.stat)
+        return
+    report.bytes_before += _size(path)
+    if dry_run:
+        report.rewritten += 1
+        return
+    try:
+        report.bytes_after += write_entry(path, frames, header.meta, codec, video=header.binding.video,
+                                          key=header.key, check=True)
+    except CodecError as exc:  # never expected: a codec bug must not pass silently (the entry is left as it was)
+        raise RuntimeError(f"{codec} did not give back the frames of {path}; the entry was kept as it was") from exc
+    report.rewritten += 1
 
 
 def _size(path: Path) -> int:

@@ -1,9 +1,9 @@
 """Decode worker process: `python -m vbench_async.frames.worker`, driven by `pool.DecodePool`.
 
 Protocol: JSON lines. The worker first prints {"ready": true, "pid": N}; then for each job line
-{"id", "video", "spec", "window", "decoder", "codec", "out"} it decodes, writes the cache entry itself (atomically) and
+{"id" (the key), "video", "fingerprint", "spec", "window", "decoder", "codec", "out"} it decodes, writes the cache entry itself (atomically) and
 answers {"id", "ok": true, "bytes", "decode_seconds"} or {"id", "ok": false, "kind", "message"}. A job may add
-"extra": [{"spec", "out"}, ...]: more specs of the same video and window, sampled from the same single decode pass
+"extra": [{"spec", "out", "key"}, ...]: more specs of the same video and window, sampled from the same single decode pass
 (a frame-budget sweep); "bytes" is then the sum over all entries written. Frames never
 cross the pipe (no pickling; the parent reads the entry from disk). The worker exits when stdin closes.
 """
@@ -36,8 +36,9 @@ def handle(job: dict[str, Any]) -> dict[str, Any]:
         return {"id": job.get("id"), "ok": False, "kind": kind, "message": message}
 
     try:
-        targets = [(job["spec"], job["out"])] + [(x["spec"], x["out"]) for x in job.get("extra") or []]
-        specs = [FrameSpec.from_dict(spec) for spec, _ in targets]
+        targets = [(job["spec"], job["out"], job["id"])]
+        targets += [(x["spec"], x["out"], x["key"]) for x in job.get("extra") or []]
+        specs = [FrameSpec.from_dict(spec) for spec, _, _ in targets]
         window = tuple(job["window"]) if job.get("window") is not None else None
         threads = int(os.environ.get(THREADS_ENV, "1"))
         decoded = decode_video_specs(Path(job["video"]), specs, window, job["decoder"], threads)
@@ -48,9 +49,9 @@ def handle(job: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # a bug or an odd file: report it, keep serving
         return failed(DECODE_ERROR, f"{type(exc).__name__}: {exc}")
     size = 0
-    for (_, out), (frames, meta) in zip(targets, decoded, strict=True):
+    for (_, out, key), (frames, meta) in zip(targets, decoded, strict=True):
         try:
-            size += write_entry(Path(out), frames, meta, job.get("codec", "raw"))
+            size += write_entry(Path(out), frames, meta, job.get("codec", "raw"), video=job["fingerprint"], key=key)
         except Exception as exc:  # the cache directory's fault (full disk, lost mount, permissions), not the video's
             # (safetensors reports a failed write as its own error type, with the OS message inside)
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"

@@ -98,27 +98,29 @@ def read_lines(path: Path, view: Callable[[dict[str, Any]], T], problems: list[B
 def read_lines(path: Path, view: Callable[[dict[str, Any]], Any] | None = None,
                problems: list[BadLine] | None = None) -> dict[str, Any]:
     """Valid lines keyed by sample id (a retried sample's latest line wins, in first-seen order), each mapped through
-    `view`. A torn last line (a crash mid-write) is skipped silently: that sample was never done. Every other line
-    left out is appended to `problems` and logged once per file."""
+    `view`. Every line left out is appended to `problems` and logged once per file, a last line without its newline
+    too (torn by a crash mid-write, or edited by hand): a complete valid one still counts, with a warning naming file
+    and line, and anything else is left out like any bad line (the next run into the directory cuts it, store.py)."""
     out: dict[str, Any] = {}
     bad: list[BadLine] = []
     if not path.exists():
         return out
     with open(path, encoding="utf-8", errors="replace") as fh:
         for lineno, line in enumerate(fh, 1):
-            if not line.endswith("\n"):
-                break  # torn tail: the writer died mid-line
+            last = not line.endswith("\n")  # only the last line can lack its newline
             if not line.strip():
                 continue
             try:
                 rec = json.loads(line)
             except (json.JSONDecodeError, RecursionError) as exc:
-                bad.append(BadLine(path, lineno, f"not JSON ({exc})"))
+                bad.append(BadLine(path, lineno, f"{TORN if last else 'not JSON'} ({exc})"))
                 continue
             problem = line_problem(rec, path)
             if problem is not None:
-                bad.append(BadLine(path, lineno, problem))
+                bad.append(BadLine(path, lineno, f"{TORN}: {problem}" if last else problem))
                 continue
+            if last:
+                _warn_once(path, lineno, "the last line has no newline (edited by hand?); it is whole and counted")
             sid = rec["sample_id"]
             out.pop(sid, None)  # keep insertion order of the latest line
             out[sid] = view(rec) if view is not None else rec
@@ -130,6 +132,13 @@ def read_lines(path: Path, view: Callable[[dict[str, Any]], Any] | None = None,
 
 
 _REPORTED: set[tuple[str, int, str]] = set()  # one warning per bad line per process, however often it is read
+TORN = "last line without its newline (torn by a crash, or edited)"
+
+
+def _warn_once(path: Path, lineno: int, message: str) -> None:
+    if (str(path), lineno, message) not in _REPORTED:
+        _REPORTED.add((str(path), lineno, message))
+        log.warning("%s:%d: %s", path, lineno, message)
 
 
 def _report(path: Path, bad: list[BadLine]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import uuid
 from collections import Counter
@@ -23,8 +24,10 @@ from typing import Any, Callable, Iterable, Mapping, TextIO
 from ..errors import UserError
 from ..failure_kinds import environment_fault, is_final
 from ..result import Result
-from .lines import BadLine, check_line, read_lines
+from .lines import BadLine, check_line, line_problem, read_lines
 from .rundir import ShardId, results_path
+
+log = logging.getLogger(__name__)
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
@@ -175,7 +178,9 @@ def _line(result: Mapping[str, Any]) -> str:
 
 
 def _cut_torn_tail(path: Path) -> None:
-    """Truncate a partial last line so new lines start on a line boundary."""
+    """Make new lines start on a line boundary: a last line without its newline is completed when it is a whole
+    valid line (only the newline was lost, or a hand edit dropped it), else cut off; either is logged with the
+    file and line number."""
     if not path.exists() or path.stat().st_size == 0:
         return
     with open(path, "rb+") as fh:
@@ -185,17 +190,34 @@ def _cut_torn_tail(path: Path) -> None:
         if fh.read(1) == b"\n":
             return
         # Walk back to the last newline (lines are small; read the tail in blocks).
-        pos = size
+        pos, cut = size, 0
         while pos > 0:
             step = min(65536, pos)
             fh.seek(pos - step)
             block = fh.read(step)
             idx = block.rfind(b"\n")
             if idx >= 0:
-                fh.truncate(pos - step + idx + 1)
-                return
+                cut = pos - step + idx + 1
+                break
             pos -= step
-        fh.truncate(0)
+        fh.seek(0)
+        lineno = fh.read(cut).count(b"\n") + 1
+        fh.seek(cut)
+        tail = fh.read()
+        if _whole_line(tail, path):
+            fh.write(b"\n")
+            log.warning("%s:%d: the last line had no newline; it is whole, so it was kept and completed", path, lineno)
+            return
+        fh.truncate(cut)
+        log.warning("%s:%d: cut a torn last line (%d bytes without a newline: a crash mid-write, or an edit)",
+                    path, lineno, len(tail))
+
+
+def _whole_line(tail: bytes, path: Path) -> bool:
+    try:
+        return line_problem(json.loads(tail.decode("utf-8", errors="replace")), path) is None
+    except (ValueError, RecursionError):
+        return False
 
 
 def _finite(obj: Any) -> Any:
