@@ -35,8 +35,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 from videos import natural_frames, write_video  # noqa: E402  (tests/support/videos.py: the tests' PyAV writer)
 
 from vbench_async.frames import FrameCache, FrameSpec, VideoJob, preprocess  # noqa: E402
-from vbench_async.frames.extract import decode_video  # noqa: E402
 from vbench_async.frames.decoders import DECODERS  # noqa: E402
+from vbench_async.frames.extract import decode_video  # noqa: E402
 from vbench_async.frames.keys import FingerprintMemo, fingerprint  # noqa: E402
 
 # name -> (seconds, fps, width, height)

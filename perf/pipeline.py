@@ -132,7 +132,7 @@ class InlineWriter:
 
     lines = fsyncs = 0
 
-    def __enter__(self) -> "InlineWriter":
+    def __enter__(self) -> InlineWriter:
         return self
 
     def __exit__(self, *exc) -> None:

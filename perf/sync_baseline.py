@@ -31,8 +31,8 @@ def main() -> None:
     # baseline is not slowed by anything the async harness avoids.
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
-    from vllm import LLM, SamplingParams
     from transformers import AutoProcessor
+    from vllm import LLM, SamplingParams
 
     from vbench_async import models
     from vbench_async.backends.base import Request, VideoInput, messages_for

@@ -7,7 +7,6 @@ Qwen3-VL timestamps included) must equal those of the in-process vLLM run on the
 from __future__ import annotations
 
 import pytest
-
 from conftest import ENGINE_GROUP, outputs, run_cli, served_args
 
 pytestmark = [pytest.mark.vllm, ENGINE_GROUP]

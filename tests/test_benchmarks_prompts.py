@@ -126,7 +126,8 @@ def test_every_official_prompt_belongs_to_a_card_and_an_unknown_variant_is_refus
 def test_prompt_variant_option_reaches_the_run_config():
     import argparse
 
-    from vbench_async.cli.run_options import add_run_options as add_options, config_from_args
+    from vbench_async.cli.run_options import add_run_options as add_options
+    from vbench_async.cli.run_options import config_from_args
 
     parser = argparse.ArgumentParser()
     add_options(parser)

@@ -8,8 +8,8 @@ import io
 import json
 
 import pytest
-
 from test_leaderboard_runs import make_run, right
+
 from vbench_async.cli.output import print_table
 from vbench_async.scoring.chance import chance_level, sample_chance
 

@@ -6,8 +6,8 @@ import argparse
 import re
 
 import pytest
-
 from conftest import run_cli
+
 from vbench_async.cli import build_parser
 
 

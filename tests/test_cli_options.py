@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from test_cli import _subparsers
+
 from vbench_async.backends.base import SamplingParams
 from vbench_async.backends.openai import ServerSettings
 from vbench_async.backends.vllm import VLLMSettings
@@ -12,8 +14,6 @@ from vbench_async.benchmarks.selection import Selection
 from vbench_async.cli import build_parser
 from vbench_async.cli.options import flag_fields, from_args
 from vbench_async.frames.overrides import FrameOverrides
-
-from test_cli import _subparsers
 
 SHARED = {"run": (Selection, FrameOverrides, SamplingParams, VLLMSettings, ServerSettings),
           "preprocess": (Selection, FrameOverrides), "judge": (VLLMSettings, ServerSettings)}

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_benchmarks_golden import build_data_root, load_fixture
-from support.videos import write_video
-
 from conftest import ENGINE_GROUP, run_cli, served_args
+from support.videos import write_video
+from test_benchmarks_golden import build_data_root, load_fixture
+
 from vbench_async.benchmarks import get_benchmark
 
 pytestmark = [pytest.mark.vllm, ENGINE_GROUP]

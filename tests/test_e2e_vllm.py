@@ -7,8 +7,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from conftest import DEMO_ARGS, ENGINE_GROUP, demo_ids, outputs, run_cli, wait_for_site
+
 from vbench_async.frames.layout import CacheLayout
 
 pytestmark = pytest.mark.vllm

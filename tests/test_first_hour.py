@@ -164,6 +164,7 @@ def test_a_sweep_budget_that_changes_nothing_is_warned_about(tmp_path):
     import json
 
     from test_leaderboard_runs import make_run, right
+
     from vbench_async.benchmarks import get_benchmark
     from vbench_async.cli.next_step import budget_warnings
     from vbench_async.frames.cache import FrameCache

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import ENGINE_GROUP, run_cli, served_args
 from support.videos import write_video
 
-from conftest import ENGINE_GROUP, run_cli, served_args
 from vbench_async.benchmarks import get_benchmark, include, list_benchmarks, list_suites, resolve_benchmarks
 from vbench_async.benchmarks.card_check import check_card
 from vbench_async.benchmarks.starter import starter_card

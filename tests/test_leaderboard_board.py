@@ -14,9 +14,9 @@ import re
 from pathlib import Path
 
 import pytest
-
 from test_leaderboard_browser import page  # noqa: F401 - the Chromium tab fixture
 from test_leaderboard_runs import make_run
+
 from vbench_async.benchmarks import load_suite
 from vbench_async.benchmarks.registry import suite_files
 from vbench_async.leaderboard import build_site

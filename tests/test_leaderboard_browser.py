@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import ENGINE_GROUP, stop
 from test_leaderboard_runs import XSS, make_frame_runs, runs_under_test, with_hostile_output
+
 from vbench_async.frames.cache import FrameCache
 from vbench_async.leaderboard import build_site
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from test_leaderboard_runs import XSS, make_run, make_runs, right
+
 from vbench_async.errors import UserError
 from vbench_async.leaderboard import build_site, load_runs
 from vbench_async.leaderboard.site import json_script
@@ -153,6 +153,7 @@ def test_bad_input_is_a_clear_error(runs, tmp_path):
 
 def test_cli_leaderboard_and_compare(runs, tmp_path, capsys):
     from conftest import run_cli
+
     from vbench_async.cli import main
 
     assert main(["leaderboard", str(runs[0].parent), "-o", str(tmp_path / "cli-site")]) == 0

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, run_cli
 from support.hostile import CARD, run_args, unified_suite
 from support.processes import command_line, descendants, wait_gone

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import jsonschema
-
 from test_leaderboard_runs import every_third_wrong, make_run
+
 from vbench_async.result import COMPLETION_FIELDS, Result, result_schema
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import ENGINE_GROUP, demo_ids, outputs
 
 pytestmark = [pytest.mark.vllm, ENGINE_GROUP]

@@ -13,8 +13,8 @@ import pytest
 
 from vbench_async import cli, settings
 from vbench_async.benchmarks import include
-from vbench_async.cli.serve import base_config, job_from_run_args
 from vbench_async.cli.run_options import config_from_args
+from vbench_async.cli.serve import base_config, job_from_run_args
 from vbench_async.errors import UserError
 from vbench_async.runner import RunConfig
 from vbench_async.serve.jobs import JobSpec, server_owned

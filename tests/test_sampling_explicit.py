@@ -9,8 +9,8 @@ import json
 import shutil
 
 import pytest
-
 from conftest import ENGINE_GROUP, SERVED, outputs, run_cli, serve
+
 from vbench_async.backends.base import Request, SamplingParams, explicit_sampling
 
 PENALTY = 3.0  # strong enough that greedy answers of the random tiny model change when it is applied

@@ -10,7 +10,6 @@ from vbench_async.errors import SampleError
 from vbench_async.samples import Sample
 from vbench_async.scoring import (
     Reading,
-    Score,
     UnknownTaskType,
     canonical_task_type,
     check_sample,

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from support.hostile import JINJA
+
 from vbench_async.samples import Sample
 
 REPO = Path(__file__).resolve().parents[1]

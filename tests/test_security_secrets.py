@@ -12,10 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import REPO
 from support.fault_server import FaultServer, fault_suite, openai_args, wait_until
 from test_security_server import openai_base, serving
 
-from conftest import REPO
 from vbench_async.cli import main as cli_main
 from vbench_async.redact import REDACTED, redact_argv, scrub
 from vbench_async.results.manifest import plain

@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
-
 from test_leaderboard_runs import make_runs
 from test_reliability_rundir import _tmpfs
+
 from vbench_async.cli import main as cli_main
 from vbench_async.errors import UserError
 from vbench_async.leaderboard import build_site

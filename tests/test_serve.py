@@ -18,10 +18,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import ENGINE_GROUP, REPO, SERVED, run_cli, stop
 from test_cli_console import ENGINE_MARKERS
 from test_include import included_run_args, my_clips  # noqa: F401 - the session's clips, their frames cached
+
 from vbench_async.cli import main as cli_main
 from vbench_async.errors import UserError
 from vbench_async.runner import RunConfig

@@ -14,9 +14,9 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ENGINE_GROUP, REPO, run_cli, served_args
 from support.hostile import _good, run_args, unified_suite
+
 from vbench_async.launcher import gang_launcher
 
 

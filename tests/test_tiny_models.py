@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 
 from vbench_async.demo._atomic import IncompleteBuild, build_once
-from vbench_async.demo.tiny_models import (QWEN_TINY_MODELS, TINY_MODELS, ensure_tiny_model, model_dir,
-                                           resolve_model)
+from vbench_async.demo.tiny_models import QWEN_TINY_MODELS, TINY_MODELS, ensure_tiny_model, model_dir, resolve_model
 from vbench_async.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -23,13 +23,20 @@ from .backends.openai import ServerSettings
 from .backends.vllm import VLLMSettings
 from .errors import EngineDead, SampleError
 from .models import ModelRef
+from .result import Result
 from .results.current import drop_stale
 from .results.rundir import read_summary
-from .result import Result
 from .results.store import read_results
 from .results.summaries import recompute_summary
-from .results.verdicts import (JudgeIdentity, JudgeStore, activate_judge, answer_hash, is_current, judge_store,
-                               read_verdicts)
+from .results.verdicts import (
+    JudgeIdentity,
+    JudgeStore,
+    activate_judge,
+    answer_hash,
+    is_current,
+    judge_store,
+    read_verdicts,
+)
 from .scoring.judges import PROMPT_HASH, Ask, JudgeItem, JudgeProtocol, Outcome, judge_for
 
 if TYPE_CHECKING:

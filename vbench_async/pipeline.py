@@ -29,8 +29,8 @@ import numpy as np
 
 from .backends.base import CONCURRENCY, Backend, Completion, ImageInput, Request, SamplingParams, VideoInput, array_uuid
 from .errors import EngineDead, SampleError, UserError
-from .result import Result
 from .failure_kinds import ENVIRONMENT_KINDS, environment_fault, is_environment_oserror
+from .result import Result
 from .results.lines import InvalidResult
 from .results.store import ResultStore
 from .results.writer import ResultWriter

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator
 
-from .backends.base import CONCURRENCY, Backend, NoRequests, SamplingParams
 from . import settings
+from .backends.base import CONCURRENCY, Backend, NoRequests, SamplingParams
 from .backends.factory import backend_field, backend_kind, make_backend
 from .backends.openai import ServerSettings
 from .backends.vllm import VLLMSettings
@@ -28,13 +28,13 @@ from .benchmarks.include import included
 from .benchmarks.prompts import PromptSettings
 from .benchmarks.selection import Selection
 from .errors import DataMissing, SampleError, UserError
+from .failure_kinds import EnvironmentFault
 from .frames.overrides import FrameOverrides
 from .frames.preprocess import WORKERS as DECODE_WORKERS
 from .phases import mark
-from .preflight import check_writable, no_data
 from .pipeline import LOADERS, QUEUE_SIZE, Pipeline, PlanEntry, Progress, WorkItem, group_by_video
+from .preflight import check_writable, no_data
 from .results.manifest import PlannedBenchmark, plain
-from .failure_kinds import EnvironmentFault
 from .results.rundir_lock import RunDirLock
 from .results.store import ResultStore, config_hash
 from .samples import Sample

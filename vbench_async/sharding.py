@@ -55,7 +55,7 @@ class Shard(NamedTuple):
     count: int
 
     @classmethod
-    def parse(cls, text: str) -> "Shard":
+    def parse(cls, text: str) -> Shard:
         """"K/N" with 0 <= K < N, e.g. "0/4" ... "3/4"."""
         index, sep, count = str(text).strip().partition("/")
         try:
@@ -66,7 +66,7 @@ class Shard(NamedTuple):
             raise UserError(f"a shard is K/N (shard K of N, counting from 0, e.g. 0/4), not {text!r}")
         return shard.checked()
 
-    def checked(self) -> "Shard":
+    def checked(self) -> Shard:
         if self.count < 1 or not 0 <= self.index < self.count:
             one_based = (f"; shards count from 0 (0/{self.count} ... {self.count - 1}/{self.count}): from a Slurm "
                          f"array numbered from 1 (--array=1-{self.count}) pass --shard auto (it reads "
@@ -213,7 +213,7 @@ class ShardPlan:
         }, indent=1) + "\n"
 
     @classmethod
-    def from_json(cls, text: str) -> "ShardPlan":
+    def from_json(cls, text: str) -> ShardPlan:
         data = json.loads(text)
         if data.get("format") != PLAN_FORMAT:
             raise ValueError(f"shard plan format {data.get('format')!r}, this version reads {PLAN_FORMAT}")

@@ -52,7 +52,7 @@ class Tally:
     wrong: list[str] = field(default_factory=list)  # videos served frames that differ from the truth
     errors: Counter[str] = field(default_factory=Counter)  # failure kind (or exception type) -> count
 
-    def add(self, other: "Tally") -> None:
+    def add(self, other: Tally) -> None:
         self.served += other.served
         self.wrong += other.wrong
         self.errors.update(other.errors)

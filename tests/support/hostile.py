@@ -17,7 +17,6 @@ from typing import Any, Callable
 
 import av
 import numpy as np
-
 from support.videos import truncate, write_audio_only, write_video
 
 OK = frozenset({"ok"})  # the sample must be answered (no error)

@@ -17,8 +17,8 @@ from ..phases import mark
 from ..process_exit import INTERRUPTED, exit_now
 from ..redact import remember_named
 from . import next_step
-from .include import apply_include
 from .console import configure_logging
+from .include import apply_include
 
 USAGE_ERROR = 2  # a mistake in the user's input
 ENGINE_DEAD = 3  # the engine or server went away; finished work is kept

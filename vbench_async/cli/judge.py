@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ..errors import UserError
 from .formatting import DefaultsHelpFormatter
-from .output import has_site, print_table, write_run_site
 from .include import add_include_option
+from .output import has_site, print_table, write_run_site
 
 # Settings the judge decides itself: its engine runs --concurrency sequences; the server's name for the evaluated
 # model is not the judge's.

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from ..errors import UserError
-from .output import print_table, write_run_site
 from .include import add_include_option
+from .output import print_table, write_run_site
 
 
 def register(sub: argparse._SubParsersAction) -> None:

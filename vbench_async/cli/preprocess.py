@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from .. import families
 from ..errors import UserError
@@ -35,8 +34,8 @@ def add_options(p: argparse.ArgumentParser) -> None:
     from ..benchmarks.selection import Selection
     from ..frames.overrides import FrameOverrides
     from ..runner import RunConfig
-    from .include import add_include_option
     from .formatting import bounded
+    from .include import add_include_option
     from .options import add_group
 
     what = add_group(p, Selection, "what to preprocess")
@@ -60,13 +59,13 @@ def add_options(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ..benchmarks.selection import Selection
-    from ..frames.overrides import FrameOverrides
-    from .options import from_args
     from ..frames import DEFAULT_DECODER, FrameCache, default_cache_dir, preprocess
     from ..frames.budget import gb_to_bytes
-    from ..models import family_ref, resolve
+    from ..frames.overrides import FrameOverrides
     from ..launcher import resolve_shard
+    from ..models import family_ref, resolve
     from ..sharding import shard_slice
+    from .options import from_args
 
     selection = from_args(Selection, args)
     if selection.empty:

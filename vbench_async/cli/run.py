@@ -14,8 +14,14 @@ from ..phases import mark
 from ..results.rundir import discard_if_unused
 from .failures import print_failures
 from .formatting import DefaultsHelpFormatter
-from .output import (build_site_in_background, has_site, print_table, site_log_path, write_run_site,
-                     write_run_site_in_background)
+from .output import (
+    build_site_in_background,
+    has_site,
+    print_table,
+    site_log_path,
+    write_run_site,
+    write_run_site_in_background,
+)
 
 if TYPE_CHECKING:
     from ..models import ModelRef
@@ -170,11 +176,10 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir:
 
 def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
     """`run --max-frames 16,32,64`: every budget's run, its table, and one site over all of them."""
-    from .plan_view import print_plan_lines
-    from ..sweep import run_sweep
-
     from ..backends.factory import backend_kind
+    from ..sweep import run_sweep
     from .console import engine_console, engine_log_path
+    from .plan_view import print_plan_lines
 
     signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
     budgets = list(args.frame_budgets)

@@ -29,8 +29,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     from ..benchmarks.selection import Selection
     from ..frames.overrides import FrameOverrides
     from ..runner import RunConfig
-    from .include import add_include_option
     from .console import add_verbose
+    from .include import add_include_option
     from .options import add_fields, add_group
 
     what = add_group(p, Selection)
@@ -105,8 +105,8 @@ def config_from_args(args: argparse.Namespace, shard: Shard | None = None, local
     from ..backends.vllm import VLLMSettings
     from ..benchmarks.include import include_dirs
     from ..benchmarks.prompts import PromptSettings
-    from ..benchmarks.selection import Selection
     from ..benchmarks.registry import check_data_root
+    from ..benchmarks.selection import Selection
     from ..frames.overrides import FrameOverrides
     from ..runner import RunConfig
     from .options import from_args, values_from_args

@@ -96,7 +96,7 @@ class FrameCache:
         self.decodes = 0  # decode jobs this object has run (a fully cached pass leaves it unchanged)
 
     @classmethod
-    def default(cls, **kwargs) -> "FrameCache":
+    def default(cls, **kwargs) -> FrameCache:
         """A cache in the default directory ($VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)."""
         return cls(default_cache_dir(), **kwargs)
 
@@ -336,7 +336,7 @@ class FrameCache:
             self._compactor.close(compact_wait_s)
         self._finalizer()
 
-    def __enter__(self) -> "FrameCache":
+    def __enter__(self) -> FrameCache:
         return self
 
     def __exit__(self, *exc: object) -> None:

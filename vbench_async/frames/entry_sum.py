@@ -85,11 +85,11 @@ class Binding:
     payload: str = ""  # digest of the tensor bytes
 
     @classmethod
-    def of(cls, video: str, spec: Mapping[str, Any], window: Window | None) -> "Binding":
+    def of(cls, video: str, spec: Mapping[str, Any], window: Window | None) -> Binding:
         window = normalize_window(tuple(window) if window is not None else None)
         return cls(key_of(video, dict(spec), window), video, dict(spec), window)
 
-    def with_payload(self, digest: str) -> "Binding":
+    def with_payload(self, digest: str) -> Binding:
         return replace(self, payload=digest)
 
     def to_dict(self) -> dict[str, Any]:
@@ -97,7 +97,7 @@ class Binding:
                 "window": list(self.window) if self.window is not None else None, "payload": self.payload}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Binding":
+    def from_dict(cls, d: Mapping[str, Any]) -> Binding:
         window = d.get("window")
         return cls(str(d["key"]), str(d["video"]), dict(d["spec"]),
                    tuple(window) if window is not None else None, str(d["payload"]))

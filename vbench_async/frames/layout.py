@@ -97,7 +97,7 @@ class FailureRecord:
         return json.dumps(d, indent=1)
 
     @classmethod
-    def read(cls, path: Path) -> "FailureRecord | None":
+    def read(cls, path: Path) -> FailureRecord | None:
         """The record at `path`, or None if absent or unreadable (an unreadable record is just retried)."""
         try:
             d = json.loads(path.read_text(encoding="utf-8"))

@@ -59,7 +59,7 @@ class VideoMeta:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "VideoMeta":
+    def from_dict(cls, d: Mapping[str, Any]) -> VideoMeta:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in d.items() if k in known}
         values["frames_indices"] = tuple(int(i) for i in d["frames_indices"])

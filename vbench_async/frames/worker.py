@@ -27,8 +27,8 @@ def _send(channel: TextIO, message: dict[str, Any]) -> None:
 
 def handle(job: dict[str, Any]) -> dict[str, Any]:
     from ..failure_kinds import CACHE_UNWRITABLE
-    from .extract import decode_video_specs
     from .errors import DECODE_ERROR, FrameError
+    from .extract import decode_video_specs
     from .spec import FrameSpec
     from .store import write_entry
 

@@ -29,7 +29,7 @@ from .csv_cells import safe_cell
 from .families import grouped, run_family
 from .load import Run, benchmark_ids, load_runs
 from .samples_page import category_options, reading_scores, sample_rows
-from .thumbnails import FOLDER as FRAMES_FOLDER, Thumbnailer
+from .thumbnails import Thumbnailer
 
 # Says "this folder is ours" and lists every file the last build wrote: only those are ever removed (a file a user
 # put in the folder, even under data/ or runs/, is never touched).
@@ -136,7 +136,7 @@ def _cache_roots(runs: list[Run], given: list[Path] | None) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
-def _benchmark_page(env, writer: "_Writer", runs: list[Run], bid: str, thumbs: Thumbnailer | None,
+def _benchmark_page(env, writer: _Writer, runs: list[Run], bid: str, thumbs: Thumbnailer | None,
                     readings: dict[tuple[str, str], dict[str, Any]], compare_slugs: set[str]) -> dict[str, Any]:
     s = slug(bid)
     cats, paired = tables.category_table(runs, bid), tables.paired_table(runs, bid)

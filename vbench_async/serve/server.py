@@ -111,8 +111,8 @@ class EvalServer:
 
     def _run(self, job: Job) -> None:
         from .. import models
-        from ..benchmarks.include import included
         from ..backends.factory import backend_kind
+        from ..benchmarks.include import included
 
         running = _Running(job)
         self._running = running

@@ -60,7 +60,7 @@ class MicroBatch:
     response_ids: torch.Tensor  # (B, R)
     response_mask: torch.Tensor  # (B, R) float, 1 on real response tokens
 
-    def to(self, device: torch.device) -> "MicroBatch":
+    def to(self, device: torch.device) -> MicroBatch:
         move = lambda t: t.to(device, non_blocking=True) if t is not None else None  # noqa: E731
         return MicroBatch(move(self.input_ids), move(self.attention_mask), move(self.token_types),
                           {k: move(v) for k, v in self.media.items()}, move(self.response_ids),

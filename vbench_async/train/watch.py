@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 _PREFIX = "vbench-train/"
 _FAILED = _PREFIX + "failed"
-_active: "PeerWatch | None" = None
+_active: PeerWatch | None = None
 
 
 def _alive(rank: int) -> str:

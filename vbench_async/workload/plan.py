@@ -53,7 +53,7 @@ class Spread:
     max: int
 
     @classmethod
-    def of(cls, values: Sequence[int]) -> "Spread | None":
+    def of(cls, values: Sequence[int]) -> Spread | None:
         return cls(min(values), statistics.median(values), max(values)) if values else None
 
 
