@@ -6,8 +6,8 @@ checksums (header and payload, entry_sum.py) costs a load.
     PYTHONPATH=. .venv/bin/python perf/frames.py [--repeats 3] [--workdir DIR] [--long] [--all-candidates]
     PYTHONPATH=. .venv/bin/python perf/frames.py --only verify     # the checksum's share of a load, in seconds
 
-Videos are generated with PyAV (tests/support/videos.py, `natural=True`): camera-like frames (gradients, texture at three
-scales, a pan, moving objects, sensor noise) encoded as H.264 at CRF 23 with a keyframe every 250 frames; flat
+Videos are generated with PyAV (tests/support/videos.py, `natural=True`): camera-like frames (gradients, texture at
+three scales, a pan, moving objects, sensor noise) encoded as H.264 at CRF 23 with a keyframe every 250 frames; flat
 colours or white noise would compress unrealistically well or badly. 10 s and 60 s are 1280x720 at 30 fps; 600 s
 is 320x180 at 24 fps so that generating and decoding it stays quick (--long: 1280x720, several minutes more).
 Frames follow the Video-MME card's preset (2 fps, at most 256 frames of at most 262,144 px). Besides the cache's
@@ -311,7 +311,8 @@ def main() -> int:
         f"fingerprint_memo_60s={prints['memo_60s'] * 1e3:.2f}ms "
         f"fastest_decoder_10s={min(decoders, key=decoders.get)} "
         f"preprocess_1w={rates[1]:.2f}/s preprocess_2w={rates[2]:.2f}/s "
-        f"verify_share_of_load_zstd={verify['zstd']['share']:.3f} verify_share_of_load_raw={verify['raw']['share']:.3f} "
+        f"verify_share_of_load_zstd={verify['zstd']['share']:.3f} "
+        f"verify_share_of_load_raw={verify['raw']['share']:.3f} "
         f"load={os.getloadavg()[0]:.1f} total={time.perf_counter() - started:.0f}s"
     )
     return 0

@@ -6,10 +6,10 @@
 First, before any process group exists, every model the check needs is resolved and built (tiny models with random
 weights; a failure there is reported at once, not as a half-built directory in the first launch). Then for each
 model (default: tiny Qwen2.5-VL and tiny Qwen3-VL), on one machine:
-  1. run A: `torchrun --nproc_per_node N -m vbench_async.train`, `--steps` (3) GRPO steps, FSDP2 per layer (NCCL on GPU), each
-     rank's prompts a mix of video, image and text records, rollouts on the colocated vLLM engine when vLLM and CUDA
-     are there (it sleeps at level 2 between rollouts and gets the weights synced every step), else HF generate;
-     a sharded checkpoint after every step;
+  1. run A: `torchrun --nproc_per_node N -m vbench_async.train`, `--steps` (3) GRPO steps, FSDP2 per layer (NCCL on
+     GPU), each rank's prompts a mix of video, image and text records, rollouts on the colocated vLLM engine when vLLM
+     and CUDA are there (it sleeps at level 2 between rollouts and gets the weights synced every step), else HF
+     generate; a sharded checkpoint after every step;
   2. run B: a fresh launch resumed from A's step-1 checkpoint, to the last step; the figure reported is the largest
      difference between A's and B's last weights (0 on CPU; bf16 compute and vLLM sampling on GPU need not be
      bitwise repeatable, so there it is reported, not required to be 0);

@@ -71,7 +71,7 @@ def main() -> None:
         t2 = time.perf_counter()
         decode_s += t1 - t0
         engine_s += t2 - t1
-        for (bench, s, _), out in zip(batch, outs):
+        for (_bench, s, _), out in zip(batch, outs):
             correct += score(s, out.outputs[0].text).value
     print(json.dumps({"questions": len(work), "wall_s": round(time.perf_counter() - started, 3),
                       "decode_s": round(decode_s, 3), "engine_s": round(engine_s, 3),

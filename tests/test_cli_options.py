@@ -48,7 +48,9 @@ def test_parsed_flags_come_back_as_the_settings():
     assert from_args(FrameOverrides, args).to_dict() == {"max_frames": 8}
     assert from_args(SamplingParams, args) == SamplingParams(temperature=0.5)
     engine = from_args(VLLMSettings, args)
-    assert engine == dataclasses.replace(VLLMSettings(), dp_video_affinity=False, enforce_eager=True, max_model_len=4096)
+    assert engine == dataclasses.replace(VLLMSettings(), dp_video_affinity=False, enforce_eager=True,
+                                         max_model_len=4096)
     assert from_args(ServerSettings, args) == ServerSettings(base_url="http://h/v1")
     defaults = build_parser().parse_args(["run", "--model", "m", "--suite", "demo"])
-    assert from_args(VLLMSettings, defaults) == VLLMSettings() and from_args(SamplingParams, defaults) == SamplingParams()
+    assert from_args(VLLMSettings, defaults) == VLLMSettings()
+    assert from_args(SamplingParams, defaults) == SamplingParams()

@@ -29,7 +29,7 @@ def clips(tmp_path_factory) -> list[Path]:
 def test_one_pass_gives_every_budget_exactly_its_own_frames(clips):
     together = decode_video_specs(clips[0], BUDGETS)
     assert [m.num_frames for _, m in together] == [4, 8, 16]
-    for spec, (frames, meta) in zip(BUDGETS, together, strict=True):
+    for _spec, (frames, meta) in zip(BUDGETS, together, strict=True):
         assert [frame_index(f) for f in frames] == list(meta.frames_indices)
     alone, alone_meta = decode_video(clips[0], BUDGETS[-1])  # the single-spec path gives the same entry
     assert np.array_equal(together[-1][0], alone) and together[-1][1].frames_indices == alone_meta.frames_indices

@@ -27,9 +27,9 @@ def test_wheel_carries_cards_and_templates(tmp_path):
     probe = (
         "import vbench_async, vbench_async.resources as r;"
         "from vbench_async.benchmarks import list_benchmarks, get_benchmark;"
-        "assert vbench_async.__file__.startswith(%r), vbench_async.__file__;"
+        f"assert vbench_async.__file__.startswith({str(target)!r}), vbench_async.__file__;"
         "print(r.data_dir('benchmarks')); print(r.data_dir('leaderboards')); print(len(list_benchmarks()));"
-        "print(get_benchmark('videomme').render_prompt.__name__)" % str(target)
+        "print(get_benchmark('videomme').render_prompt.__name__)"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True,

@@ -214,8 +214,10 @@ def test_a_bad_include_job_fails_alone(tmp_path: Path) -> None:
         def finished(spec: dict) -> dict:
             return client.wait(url, client.submit(url, spec)["id"], poll_s=0.05)
 
-        bad = finished({**job, "selection": {**selection, "include": [str(clash)]}, "output_dir": str(tmp_path / "bad")})
+        bad = finished({**job, "selection": {**selection, "include": [str(clash)]},
+                        "output_dir": str(tmp_path / "bad")})
         assert bad["status"] == "failed" and "'mmvu' is already used by" in bad["error"], bad
         # The next job, with another folder (so the clashing one is gone, and include folders still work).
-        done = finished({**job, "selection": {**selection, "include": [str(good)]}, "output_dir": str(tmp_path / "next")})
+        done = finished({**job, "selection": {**selection, "include": [str(good)]},
+                         "output_dir": str(tmp_path / "next")})
         assert done["status"] == "done" and done["summary"]["complete"], done

@@ -40,7 +40,8 @@ TOKEN = "s3cret-token"
     ({"selection": {"suite": "demo"}, "concurrency": "lots"}, "concurrency must be int"),
     ({"selection": {"suite": "demo"}, "mode": "preprocess"}, "mode must be auto, eval or both"),
     ({"selection": {"suite": "demo"}, "sampling": {"max_tokenz": 5}}, r"unknown field\(s\) sampling.max_tokenz"),
-    ({"selection": {"suite": "demo"}, "frame_overrides": {"max_frames": "8"}}, "frame_overrides.max_frames must be int"),
+    ({"selection": {"suite": "demo"}, "frame_overrides": {"max_frames": "8"}},
+     "frame_overrides.max_frames must be int"),
     ({"selection": {"suite": "demo"}, "engine": {"max_num_seqs": 2}}, r"job field\(s\) engine are the server's own"),
     ({"selection": {"suite": "demo"}, "cache_dir": "/tmp/c"}, r"job field\(s\) cache_dir are the server's own"),
     ({"selection": {"benchmarks": [1, 2]}}, r"selection.benchmarks\[0\] must be str"),
@@ -133,15 +134,15 @@ def assert_complete(run_dir: Path, benchmark: str, n: int) -> None:
     summary = json.loads((run_dir / "summary.json").read_text())
     block = summary["benchmarks"][benchmark]
     assert summary["complete"] and block["n_total"] == n and block["n_failed"] == 0, block
-    lines = [json.loads(x) for f in (run_dir / "results").glob(f"{benchmark}.*.jsonl") for x in f.read_text().split("\n")
-             if x]
+    lines = [json.loads(x) for f in (run_dir / "results").glob(f"{benchmark}.*.jsonl")
+             for x in f.read_text().split("\n") if x]
     assert len({r["sample_id"] for r in lines}) == n
     assert (run_dir / "manifest.json").is_file()
 
 
 @pytest.mark.vllm
 @ENGINE_GROUP
-def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vllm_server, my_clips,
+def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vllm_server, my_clips,  # noqa: F811
                                                                               tmp_path: Path) -> None:
     data, recs, cache = my_clips  # the frames are cached by the include test when it ran first in this session
     cards = tmp_path / "cards"

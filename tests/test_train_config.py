@@ -72,10 +72,13 @@ def test_example_configs_parse(path):
 
 
 def test_dapo_gets_overlong_shaping_and_gspo_several_mini_batches(tmp_path):
-    dapo = load_config(_write(tmp_path, "data: {records: r.json}\nalgorithm: {name: dapo}\nrollout: {max_tokens: 500}\n"))
+    dapo = load_config(_write(tmp_path, "data: {records: r.json}\n"
+                              "algorithm: {name: dapo}\nrollout: {max_tokens: 500}\n"))
     assert dapo.algorithm.overlong_buffer == 100 and dapo.train.mini_batches == 1  # DAPO: 4,096 of 20,480
-    gspo = load_config(_write(tmp_path, "data: {records: r.json}\nalgorithm: {name: gspo}\ntrain: {prompts_per_step: 6}\n"))
+    gspo = load_config(_write(tmp_path, "data: {records: r.json}\n"
+                              "algorithm: {name: gspo}\ntrain: {prompts_per_step: 6}\n"))
     assert gspo.train.mini_batches == 3 and gspo.algorithm.overlong_buffer == 0  # largest divisor of 6 up to 4
-    explicit = load_config(_write(tmp_path, "data: {records: r.json}\nalgorithm: {name: gspo}\ntrain: {mini_batches: 1}\n"))
+    explicit = load_config(_write(tmp_path, "data: {records: r.json}\n"
+                              "algorithm: {name: gspo}\ntrain: {mini_batches: 1}\n"))
     assert explicit.train.mini_batches == 1
     assert load_config(_write(tmp_path, "data: {records: r.json}\n")).train.mini_batches == 1  # grpo

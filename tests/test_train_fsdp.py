@@ -153,7 +153,8 @@ def test_two_nodes_drop_a_corrupt_video_and_train_mixed_video_and_text(uninterru
     dropped = [json.loads(line) for line in (out / "dropped_items.jsonl").read_text().splitlines()]
     assert [d["sample"] for d in dropped] == ["train/corrupt"] and dropped[0]["reason"].startswith("decode_error")
     assert all("dropped 1 item(s) whose frames cannot be cached: train/corrupt" in log for log in logs)
-    good = {r["path"] for r in json.loads((data / "train.json").read_text()) if r.get("path") not in (None, "corrupt.mp4")}
+    good = {r["path"] for r in json.loads((data / "train.json").read_text())
+            if r.get("path") not in (None, "corrupt.mp4")}
     for node in (0, 1):  # node-local caches: each node decoded every good video, and recorded the corrupt one
         cache = data / f"cache-node{node}"
         assert len(list(cache.rglob("entries/*/*.safetensors"))) == len(good)

@@ -205,7 +205,8 @@ def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
                 s.close()
     activate_judge(run_dir, identity)
     new = recompute_summary(run_dir)
-    new["judge_pass"] = {**counts, "n_skipped": n_skipped, "n_skipped_failed": n_skipped_failed, "judge_id": identity.judge_id, "key": identity.key}
+    new["judge_pass"] = {**counts, "n_skipped": n_skipped, "n_skipped_failed": n_skipped_failed,
+                         "judge_id": identity.judge_id, "key": identity.key}
     return new
 
 

@@ -86,7 +86,8 @@ def rewrite_loop(root: Path, videos: list[Path], stop: threading.Event, tally: T
     i = 0
     while not stop.is_set():
         video, fp, frames, meta = decoded[i % len(decoded)]
-        meta = dataclasses.replace(meta, decode_seconds=[0.5, 0.123456789012345][i % 2], decoder=["pyav", "x" * 13][i % 2])
+        meta = dataclasses.replace(meta, decode_seconds=[0.5, 0.123456789012345][i % 2],
+                                   decoder=["pyav", "x" * 13][i % 2])
         try:
             write_entry(cache.layout.entry_path(cache.key(video, SPEC)), frames, meta, "raw", video=fp)
         except Exception as exc:

@@ -31,9 +31,11 @@ MC_ITEMS = [
     ("Which direction does the camera pan?", ["left to right", "right to left", "upwards", "downwards"]),
 ]
 MC_RIGHT = [
-    "{T}", "{T}.", "({T})", "{T})", "**{T}**", "Answer: {T}", "The answer is {T}.", "The correct answer is ({T}) {text}.",
+    "{T}", "{T}.", "({T})", "{T})", "**{T}**", "Answer: {T}", "The answer is {T}.",
+    "The correct answer is ({T}) {text}.",
     "{T}. {text}", "{T}: {text}", "I'd pick {T}.", "I would go with {T}.", "I choose {T}.", "My answer: {T}",
-    "Option {T} is correct.", "{T} is correct.", "<answer>{T}</answer>", "<think>Option {W} does not match what happens "
+    "Option {T} is correct.", "{T} is correct.", "<answer>{T}</answer>",
+    "<think>Option {W} does not match what happens "
     "in the clip.</think>\n{T}", "Final answer: {T}", "{text}", "Based on the video, the answer is {T}.",
     "After watching the clip, I believe the best option is {T}.", "{W} is incorrect. The correct one is {T}.",
     "Not {W}. The answer is {T}.", "It can't be {W}; the answer is {T}.", "{W} is wrong, so the answer is {T}.",
@@ -48,7 +50,8 @@ MC_WRONG = [
     "{W}", "The answer is {W}.", "{T} or {W}", "{W} or {T}", "Either {T} or {W}.", "I can't tell from the video.", "",
     "None of the options fit.", "<think>The answer is {T}.</think>", "<think>It is probably {T}, but let me check",
     "{T} is incorrect. The correct one is {W}.", "Not {T}. The answer is {W}.", "Both {T} and {W} seem possible.",
-    "I'd pick {W}.", "{W}. {wtext}", "{wtext}", "It can't be {T}; the answer is {W}.", "{T} is wrong, so the answer is {W}.",
+    "I'd pick {W}.", "{W}. {wtext}", "{wtext}", "It can't be {T}; the answer is {W}.",
+    "{T} is wrong, so the answer is {W}.",
     "The video does not show enough to decide.", "**Answer:** {W}", "Option ({W})", "I'm torn between {T} and {W}.",
 ]
 

@@ -1,9 +1,10 @@
 """In-process vLLM `AsyncLLM` backend (vLLM V1; `AsyncLLMEngine` is an alias of the same class).
 
 Videos go in as `(frames, metadata)` tuples with the processor kwargs the model's family declares (every family here:
-`do_sample_frames=False` and `do_resize=False`): the frame cache already sampled and resized them, and the metadata (source fps, source frame indices) is what Qwen3-VL's timestamps and
-Qwen2.5-VL's temporal M-RoPE are computed from. The cache key is passed as the multimodal uuid, so repeated questions on
-one video reuse vLLM's processed-input cache and the prefix cache.
+`do_sample_frames=False` and `do_resize=False`): the frame cache already sampled and resized them, and the metadata
+(source fps, source frame indices) is what Qwen3-VL's timestamps and Qwen2.5-VL's temporal M-RoPE are computed from.
+The cache key is passed as the multimodal uuid, so repeated questions on one video reuse vLLM's processed-input cache
+and the prefix cache.
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ class VLLMSettings:
     # With several replicas, all questions of a video go to one (its prefix cache).
     dp_video_affinity: bool = field(default=True, metadata={
         "flag": "--no-video-affinity",
-        "help": "with several data-parallel replicas, let vLLM's load balancer place every request instead of sending all "
-                "questions of one video to the same replica (which reuses its prefix cache)"})
+        "help": "with several data-parallel replicas, let vLLM's load balancer place every request instead of sending "
+                "all questions of one video to the same replica (which reuses its prefix cache)"})
     dtype: str = field(default="auto", metadata={"help": "weights dtype (auto: the checkpoint's; bfloat16 on CPU)"})
     enforce_eager: bool = field(default=False, metadata={"help": "disable CUDA graphs / torch.compile"})
     enable_prefix_caching: bool = True

@@ -164,7 +164,8 @@ def _missing_message(card: Card, resolved: Resolved, root: Path | str | None) ->
     if card.sources.hub:
         wanted.append(f"a snapshot of {card.sources.hub.repo} in {hub_dir(card, data_root(root))} "
                       f"(`vbench-async data fetch {card.base_id}`)")
-    return f"no annotations for {card.id!r}: expected " + " or ".join(wanted) + "; point the data root (or a data map) at them"
+    return (f"no annotations for {card.id!r}: expected " + " or ".join(wanted)
+            + "; point the data root (or a data map) at them")
 
 
 def load_records(card: Card, resolved: Resolved, root: Path | str | None) -> Iterable[Any]:

@@ -9,8 +9,8 @@ from pathlib import Path
 def add_include_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """`--include DIR`, on every command that names benchmarks (`cli.main` applies it before the command runs)."""
     parser.add_argument("--include", action="append", type=Path, metavar="DIR",
-                        help="a folder of your own benchmark cards (*.yaml) and suites (suites/*.yaml), read and checked "
-                             "like the built-in ones; repeat for several. Also $VBENCH_ASYNC_INCLUDE (folders "
+                        help="a folder of your own benchmark cards (*.yaml) and suites (suites/*.yaml), read and "
+                             "checked like the built-in ones; repeat for several. Also $VBENCH_ASYNC_INCLUDE (folders "
                              "separated by ':'). docs/your-benchmarks.md")
 
 

@@ -122,8 +122,9 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir:
 
     engine = backend_kind(cfg.backend).describe_target(cfg.server)
     try:
+        starting = starting_line(backend_kind(cfg.backend).in_process, out_dir)
         summary = run(cfg, on_plan=functools.partial(print_plan_lines, engine=engine, verbose=args.verbose,
-                                                     starting=starting_line(backend_kind(cfg.backend).in_process, out_dir)))
+                                                     starting=starting))
     except KeyboardInterrupt:
         # The partial summary is written; a site the run already had must not go on showing the old state. A run
         # without one gets none (building it would delay the exit).

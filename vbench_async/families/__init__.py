@@ -102,5 +102,6 @@ def handoff_for(model: str) -> Handoff:
     return for_config(model_config(model), model).handoff
 
 
-__all__ = ["handoff_for", "Family", "FrameRules", "Handoff", "Reference", "VideoShape", "VisualTokens", "registry", "names", "get",
-           "canonical", "for_model_type", "for_config", "frame_settings", "model_config", "supported_model_types"]
+__all__ = ["handoff_for", "Family", "FrameRules", "Handoff", "Reference", "VideoShape", "VisualTokens", "registry",
+           "names", "get", "canonical", "for_model_type", "for_config", "frame_settings", "model_config",
+           "supported_model_types"]

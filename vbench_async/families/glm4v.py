@@ -48,7 +48,7 @@ class Glm4vTokens:
     def video_tokens(self, video: VideoShape) -> int:
         return math.ceil(video.frames / self.temporal) * self.frame_tokens(video.height, video.width)
 
-    @lru_cache(maxsize=65536)
+    @lru_cache(maxsize=65536)  # noqa: B019 - one instance per family, alive for the process anyway
     def _second_len(self, second: int) -> int:
         return len(self.tokenizer.encode(str(second), add_special_tokens=False))
 

@@ -32,7 +32,7 @@ class InternVLTokens:
     def video_tokens(self, video: VideoShape) -> int:
         return video.frames * self.seq
 
-    @lru_cache(maxsize=1024)
+    @lru_cache(maxsize=1024)  # noqa: B019 - one instance per family, alive for the process anyway
     def _replacement(self, frames: int) -> int:
         p = self.processor
         text = "\n".join(f"Frame{i + 1}: {p.start_image_token}{p.image_token * self.seq}{p.end_image_token}"

@@ -101,6 +101,6 @@ class QwenTokens:
                                          min_pixels=self.image_min_pixels, max_pixels=self.image_max_pixels)
         return (height // self.image_patch) * (width // self.image_patch) // self.image_merge**2
 
-    @lru_cache(maxsize=65536)
+    @lru_cache(maxsize=65536)  # noqa: B019 - one instance per family, alive for the process anyway
     def _timestamp_len(self, seconds: float) -> int:
         return len(self.tokenizer.encode(f"<{seconds:.1f} seconds>", add_special_tokens=False))

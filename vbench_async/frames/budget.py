@@ -132,7 +132,7 @@ class Budget:
             except OSError:
                 continue  # evicted or replaced meanwhile
             sizes[path.stem] = (st.st_size, st.st_mtime)
-        for key, (size, used) in self._sizes.items():  # this process's newer view of last use wins
+        for key, (_size, used) in self._sizes.items():  # this process's newer view of last use wins
             if key in sizes:
                 sizes[key] = (sizes[key][0], max(used, sizes[key][1]))
         self._sizes = sizes

@@ -1,10 +1,10 @@
 """Decode worker process: `python -m vbench_async.frames.worker`, driven by `pool.DecodePool`.
 
 Protocol: JSON lines. The worker first prints {"ready": true, "pid": N}; then for each job line
-{"id" (the key), "video", "fingerprint", "spec", "window", "decoder", "codec", "out"} it decodes, writes the cache entry itself (atomically) and
-answers {"id", "ok": true, "bytes", "decode_seconds"} or {"id", "ok": false, "kind", "message"}. A job may add
-"extra": [{"spec", "out", "key"}, ...]: more specs of the same video and window, sampled from the same single decode pass
-(a frame-budget sweep); "bytes" is then the sum over all entries written. Frames never
+{"id" (the key), "video", "fingerprint", "spec", "window", "decoder", "codec", "out"} it decodes, writes the cache
+entry itself (atomically) and answers {"id", "ok": true, "bytes", "decode_seconds"} or {"id", "ok": false, "kind",
+"message"}. A job may add "extra": [{"spec", "out", "key"}, ...]: more specs of the same video and window, sampled from
+the same single decode pass (a frame-budget sweep); "bytes" is then the sum over all entries written. Frames never
 cross the pipe (no pickling; the parent reads the entry from disk). The worker exits when stdin closes.
 """
 

@@ -37,8 +37,9 @@ def suites_for(bids: list[str]) -> dict[str, list[str]]:
     return out
 
 
-MAIN_COLUMNS = ["run", "model", "family", "frames", "column", "kind", "score", "se", "ci_low", "ci_high", "reading", "robust_score",
-                "robust_ci_low", "robust_ci_high", "n_readings_differ", "n_official_guessed", "n_total", "n_expected",
+MAIN_COLUMNS = ["run", "model", "family", "frames", "column", "kind", "score", "se", "ci_low", "ci_high", "reading",
+                "robust_score", "robust_ci_low", "robust_ci_high", "n_readings_differ", "n_official_guessed", "n_total",
+                "n_expected",
                 "n_failed", "n_needs_judge", "complete", "status", "subset", "config_group", "markers", "metric",
                 "headline", "headline_reported_instead", "unavailable_breakdowns"]
 

@@ -45,7 +45,8 @@ def command(model_dir: Path, cfg: ValidationConfig, out_dir: Path, cache_dir: st
     return cmd
 
 
-def evaluate_checkpoint(model_dir: Path, cfg: ValidationConfig, out_dir: Path, cache_dir: str | None = None) -> dict[str, float]:
+def evaluate_checkpoint(model_dir: Path, cfg: ValidationConfig, out_dir: Path,
+                        cache_dir: str | None = None) -> dict[str, float]:
     """{"val/<benchmark>": score in [0, 1]}; {} (with a warning) when the evaluation fails or runs out of time.
 
     `cache_dir` is the training's frame cache: validation videos sampled like the training ones are reused."""

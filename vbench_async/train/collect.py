@@ -29,8 +29,8 @@ log = logging.getLogger(__name__)
 
 SUMS = ("rollout/responses", "reward/sum", "reward/accuracy_sum", "reward/format_sum", "reward/overlong_sum",
         "response/tokens", "rollout/online", "reward/online_sum", "response/finished", "rollout/groups",
-        "rollout/dropped", "rollout/failed", "rollout/too_long", "rollout/offline", "data/media_failed", "prompt/tokens",
-        "time/media_s", "frames/decoded")
+        "rollout/dropped", "rollout/failed", "rollout/too_long", "rollout/offline", "data/media_failed",
+        "prompt/tokens", "time/media_s", "frames/decoded")
 
 
 class Collector:

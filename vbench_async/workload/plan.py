@@ -318,7 +318,8 @@ def _summarise(bench: BenchmarkInput, t: _Tally, engine: EnginePlan, counter: Pr
         frames=Spread.of(t.frames), visual_tokens=Spread.of(t.visual), prompt_tokens=Spread.of(t.prompts),
         largest_context=max(t.prompts, default=0) + max_tokens if t.prompts else 0,
         largest_item_tokens=t.largest_item, largest_video=t.largest_video,
-        cache_entries_to_write=len(t.entries), cache_bytes_to_write=int(sum(t.entries.values()) * cache_ratio), overflow=overflow)
+        cache_entries_to_write=len(t.entries), cache_bytes_to_write=int(sum(t.entries.values()) * cache_ratio),
+        overflow=overflow)
     if overflow:
         workload.fix = suggest_fix(bench, t.worst[1], t.worst[2], counter, engine.max_model_len - max_tokens,
                                    can_grow=engine.max_model_len < engine.model_limit)

@@ -90,7 +90,8 @@ def release_question(item: JudgeItem) -> tuple[str, str, str]:
     if fmt == "caption_matching":
         lines = {k: f"{label or 'Caption'} {k}: {v}" for k, v in texts.items()}
         return fmt, "\n".join([item.question.split("\n")[0], *lines.values()]), lines[letter]
-    return "multi-choice", "\n".join([item.question, *(f"{k}. {v}" for k, v in texts.items())]), f"{letter}. {texts[letter]}"
+    question = "\n".join([item.question, *(f"{k}. {v}" for k, v in texts.items())])
+    return "multi-choice", question, f"{letter}. {texts[letter]}"
 
 
 def rating_prompt(fmt: str, question: str, answer: str, prediction: str) -> str:

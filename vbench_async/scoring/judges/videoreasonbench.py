@@ -176,7 +176,8 @@ class VideoReasonBenchJudge(JudgeProtocol):
         demo = demo_of(item)
         missing = [k for k in NEEDED.get(demo or "", ("states",)) if item.fields.get(k) in (None, "")]
         if demo is None or missing:
-            return Outcome.failed(NEEDS_FIELDS, f"the state simulator needs the release's {', '.join(missing) or 'puzzle'}"
+            needed = ", ".join(missing) or "puzzle"
+            return Outcome.failed(NEEDS_FIELDS, f"the state simulator needs the release's {needed}"
                                   " field(s) (use the hub source)")
         return [Ask(f"extract_{demo}", EXTRACTORS[demo].format(response=response), max_tokens=512)]
 
