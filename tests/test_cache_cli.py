@@ -27,6 +27,10 @@ def _preprocess(cache_dir: Path, capsys, *extra: str) -> tuple[int, tuple[int, .
     return rc, tuple(int(x) for x in found.groups()), out
 
 
+# The tests share one cache that the first one fills: under xdist they must run on one worker, in order.
+pytestmark = pytest.mark.xdist_group("cache_cli")
+
+
 @pytest.fixture(scope="module")
 def filled(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("cli_cache")
@@ -93,7 +97,7 @@ def test_gc_removes_stale_temp_files_failures_and_old_entries(filled: Path, caps
     [
         (["preprocess", "--family", "qwen3-vl"], "--suite NAME or --benchmarks"),
         (["preprocess", "--benchmarks", "demo-mc"], "--model PATH_OR_ID or --family"),
-        (["preprocess", "--benchmarks", "demo-mc", "--model", "llava-7b"], "cannot tell the model family"),
+        (["preprocess", "--benchmarks", "demo-mc", "--model", "llava-7b"], "cannot load the config of 'llava-7b'"),
         (["preprocess", "--benchmarks", "demo-mc", "--family", "qwen3-vl", "--workers", "0"], "--workers"),
         (["preprocess", "--benchmarks", "demo-mc", "--family", "qwen3-vl", "--cache-max-gb", "-1"], "--cache-max-gb"),
         (["cache", "stats", "--cache-dir", "/nonexistent/cache"], "no frame cache at /nonexistent/cache"),

@@ -107,6 +107,10 @@ def test_a_read_only_cache_fails_at_once_before_the_plan(tmp_path, capsys):
 def test_new_benchmark_suggests_commands_that_work_when_pasted(tmp_path, monkeypatch, capsys):
     import shlex
 
+    from vbench_async.benchmarks import include
+
+    monkeypatch.setattr(include, "_added", [])  # the in-process commands' --include stays with this test
+
     from support.videos import write_video
     from test_include import records, write_records
 

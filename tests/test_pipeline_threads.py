@@ -29,7 +29,8 @@ def _cached(tmp_path: Path):
     spec = get_benchmark("mmvu").frame_spec(family_ref("qwen2.5-vl"), {"max_frames": 4, "max_pixels": 16384})
     cache = FrameCache(tmp_path / "cache")
     key = cache.key(video, spec)
-    reply = handle({"id": key, "video": str(video), "spec": spec.to_dict(), "window": None, "decoder": cache.decoder,
+    reply = handle({"id": key, "video": str(video), "fingerprint": cache.fingerprint(video), "spec": spec.to_dict(),
+                    "window": None, "decoder": cache.decoder,
                     "codec": cache.codec, "out": str(cache.layout.entry_path(key))})
     assert reply["ok"], reply
     return cache, video, spec

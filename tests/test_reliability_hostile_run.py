@@ -12,7 +12,7 @@ import re
 from collections import Counter
 
 import pytest
-from conftest import ENGINE_GROUP, run_cli, served_args
+from conftest import ENGINE_GROUP, run_cli, served_args, wait_for_site
 from support.hostile import CACHE_CASES, CARD, JINJA, XSS, build_corpus, run_args, stale_temp_file
 
 from vbench_async.benchmarks import get_benchmark
@@ -42,6 +42,8 @@ def hostile_run(tmp_path_factory, vllm_server):
         case.damage(entries[case.name])
     out = root / "out"
     proc = run_cli(*run_args(corpus.data_map, out, cache_dir, *served_args(vllm_server)), timeout=1800)
+    if (out / "summary.json").exists():
+        wait_for_site(out)  # the run leaves its site to a background process
     lines = []
     for f in (out / "results").glob("*.jsonl"):
         lines += [json.loads(line) for line in f.read_text(encoding="utf-8").split("\n") if line]

@@ -161,7 +161,8 @@ def _warm(cache: Path, video: Path) -> None:
     spec = get_benchmark("mmvu").frame_spec(family_ref("qwen2.5-vl"), {"max_frames": 4, "max_pixels": 16384})
     with FrameCache(cache) as frames:
         key = frames.key(video, spec)
-        reply = handle({"id": key, "video": str(video), "spec": spec.to_dict(), "window": None,
+        reply = handle({"id": key, "video": str(video), "fingerprint": frames.fingerprint(video),
+                        "spec": spec.to_dict(), "window": None,
                         "decoder": frames.decoder, "codec": frames.codec, "out": str(frames.layout.entry_path(key))})
         assert reply["ok"] and frames.has(video, spec), reply
 

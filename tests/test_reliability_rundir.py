@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, wait_for_site
 from support.fault_server import FaultServer, openai_args, slow_run, wait_until
 from support.hostile import _good, _video, write_data_map
 
@@ -195,6 +195,7 @@ def test_lines_of_records_no_longer_in_the_file_count_nowhere_and_an_interrupted
         args.remove("--no-site")
         first = run_cli(*args, timeout=300)
         assert first.returncode == 1, first.stderr[-3000:]  # the torn record is a recorded failure
+        wait_for_site(out)
         assert "#4" in read_lines(_result_file(out))
         # The record is repaired (it becomes "j9"), and its answer takes long: Ctrl-C while it is in flight.
         fixed = [_rec(f"j{i}") for i in range(4)] + [_rec("j9", problem="FAULT=hang#9 Which colour is the square?")]
@@ -215,6 +216,7 @@ def test_lines_of_records_no_longer_in_the_file_count_nowhere_and_an_interrupted
         server.hang_s = 0.0
         third = run_cli(*args, timeout=300)  # the same command finishes it
     assert third.returncode == 0, third.stderr[-3000:]
+    wait_for_site(out)
     b = _summary(out)
     assert (b["n_total"], b["n_failed"], b["score"], b["complete"], b["n_stale"]) == (5, 0, 1.0, True, 1), b
     row = _board_row(site)
@@ -305,6 +307,7 @@ def test_csv_exports_neutralise_cells_a_spreadsheet_would_run(tmp_path):
         args.remove("--no-site")
         proc = run_cli(*args, timeout=300)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    wait_for_site(tmp_path / "out")  # written by the background process the run leaves
     site = tmp_path / "out" / "leaderboard"
     cells = [c for name in ("leaderboard", f"{BENCH}.samples", f"{BENCH}.categories")
              for row in _csv(site, name) for c in row.values() if c]

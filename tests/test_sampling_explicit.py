@@ -79,14 +79,14 @@ def test_a_generation_config_penalty_does_not_change_hf_answers(penalised_model)
 def test_the_config_hash_covers_backend_and_decoder(tmp_path):
     from vbench_async import models
     from vbench_async.benchmarks import get_benchmark
-    from vbench_async.runner import RunConfig, _plan
+    from vbench_async.runner import RunConfig, _plan_benchmark
 
     model = models.resolve("tiny-qwen2.5-vl")
     bench = get_benchmark("demo-mc")
     hashes = set()
     for backend, decoder in (("vllm", "pyav"), ("openai", "pyav"), ("hf", "pyav"), ("vllm", "decord")):
         cfg = RunConfig(model="tiny-qwen2.5-vl", backend=backend)
-        plan = _plan(bench, model, cfg, tmp_path, [], decoder=decoder)
+        plan = _plan_benchmark(bench, model, cfg, tmp_path, [], decoder=decoder)
         assert plan.config["backend"] == backend and plan.config["decoder"] == decoder
         hashes.add(plan.store.config_hash)
     assert len(hashes) == 4

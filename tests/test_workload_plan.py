@@ -135,7 +135,8 @@ def test_the_plans_cache_bytes_are_what_the_cache_will_write(tmp_path):
 
     def decode(i: int) -> tuple[int, int]:  # (raw frame bytes, entry bytes) of clip i, decoded into the cache
         path = cache.layout.entry_path(keys[i])
-        assert handle({"id": keys[i], "video": str(clips[i]), "spec": spec.to_dict(), "window": None,
+        assert handle({"id": keys[i], "video": str(clips[i]), "fingerprint": cache.fingerprint(clips[i]),
+                       "spec": spec.to_dict(), "window": None,
                        "decoder": cache.decoder, "codec": cache.codec, "out": str(path)})["ok"]
         return cache.get(clips[i], spec).frames.nbytes, path.stat().st_size
 
