@@ -159,7 +159,7 @@ add_include(cards)
 bench = get_benchmark("perf-e2e")
 bench.prompt_variant = "predecessor"
 model = models.resolve("tiny-qwen3-vl")
-spec = bench.frame_spec(model.family, model.frame_overrides({}))
+spec = bench.frame_spec(model, {})
 backend._processor = AutoProcessor.from_pretrained(backend.model)
 cache = FrameCache(cache_dir)
 sampling = SamplingParams(max_tokens=16, temperature=0.0)

@@ -1,7 +1,7 @@
 """Bounded memory of the evaluation HARNESS: peak RSS of `runner.run` streaming 100,000 questions through planning,
 frame loading (preprocessing), scheduling, scoring, result writing and aggregation, against the same for 10,000;
-and how long planning takes at each size (`runner._plan` for every benchmark plus the workload plan: annotation
-parsing, prompt rendering, the chat template, tokenizing, video headers).
+and how long planning takes at each size (`runner._plan_benchmark` for every benchmark plus the workload plan:
+annotation parsing, prompt rendering, the chat template, tokenizing, video headers).
 
 What is measured is the harness, not the engine: the backend in this script answers every request at once with a
 fixed text (`InstantBackend`, defined here; perf/pipeline.py reuses it), so the numbers are the pipeline's own
@@ -106,7 +106,7 @@ def child(data_map: Path, out: Path, cache: Path, engine_imports: bool) -> dict:
     runner._backend = lambda cfg, model, plans, *rest: InstantBackend()  # the one substitution: no engine
     # Peaks by phase: planning (samples, prompts, paths) ends where evaluation starts; the loop; the summary.
     peaks: dict[str, float] = {"imports": _status_mb("VmHWM")}
-    runner._plan = _phase(peaks, "plan", runner._plan)
+    runner._plan_benchmark = _phase(peaks, "plan", runner._plan_benchmark)
     plan_s: list[float] = []
     runner._run_locked = _timed_plan(runner._run_locked, plan_s)
     runner._execute = _phase(peaks, "loop", runner._execute)
