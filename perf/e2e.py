@@ -215,7 +215,8 @@ def serve_second(data: Path, cards: Path, cache: Path, work: Path) -> dict[str, 
         times = []
         for n in (1, 2):
             t0 = time.time()
-            record = client.submit(url, {"benchmarks": [BENCH], "include": [str(cards)], "data_root": str(data),
+            selection = {"benchmarks": [BENCH], "include": [str(cards)], "data_root": str(data)}
+            record = client.submit(url, {"selection": selection,
                                          "sampling": {"max_tokens": 16, "temperature": 0.0},
                                          "output_dir": str(work / f"job{n}")})
             record = client.wait(url, record["id"], poll_s=0.05)
