@@ -249,14 +249,21 @@ def _kinds(cls: type) -> dict[str, _Kind]:
 _RESULT_KINDS = _kinds(Result)
 
 
-def result_problem(line: Any) -> str | None:
-    """Why `line` is not a result line, or None when it is: each field against its declared type (absent or null
-    allowed for what older lines lack), a score a finite number in [0, 1], an error with a kind and a message."""
+def record_problem(line: Any) -> str | None:
+    """Why `line` is not a line of a results or judge file at all (not an object, no sample id), or None."""
     if not isinstance(line, Mapping):
         return f"a {type(line).__name__}, not an object"
     sid = line.get("sample_id")
     if not isinstance(sid, str) or not sid:
         return "no sample_id string"
+    return None
+
+
+def result_problem(line: Any) -> str | None:
+    """Why `line` is not a result line, or None when it is: each field against its declared type (absent or null
+    allowed for what older lines lack), a score a finite number in [0, 1], an error with a kind and a message."""
+    if (problem := record_problem(line)) is not None:
+        return problem
     for name, kind in _RESULT_KINDS.items():
         v = line.get(name)
         if v is None or not kind.types:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, TypeVar, overload
 
-from ..result import error_problem, result_problem, score_problem
+from ..result import error_problem, record_problem, result_problem, score_problem
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -66,11 +66,8 @@ def line_problem(rec: Any, path: Path) -> str | None:
 
 
 def _verdict_problem(rec: Any) -> str | None:
-    if not isinstance(rec, dict):
-        return f"a {type(rec).__name__}, not an object"
-    sid = rec.get("sample_id")
-    if not isinstance(sid, str) or not sid:
-        return "no sample_id string"
+    if (problem := record_problem(rec)) is not None:
+        return problem
     for name, types in _JUDGE_TYPES.items():
         if name in rec and not isinstance(rec[name], types):
             return f"{name} is a {type(rec[name]).__name__}"
