@@ -269,8 +269,8 @@ def tempcompass_caption_matching(pred: str, question: str, answer: str) -> int |
 
 _ST_TOKEN = re.compile(r"<(?:WIDTH|HEIGHT|TEMP)-(\d+)>")
 _ST_SPAN = re.compile(r"{\s*(\d+(?:\.\d+)?)\,\s*(\d+(?:\.\d+)?)\s*}")
-_NUM = r"(\d+(?:\.\d+)?)"
-_ST_PAIR = re.compile(_NUM + r"\,\:\s*\[" + r",\s*".join([_NUM] * 4) + r"\]")
+_ST_NUM = r"(\d+(?:\.\d+)?)"
+_ST_PAIR = re.compile(_ST_NUM + r"\,\:\s*\[" + r",\s*".join([_ST_NUM] * 4) + r"\]")
 
 
 def _st_tokens(text: str, as_index: bool) -> str:
