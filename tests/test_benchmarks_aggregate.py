@@ -57,6 +57,15 @@ def test_hierarchical_is_task_then_category_then_overall() -> None:
     assert close(agg["score"], 0.25)  # not the micro mean 0.5
 
 
+def test_hierarchical_reports_samples_without_a_group_instead_of_a_none_group() -> None:
+    rows = [result(1.0, t="A", c="x"), result(0.0, t="B", c="x"), result(1.0, t="A")]
+    agg = aggregate(rows, Aggregation("hierarchical", {"levels": ["t", "c"]}))
+    assert "None" not in agg["by_c"] and "None" not in agg["by_t"]
+    assert agg["n_without_group"] == 1 and close(agg["score"], 0.5)
+    fallback = aggregate([result(1.0), result(0.0)], Aggregation("hierarchical", {"levels": ["t", "c"]}))
+    assert close(fallback["score"], 0.5) and fallback["headline_basis"]["reported"] == "mean over all samples"
+
+
 def test_videomathqa_failed_binary_variant_fails_its_question() -> None:
     rows = [result(1.0), result(1.0, mbin_group="q1"), result(None, FAIL, mbin_group="q1"),
             result(1.0, mbin_group="q2"), result(1.0, mbin_group="q2")]

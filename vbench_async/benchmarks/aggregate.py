@@ -127,8 +127,20 @@ def _macro(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
 def _hierarchical(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
     task_field, category_field = params["levels"]
     tasks: dict[str, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
+    missing = 0
     for r in results:
-        tasks[str(r.field_value(category_field))][str(r.field_value(task_field))].append(r)
+        task, category = r.field_value(task_field), r.field_value(category_field)
+        if task is None or category is None:  # no group to put it in: counted and reported, as _macro does
+            missing += 1
+            continue
+        tasks[str(category)][str(task)].append(r)
+    if not tasks:
+        return {"score": mean(value(r) for r in results),
+                "headline": f"mean over all samples (records carry no {task_field!r}/{category_field!r} fields)",
+                "headline_basis": {"official": f"mean of {category_field} scores, each the mean of its {task_field} "
+                                               "scores", "reported": "mean over all samples",
+                                   "reason": "the records carry no fields to group by"},
+                "n_without_group": missing}
     by_task, by_category, every_task, category_means = {}, {}, [], []
     for category, task_map in sorted(tasks.items()):
         task_scores = {t: mean(value(r) for r in rs) for t, rs in sorted(task_map.items())}
@@ -144,8 +156,11 @@ def _hierarchical(results: list[Result], params: Mapping[str, Any]) -> dict[str,
     else:
         score = mean(category_means)
         headline = f"mean of {category_field} scores, each the mean of its {task_field} scores"
-    return {"score": score, "headline": headline, f"by_{task_field}": by_task, f"by_{category_field}": by_category,
-            f"mean_of_{category_field}_means": mean(category_means), f"mean_of_{task_field}_scores": mean(every_task)}
+    out = {"score": score, "headline": headline, f"by_{task_field}": by_task, f"by_{category_field}": by_category,
+           f"mean_of_{category_field}_means": mean(category_means), f"mean_of_{task_field}_scores": mean(every_task)}
+    if missing:
+        out["n_without_group"] = missing  # not in any group: reported, never silently dropped
+    return out
 
 
 def _temporal_grounding(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
