@@ -58,6 +58,10 @@ class ArrivalServer(FaultServer):
                                               "usage": {"prompt_tokens": 10, "completion_tokens": 3}}).encode())
 
 
+def _as_background_job() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _lines(out: Path) -> int:
     return sum(f.read_bytes().count(b"\n") for f in (out / "results").glob("*.jsonl"))
 
@@ -71,8 +75,11 @@ def interrupt_trial(tmp_path: Path, data_map: Path, cache: Path, concurrency: in
                             "--max-retries", "0", "--request-timeout", "30")
         log_path = out.with_suffix(".log")
         with open(log_path, "w") as log:
+            # The SIGTERM trials start the run as a script's background job would (`vbench-async run ... &`):
+            # with SIGINT ignored, which the SIGTERM relay must not inherit.
             proc = subprocess.Popen([sys.executable, "-m", "vbench_async", *args], cwd=REPO, stdout=log,
-                                    stderr=subprocess.STDOUT)
+                                    stderr=subprocess.STDOUT,
+                                    preexec_fn=_as_background_job if sig == signal.SIGTERM else None)
             try:
                 wanted = rng.randint(1, 3 * concurrency)
                 deadline = time.monotonic() + 120

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 
 INTERRUPTED = 130
@@ -28,3 +29,15 @@ def exit_now(code: int) -> None:
     gc.collect()  # once, while every module is intact: objects in cycles (an engine) still get a clean __del__
     gc.freeze()
     sys.exit(code)
+
+
+def sigterm_as_ctrl_c() -> None:
+    """SIGTERM (a scheduler ending the job, `timeout`) stops the command as Ctrl-C does: one graceful path, finished
+    results kept, a partial summary.
+
+    A command started in the background of a script (`vbench-async run ... &` in a batch job) inherits SIGINT ignored,
+    the shell's rule for background jobs; Python then installs no Ctrl-C handler, and the SIGTERM relayed as SIGINT
+    would be ignored too: the run would go on after the scheduler asked it to stop. So the handler is restored."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import functools
-import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UserError
 from ..phases import mark
+from ..process_exit import sigterm_as_ctrl_c
 from ..results.rundir import discard_if_unused
 from .failures import print_failures
 from .formatting import DefaultsHelpFormatter
@@ -70,8 +70,7 @@ def main(args: argparse.Namespace) -> int:
     kind = backend_kind(cfg.backend)
     if kind.settings is VLLMSettings:  # before anything touches CUDA: the engine processes inherit the restriction
         apply_devices(select_devices(args.gpus, cfg.engine.tensor_parallel_size * cfg.engine.data_parallel_size))
-    # SIGTERM (a scheduler ending the job) stops the run as Ctrl-C does: finished lines kept, a partial summary.
-    signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
+    sigterm_as_ctrl_c()
     model = resolve_model(cfg)
     out_dir = run_dir_for(cfg, model)
     refuse_other_model(out_dir, model)
@@ -182,7 +181,7 @@ def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
     from .console import engine_console, engine_log_path
     from .plan_view import print_plan_lines
 
-    signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
+    sigterm_as_ctrl_c()
     budgets = list(args.frame_budgets)
     in_process = backend_kind(cfg.backend).in_process
 
