@@ -254,10 +254,16 @@ def test_a_sweep_prints_no_engine_line_and_each_budget_has_the_engines_log(tmp_p
                    "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache"), timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     console = proc.stdout + proc.stderr
-    assert [m for m in ENGINE_MARKERS if m in console] == [], console[-3000:]
-    for budget in (4, 8):
-        log = (out / f"max_frames-{budget}" / "logs" / "engine.log").read_text()
-        assert re.search(r"EngineCore pid=\d+ INFO vllm\.", log), budget
+    assert [m for m in ENGINE_MARKERS + (" INFO ",) if m in console] == [], console[-3000:]
+    # One engine for both budgets (the largest first): one start line, then the other budget's line.
+    assert console.count("start: ") == 1 and console.count("start: engine vllm, model tiny-qwen2.5-vl") == 1, console
+    assert "then max_frames=4: 2 sample(s) in 1 benchmark(s), on the same engine" in console, console
+    first = (out / "max_frames-8" / "logs" / "engine.log").read_text()
+    assert re.search(r"EngineCore pid=\d+ INFO vllm\.", first)  # the engine's start-up, in the run that started it
+    # The run on the kept engine: its own vLLM records (the engine is closed after it) and where the start-up is.
+    then = (out / "max_frames-4" / "logs" / "engine.log").read_text()
+    assert f"the engine is the one started by the run in {out / 'max_frames-8'}" in then, then
+    assert re.search(r"MainProcess pid=\d+ INFO vllm\..*\[shutdown\]", then), then
 
 
 @pytest.mark.slow  # an in-process judge engine
