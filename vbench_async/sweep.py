@@ -17,7 +17,8 @@ from typing import Any, Callable, ContextManager
 
 from .backends.factory import backend_kind
 from .errors import UserError
-from .runner import RunConfig, frame_cache, run, run_dir_for, video_jobs
+from .run_config import RunConfig, run_dir_for
+from .runner import frame_cache, run, video_jobs
 
 log = logging.getLogger(__name__)
 

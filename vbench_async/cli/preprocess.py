@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def add_options(p: argparse.ArgumentParser) -> None:
     from ..benchmarks.selection import Selection
     from ..frames.overrides import FrameOverrides
-    from ..runner import RunConfig
+    from ..run_config import RunConfig
     from .formatting import bounded
     from .include import add_include_option
     from .options import add_group

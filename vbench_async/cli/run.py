@@ -25,7 +25,7 @@ from .output import (
 
 if TYPE_CHECKING:
     from ..models import ModelRef
-    from ..runner import RunConfig
+    from ..run_config import RunConfig
     from ..sharding import Shard
 
 
@@ -54,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
     from ..backends.factory import backend_kind
     from ..backends.vllm import VLLMSettings
     from ..launcher import apply_devices, resolve_shard, select_devices
-    from ..runner import resolve_model, run_dir_for
+    from ..run_config import resolve_model, run_dir_for
     from .console import engine_console, engine_log_path
 
     if getattr(args, "server", None):
@@ -178,7 +178,7 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir:
 def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
     """`run --max-frames 16,32,64`: every budget's run, its table, and one site over all of them."""
     from ..backends.factory import backend_kind
-    from ..runner import resolve_model, run_dir_for
+    from ..run_config import resolve_model, run_dir_for
     from ..sweep import budget_dir, run_sweep
     from .console import engine_console, engine_log_path
     from .plan_view import print_plan_lines
