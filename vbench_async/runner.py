@@ -163,17 +163,10 @@ def _load(cfg: RunConfig) -> tuple[list[tuple[Benchmark, list[Sample | SampleErr
 
 def frame_cache(cfg: RunConfig) -> FrameCache:
     from .frames import FrameCache
-    from .frames.budget import gb_to_bytes
 
-    # Retrying failures reaches the cache too: a video whose decode failed last time is tried again.
-    cache_opts: dict[str, Any] = {"retry_failed": cfg.retry_failed}
-    cache_opts["compress_later"] = True  # new entries raw on the critical path, compressed at idle priority
-    if cfg.cache_max_gb is not None:
-        cache_opts["max_bytes"] = gb_to_bytes(cfg.cache_max_gb)
-    try:
-        cache = FrameCache(cfg.cache_dir, **cache_opts) if cfg.cache_dir else FrameCache.default(**cache_opts)
-    except ValueError as exc:  # a bad budget or codec in the environment
-        raise UserError(str(exc)) from exc
+    # Retrying failures reaches the cache too: a video whose decode failed last time is tried again. New entries are
+    # written raw on the critical path and compressed later, at idle priority.
+    cache = FrameCache.at(cfg.cache_dir, cfg.cache_max_gb, retry_failed=cfg.retry_failed, compress_later=True)
     check_writable(cache.root)
     return cache
 
