@@ -239,9 +239,12 @@ def test_each_budget_of_a_sweep_writes_its_own_engine_log(tmp_path, capsys):
                          "http://127.0.0.1:9/v1"])
     finally:
         include._added[:] = saved
-    assert code == 1, capsys.readouterr().err[-3000:]  # the samples' videos are gone: recorded failures
+    console = capsys.readouterr()
+    assert code == 1, console.err[-3000:]  # the samples' videos are gone: recorded failures
     for budget in (4, 8):
         assert (out / f"max_frames-{budget}" / "logs" / "engine.log").is_file(), budget
+    # One start line for the sweep (its largest budget runs first), then a line for the other budget.
+    assert console.out.count("start: ") == 1 and "then max_frames=4: 2 sample(s) in 1 benchmark(s)" in console.out
 
 
 @pytest.mark.slow  # two in-process engine starts
