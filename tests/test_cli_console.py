@@ -38,7 +38,8 @@ def test_the_demo_run_prints_only_its_own_lines_and_the_engine_log_holds_vllms(q
 
 
 @pytest.mark.parametrize("option", ["--concurrency 0", "--concurrency -1", "--loaders 0", "--max-tokens 0",
-                                    "--temperature -1", "--workers -3", "--max-samples 0", "--top-p 0"])
+                                    "--temperature -1", "--workers -3", "--max-samples 0", "--top-p 0",
+                                    "--max-frames 0"])
 def test_numeric_options_out_of_range_are_refused_when_parsed(option, capsys):
     flag, value = option.split()
     with pytest.raises(SystemExit) as stop:
