@@ -101,6 +101,7 @@ def test_gc_removes_stale_temp_files_failures_and_old_entries(filled: Path, caps
         (["preprocess", "--benchmarks", "demo-mc", "--family", "qwen3-vl", "--workers", "0"], "--workers"),
         (["preprocess", "--benchmarks", "demo-mc", "--family", "qwen3-vl", "--cache-max-gb", "-1"], "--cache-max-gb"),
         (["cache", "stats", "--cache-dir", "/nonexistent/cache"], "no frame cache at /nonexistent/cache"),
+        (["cache", "gc", "--max-gb", "-1"], "--max-gb: must be at least 0"),
     ],
 )
 def test_bad_arguments_are_user_errors(argv: list[str], message: str, capsys) -> None:

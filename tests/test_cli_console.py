@@ -38,7 +38,8 @@ def test_the_demo_run_prints_only_its_own_lines_and_the_engine_log_holds_vllms(q
 
 
 @pytest.mark.parametrize("option", ["--concurrency 0", "--concurrency -1", "--loaders 0", "--max-tokens 0",
-                                    "--temperature -1", "--workers -3", "--max-samples 0", "--top-p 0"])
+                                    "--temperature -1", "--workers -3", "--max-samples 0", "--top-p 0",
+                                    "--max-frames 0"])
 def test_numeric_options_out_of_range_are_refused_when_parsed(option, capsys):
     flag, value = option.split()
     with pytest.raises(SystemExit) as stop:
@@ -239,9 +240,12 @@ def test_each_budget_of_a_sweep_writes_its_own_engine_log(tmp_path, capsys):
                          "http://127.0.0.1:9/v1"])
     finally:
         include._added[:] = saved
-    assert code == 1, capsys.readouterr().err[-3000:]  # the samples' videos are gone: recorded failures
+    console = capsys.readouterr()
+    assert code == 1, console.err[-3000:]  # the samples' videos are gone: recorded failures
     for budget in (4, 8):
         assert (out / f"max_frames-{budget}" / "logs" / "engine.log").is_file(), budget
+    # One start line for the sweep (its largest budget runs first), then a line for the other budget.
+    assert console.out.count("start: ") == 1 and "then max_frames=4: 2 sample(s) in 1 benchmark(s)" in console.out
 
 
 @pytest.mark.slow  # two in-process engine starts
@@ -254,10 +258,16 @@ def test_a_sweep_prints_no_engine_line_and_each_budget_has_the_engines_log(tmp_p
                    "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache"), timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     console = proc.stdout + proc.stderr
-    assert [m for m in ENGINE_MARKERS if m in console] == [], console[-3000:]
-    for budget in (4, 8):
-        log = (out / f"max_frames-{budget}" / "logs" / "engine.log").read_text()
-        assert re.search(r"EngineCore pid=\d+ INFO vllm\.", log), budget
+    assert [m for m in ENGINE_MARKERS + (" INFO ",) if m in console] == [], console[-3000:]
+    # One engine for both budgets (the largest first): one start line, then the other budget's line.
+    assert console.count("start: ") == 1 and console.count("start: engine vllm, model tiny-qwen2.5-vl") == 1, console
+    assert "then max_frames=4: 2 sample(s) in 1 benchmark(s), on the same engine" in console, console
+    first = (out / "max_frames-8" / "logs" / "engine.log").read_text()
+    assert re.search(r"EngineCore pid=\d+ INFO vllm\.", first)  # the engine's start-up, in the run that started it
+    # The run on the kept engine: its own vLLM records (the engine is closed after it) and where the start-up is.
+    then = (out / "max_frames-4" / "logs" / "engine.log").read_text()
+    assert f"the engine is the one started by the run in {out / 'max_frames-8'}" in then, then
+    assert re.search(r"MainProcess pid=\d+ INFO vllm\..*\[shutdown\]", then), then
 
 
 @pytest.mark.slow  # an in-process judge engine

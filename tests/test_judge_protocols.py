@@ -203,6 +203,9 @@ def test_videommlu_answers_questions_from_the_caption_then_grades():
     assert "{'pred': 'yes', 'score': 4.8}" in grades[0].prompt
     assert run(MMLU, it, ["a", "b"], ["no idea", "{'pred': 'yes', 'score': 4}"])[0].score == 1.0  # one readable
     assert run(MMLU, it, ["a", "b"], ["?", "?"])[0].error["kind"] == UNPARSABLE
+    # A rating that is not a number: the yes still counts, the mean rating is over the numeric ones only.
+    odd = run(MMLU, it, ["a", "b"], ["{'pred': 'Yes', 'score': 'high'}", "{'pred': 'no', 'score': 2}"])[0]
+    assert odd.score == 0.5 and odd.info == {"n_questions": 2, "n_graded": 2, "mean_rating": 2.0}
     assert MMLU.start(item("videommlu", "", "caption", "mine")).error["kind"] == NEEDS_FIELDS  # the unified file
 
 

@@ -188,7 +188,7 @@ def test_run_server_records_the_prompt_variant_the_name_and_the_judge_in_the_job
         code = cli.main(["run", "--server", f"http://127.0.0.1:{httpd.server_address[1]}", "--model",
                          "tiny-qwen2.5-vl", "--include", str(cards), "--benchmarks", "my-open", "--data-root",
                          str(data), "--prompt-variant", "predecessor", "--name", "mine", "--judge-model", "J",
-                         "--output-dir", str(out), "--no-site", "--no-progress"])
+                         "--output-dir", str(out), "--no-progress"])
     finally:
         httpd.shutdown()
         httpd.server_close()
@@ -200,7 +200,9 @@ def test_run_server_records_the_prompt_variant_the_name_and_the_judge_in_the_job
     assert manifest["prompt_variant"] == "predecessor" and manifest["judge"]["model"] == "J"
     assert json.loads((out / "summary.json").read_text())["model"] == "mine"
     assert run["selection"]["include"] == [str(cards.resolve())]  # the run remembers where its card lives
-    assert (out / "logs" / "engine.log").is_file()  # the job's log, as `run` writes one
+    # The job's run directory is a plain run's: its log, and its own site with the run's row.
+    assert (out / "logs" / "engine.log").is_file()
+    assert "mine" in (out / "leaderboard" / "index.html").read_text()
 
 
 def test_judge_finds_the_runs_own_cards_and_says_so_before_an_engine_when_they_are_gone(tmp_path, includes, capsys):

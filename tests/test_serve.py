@@ -198,16 +198,13 @@ def test_the_server_keeps_its_engine_across_jobs_and_swaps_it_for_another_model(
     proc, url = start_serve("--model", "tiny-qwen2.5-vl", "--cache-dir", str(tmp_path / "cache"), "--workers", "1",
                             "--log-dir", str(tmp_path / "serve"), console=console)
     try:
-        walls = []
         for name in ("one", "two"):
             job = client.submit(url, {"selection": {"benchmarks": ["demo-mc"]}, "sampling": {"max_tokens": 8},
                                       "output_dir": str(tmp_path / name)})
             done = client.wait(url, job["id"], poll_s=0.2)
             assert done["status"] == "done", done
-            walls.append(done["wall_s"])
             assert_complete(tmp_path / name, "demo-mc", 11)
-        assert client.health(url)["engine_starts"] == 1
-        assert walls[1] < walls[0] / 2, walls  # the second job pays no engine start-up
+        assert client.health(url)["engine_starts"] == 1  # the second job paid no engine start-up
         job = client.submit(url, {"model": "tiny-qwen2-vl", "selection": {"benchmarks": ["demo-mc"]},
                                   "sampling": {"max_tokens": 8},
                                   "output_dir": str(tmp_path / "other")})

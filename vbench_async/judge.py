@@ -40,7 +40,7 @@ from .results.verdicts import (
 from .scoring.judges import PROMPT_HASH, Ask, JudgeItem, JudgeProtocol, Outcome, judge_for
 
 if TYPE_CHECKING:
-    from .runner import RunConfig
+    from .run_config import RunConfig
 
 log = logging.getLogger(__name__)
 

@@ -17,26 +17,21 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from . import settings
-from .backends.base import CONCURRENCY, Backend, NoRequests, SamplingParams
-from .backends.factory import backend_field, backend_kind, make_backend
-from .backends.openai import ServerSettings
+from .backends.base import Backend, NoRequests
+from .backends.factory import backend_kind, make_backend
 from .backends.vllm import VLLMSettings
 from .benchmarks.include import included
-from .benchmarks.prompts import PromptSettings
-from .benchmarks.selection import Selection
 from .errors import DataMissing, SampleError, UserError
 from .failure_kinds import EnvironmentFault
-from .frames.overrides import FrameOverrides
-from .frames.preprocess import WORKERS as DECODE_WORKERS
 from .phases import mark
-from .pipeline import LOADERS, QUEUE_SIZE, Pipeline, PlanEntry, Progress, WorkItem, group_by_video
+from .pipeline import Pipeline, PlanEntry, Progress, WorkItem, group_by_video
 from .preflight import check_writable, no_data
 from .results.manifest import PlannedBenchmark, plain
 from .results.rundir_lock import RunDirLock
 from .results.store import ResultStore, config_hash
+from .run_config import MODES, RunConfig, resolve_model, run_dir_for
 from .samples import Sample
 
 if TYPE_CHECKING:
@@ -54,73 +49,6 @@ log = logging.getLogger(__name__)
 # Builds a run's backend from its kind and settings (make_backend's signature). The evaluation server passes its own,
 # which hands out the engine it keeps instead of starting one per run.
 BackendFactory = Callable[..., Backend]
-
-MODES = ("auto", "preprocess", "eval", "both")
-
-
-MODEL_HELP = ("model directory, hub id, or a built-in tiny model: tiny-qwen2-vl, tiny-qwen2.5-vl, tiny-qwen3-vl, "
-              "tiny-internvl, tiny-llava-onevision, tiny-glm-4.1v (random weights, for testing the pipeline; "
-              "`vbench-async list --models` shows the families)")
-_COUNT = {"min": 1}
-
-
-@dataclass
-class RunConfig:
-    """Every setting of a run, declared once: a field with a `help` is a command-line flag (`cli/options.py`), the
-    nested settings are their own groups, and `to_json`/`from_json` are the form a server job and training validation
-    pass (`settings.py`: the same bounds). Metadata `job` False: the server's own setting, refused in a job."""
-
-    model: str = field(metadata={"help": MODEL_HELP})
-    selection: Selection = field(default_factory=Selection)
-    output_dir: Path | None = field(default=None, metadata={"help": "run directory (default: runs/<model name>)"})
-    cache_dir: Path | None = field(default=None, metadata={
-        "job": False, "help": "frame cache (default: $VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)"})
-    cache_max_gb: float | None = field(default=None, metadata={
-        "job": False, "min": 0,
-        "help": "keep the frame cache under this size: least recently used entries are evicted while the work goes "
-                "on, never one this work still needs; what does not fit is decoded on demand (default: "
-                "$VBENCH_ASYNC_CACHE_MAX_GB, else no limit)"})
-    backend: str = backend_field(job=False)
-    mode: str = field(default="auto", metadata={
-        "choices": MODES,
-        "help": "preprocess: fill the frame cache only; eval: no preprocessing pass (misses are decoded in the "
-                "background); both: preprocess, then evaluate; auto: eval if >=90%% of videos are cached"})
-    thinking: bool = field(default=False, metadata={"help": "use the reasoning prompt variant"})
-    prompt: PromptSettings = field(default_factory=PromptSettings)  # which prompt variant each benchmark gets
-    sampling: SamplingParams = field(default_factory=SamplingParams)
-    # FrameSpec fields over the card's preset: FrameOverrides.to_dict()
-    frame_overrides: dict[str, int | float] = field(default_factory=dict, metadata={"as": FrameOverrides})
-    concurrency: int = field(default=CONCURRENCY, metadata={"help": "requests in flight", **_COUNT})
-    loaders: int = field(default=LOADERS, metadata={"job": False, "help": "frame-loading threads", **_COUNT})
-    queue_size: int = field(default=QUEUE_SIZE, metadata={
-        "job": False, "help": "loaded samples waiting for a free request slot", **_COUNT})
-    decode_workers: int = field(default=DECODE_WORKERS, metadata={
-        "job": False, "flag": "--workers", "help": "decoder processes for preprocessing", **_COUNT})
-    retry_failed: bool = field(default=False, metadata={
-        "help": "re-run samples whose stored result is a failure, and decode again videos that failed before "
-                "(transient failures, such as a decode timeout or an overloaded server, are re-run anyway)"})
-    engine: VLLMSettings = field(default_factory=VLLMSettings, metadata={"job": False})  # backend vllm
-    server: ServerSettings = field(default_factory=ServerSettings, metadata={"job": False})  # backend openai
-    progress: bool = field(default=True, metadata={"local": True, "flag": "--no-progress", "help": "no progress bars"})
-    # (K, N): evaluate only shard K of N (sharding.py); merge combines them. The CLI's --shard K/N|auto sets it.
-    shard: tuple[int, int] | None = field(default=None, metadata={"job": False})
-    name: str | None = field(default=None, metadata={
-        "help": "the model's name in the summary, the tables and the leaderboard, and in the default run directory "
-                "(default: from --model: the folder name, or parent_checkpoint-N for a checkpoint)"})
-    judge_model: str | None = field(default=None, metadata={
-        "help": "after the run, judge open-ended answers with this model (same backend kind and settings); see "
-                "`vbench-async judge`"})
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form (a server job's body, training validation's run): `from_json` reads it back equal."""
-        return settings.to_json(self)
-
-    @classmethod
-    def from_json(cls, data: Any, exclude: Collection[str] = ()) -> RunConfig:
-        """A RunConfig from its JSON form, with the flags' bounds; UserError naming any unknown field, or a field of
-        `exclude` (those the caller does not let be set)."""
-        return settings.from_json(cls, data, exclude=exclude)
-
 
 @dataclass
 class BenchmarkPlan(PlannedBenchmark):
@@ -144,19 +72,6 @@ def run(cfg: RunConfig, on_plan: Callable[[WorkloadPlan | None, dict[str, str]],
     # folders are known for the run only (a server job's must not outlive it).
     with RunDirLock(run_dir, shared=bool(cfg.shard)), included(*cfg.selection.include):
         return _run_locked(cfg, model, run_dir, t_start, on_plan, backends)
-
-
-def resolve_model(cfg: RunConfig) -> ModelRef:
-    """The run's model, labelled with `cfg.name` when the user gave one."""
-    from . import models
-
-    model = models.resolve(cfg.model)
-    return dataclasses.replace(model, label=cfg.name) if cfg.name else model
-
-
-def run_dir_for(cfg: RunConfig, model: ModelRef) -> Path:
-    """Where a run writes: OUTPUT_DIR, or runs/<model name>."""
-    return Path(cfg.output_dir or Path("runs") / model.display_name)
 
 
 def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
@@ -248,17 +163,10 @@ def _load(cfg: RunConfig) -> tuple[list[tuple[Benchmark, list[Sample | SampleErr
 
 def frame_cache(cfg: RunConfig) -> FrameCache:
     from .frames import FrameCache
-    from .frames.budget import gb_to_bytes
 
-    # Retrying failures reaches the cache too: a video whose decode failed last time is tried again.
-    cache_opts: dict[str, Any] = {"retry_failed": cfg.retry_failed}
-    cache_opts["compress_later"] = True  # new entries raw on the critical path, compressed at idle priority
-    if cfg.cache_max_gb is not None:
-        cache_opts["max_bytes"] = gb_to_bytes(cfg.cache_max_gb)
-    try:
-        cache = FrameCache(cfg.cache_dir, **cache_opts) if cfg.cache_dir else FrameCache.default(**cache_opts)
-    except ValueError as exc:  # a bad budget or codec in the environment
-        raise UserError(str(exc)) from exc
+    # Retrying failures reaches the cache too: a video whose decode failed last time is tried again. New entries are
+    # written raw on the critical path and compressed later, at idle priority.
+    cache = FrameCache.at(cfg.cache_dir, cfg.cache_max_gb, retry_failed=cfg.retry_failed, compress_later=True)
     check_writable(cache.root)
     return cache
 

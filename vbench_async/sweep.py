@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 from pathlib import Path
 from typing import Any, Callable, ContextManager
 
+from .backends.factory import backend_kind
 from .errors import UserError
-from .runner import RunConfig, frame_cache, run, run_dir_for, video_jobs
+from .run_config import RunConfig, run_dir_for
+from .runner import frame_cache, run, video_jobs
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +45,8 @@ def run_sweep(cfg: RunConfig, budgets: list[int], on_plan: Callable[..., None] |
               ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(the shared preprocessing report, one summary per budget). With mode `preprocess` only the cache is filled.
     `console(run_dir)` surrounds each pass: the shared preprocessing (the sweep's directory) and each budget's run
-    (its directory), as `run`'s console surrounds its run (cli/console.py: the engine's logs in RUN_DIR/logs)."""
+    (its directory), as `run`'s console surrounds its run (cli/console.py: the engine's logs in RUN_DIR/logs).
+    `on_plan(workload, not_run, budget=, first=)` gets each budget's plan (`first`: the run that starts the engine)."""
     from . import models
     from .frames import preprocess
 
@@ -65,20 +69,36 @@ def run_on_one_engine(cfgs: list[RunConfig], model_path: str, budgets: list[int]
                       model: Any) -> list[dict[str, Any]]:
     """The budgets' runs on one engine, kept between them as the evaluation server keeps its own (serve/engine.py):
     the largest budget runs first, so the engine is sized and profiled for the largest frames, and the others are
-    planned against that engine. Summaries come back in the order of `cfgs`."""
+    planned against that engine. `on_plan(workload, not_run, budget, first)`: `first` for the run that starts the
+    engine. Summaries come back in the order of `cfgs`."""
     from .serve.engine import EngineKeeper
 
     keeper = EngineKeeper()
     summaries: dict[int, dict[str, Any]] = {}
+    order = sorted(range(len(cfgs)), key=lambda i: -budgets[i])
+    started_in: Path | None = None
     try:
-        for i in sorted(range(len(cfgs)), key=lambda i: -budgets[i]):
+        for n, i in enumerate(order):
             c = cfgs[i]
             kept = keeper.engine_settings(c.backend, model_path)
             if kept is not None:
                 c = dataclasses.replace(c, engine=kept)
-            with console(run_dir_for(c, model)):
-                summaries[i] = run(c, on_plan=on_plan, backends=keeper.factory(lambda loop: None))
+            plan = None if on_plan is None else functools.partial(on_plan, budget=budgets[i], first=n == 0)
+            run_dir = run_dir_for(c, model)
+            # The engine is closed inside a run's console: its shutdown output is that run's log, not the terminal.
+            with console(run_dir):
+                if started_in is not None and backend_kind(c.backend).in_process:
+                    log.info("the engine is the one started by the run in %s: its start-up and the engine core's own "
+                             "output are in that run's logs/engine.log", started_in)
+                try:
+                    summaries[i] = run(c, on_plan=plan, backends=keeper.factory(lambda loop: None))
+                except BaseException:
+                    keeper.close()
+                    raise
+                if n == len(order) - 1:
+                    keeper.close()
+                    log.info("%d budgets evaluated on %d engine start(s)", len(cfgs), keeper.starts)
+            started_in = started_in or (run_dir if keeper.starts else None)
     finally:
-        keeper.close()
-    log.info("%d budgets evaluated on %d engine start(s)", len(cfgs), keeper.starts)
+        keeper.close()  # a no-op once closed above
     return [summaries[i] for i in range(len(cfgs))]

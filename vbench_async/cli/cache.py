@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import UserError
+from .formatting import bounded
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     common(gc)
     gc.add_argument("--older-than", type=float, metavar="DAYS", help="remove entries unused for this many days")
-    gc.add_argument("--max-gb", type=float, help="then keep at most this many gigabytes (least recently used go)")
+    gc.add_argument("--max-gb", type=bounded(float, min=0),
+                    help="then keep at most this many gigabytes (least recently used go)")
     gc.add_argument("--failures", action="store_true", help="also remove recorded failures")
     gc.add_argument("--dry-run", action="store_true", help="only report what would be removed")
     gc.set_defaults(func=_gc)
@@ -85,14 +87,13 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _gc(args: argparse.Namespace) -> int:
+    from ..frames.budget import gb_to_bytes
     from ..frames.maintenance import gc_cache
 
-    if args.max_gb is not None and args.max_gb < 0:
-        raise UserError("--max-gb must not be negative")
     report = gc_cache(
         _root(args),
         older_than_days=args.older_than,
-        max_bytes=int(args.max_gb * 1e9) if args.max_gb is not None else None,
+        max_bytes=gb_to_bytes(args.max_gb) if args.max_gb is not None else None,
         failures=args.failures,
         dry_run=args.dry_run,
     )

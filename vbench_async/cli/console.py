@@ -35,6 +35,7 @@ from ..errors import UserError
 LOG_FORMAT = "%(asctime)s %(processName)s pid=%(process)d %(levelname)s %(name)s: %(message)s"
 CONSOLE_FORMAT = "%(levelname)s: %(message)s"
 PACKAGE = __name__.split(".")[0]
+_CONFIGURED: set[str] = set()  # the log files this process's vLLM configurations write to
 
 
 def engine_log_path(run_dir: Path) -> Path:
@@ -71,6 +72,7 @@ def engine_console(log_path: Path, verbose: bool = False, engine_in_process: boo
         _import_loud_libraries()
     console_out, console_err = sys.stdout, sys.stderr
     saved_fds: tuple[int, int] | None = None
+    vllm_handlers: list[logging.Handler] | None = None
     try:
         if swap:
             sys.stdout.flush()
@@ -92,11 +94,14 @@ def engine_console(log_path: Path, verbose: bool = False, engine_in_process: boo
             terminal.addFilter(lambda record: record.name.split(".")[0] == PACKAGE)
         root.handlers = [file_handler, terminal]
         root.setLevel(logging.DEBUG if verbose else logging.INFO)
+        vllm_handlers = _repoint_vllm(file_handler)
         logging.captureWarnings(True)  # libraries' DeprecationWarnings and the like: the log, not the terminal
         yield log_path
     finally:
         logging.captureWarnings(False)
         root.handlers, root.level = saved_handlers, saved_level
+        if vllm_handlers is not None:
+            logging.getLogger("vllm").handlers = vllm_handlers
         for key, value in saved_env.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -113,6 +118,19 @@ def engine_console(log_path: Path, verbose: bool = False, engine_in_process: boo
                 with contextlib.suppress(Exception):
                     stream.close()  # closes the duplicated descriptors
         log.close()
+
+
+def _repoint_vllm(file_handler: logging.Handler) -> list[logging.Handler] | None:
+    """vLLM reads its logging configuration once per process, so an engine kept from an earlier block (a sweep's
+    budgets, one engine) still logs into that block's file: for this block its records go to this block's log.
+    Returns the handlers to put back, or None when vLLM's logger is not one this module configured."""
+    vllm = logging.getLogger("vllm")
+    ours = [h for h in vllm.handlers if getattr(h, "baseFilename", None) in _CONFIGURED]
+    if not ours:
+        return None
+    saved = vllm.handlers[:]
+    vllm.handlers = [file_handler if h in ours else h for h in saved]
+    return saved
 
 
 def _open_log(path: Path) -> TextIO:
@@ -152,7 +170,7 @@ def _configure_vllm(log_path: Path, verbose: bool) -> None:
     if os.environ.get("VLLM_LOGGING_CONFIG_PATH") or os.environ.get("VLLM_CONFIGURE_LOGGING", "1") == "0":
         return
     level = "DEBUG" if verbose else "INFO"
-    handlers = {"file": {"class": "logging.FileHandler", "filename": str(log_path), "mode": "a",
+    handlers = {"file": {"class": "logging.FileHandler", "filename": os.path.abspath(log_path), "mode": "a",
                          "encoding": "utf-8", "formatter": "plain", "level": level}}
     if verbose:
         handlers["terminal"] = {"class": "logging.StreamHandler", "stream": "ext://sys.stdout", "formatter": "plain",
@@ -164,6 +182,7 @@ def _configure_vllm(log_path: Path, verbose: bool) -> None:
         "handlers": handlers,
         "loggers": {"vllm": {"handlers": list(handlers), "level": level, "propagate": False}},
     }
+    _CONFIGURED.add(os.path.abspath(log_path))
     path = log_path.with_name("vllm-logging.json")
     path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     os.environ["VLLM_LOGGING_CONFIG_PATH"] = str(path)

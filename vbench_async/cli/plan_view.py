@@ -40,9 +40,11 @@ def benchmark_line(b: Any, limit: int) -> str:
 
 
 def print_plan_lines(workload: Any, not_run: dict[str, str], file: TextIO | None = None, engine: str = "",
-                     verbose: bool = False, starting: str = "") -> None:
+                     verbose: bool = False, starting: str = "", then: str = "") -> None:
     """`run`'s start: one line naming the engine, the model, its window and KV cache; a line for each benchmark that
-    will not run or has samples that cannot fit (every benchmark's line with `verbose`). Every line goes to the log."""
+    will not run or has samples that cannot fit (every benchmark's line with `verbose`). Every line goes to the log.
+    `then`: a later run on the engine already started (a sweep's next budget): a short line named so, not a second
+    start line."""
     file = file or sys.stdout  # looked up per call: the console may have replaced sys.stdout
     lines: list[tuple[bool, str]] = []  # (worth the console, line)
     if workload is not None:
@@ -55,7 +57,7 @@ def print_plan_lines(workload: Any, not_run: dict[str, str], file: TextIO | None
         lines.append((True, f"not run (no data): {len(not_run)} of {n} benchmarks ({', '.join(list(not_run)[:5])}"
                             f"{' ...' if len(not_run) > 5 else ''}); `vbench-async data check` lists what each needs"))
     if workload is not None:
-        lines.append((True, start_line(workload, engine)))
+        lines.append((True, then_line(workload, then) if then else start_line(workload, engine)))
         lines += [(True, f"frame cache: {w}") for w in (workload.cache.warnings if workload.cache is not None else ())]
         if starting:
             lines.append((True, starting))
@@ -77,6 +79,13 @@ def start_line(w: Any, engine: str = "") -> str:
         work += f" ({done:,} of {done + samples:,} already done)"
     head = ", ".join(p for p in (f"engine {engine}" if engine else "", f"model {w.model}", work) if p)
     return f"start: {head}; {engine_line(w)[len('engine: '):]}"
+
+
+def then_line(w: Any, label: str) -> str:
+    """A later run on the engine already started: its work, without the engine's settings again."""
+    samples, done = sum(b.n_samples for b in w.benchmarks), getattr(w, "n_done", 0)
+    work = f"{samples:,} sample(s) in {len(w.benchmarks)} benchmark(s)" + (f" ({done:,} already done)" if done else "")
+    return f"then {label}: {work}, on the same engine"
 
 
 def engine_line(w: Any) -> str:

@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def add_options(p: argparse.ArgumentParser) -> None:
     from ..benchmarks.selection import Selection
     from ..frames.overrides import FrameOverrides
-    from ..runner import RunConfig
+    from ..run_config import RunConfig
     from .formatting import bounded
     from .include import add_include_option
     from .options import add_group
@@ -59,8 +59,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ..benchmarks.selection import Selection
-    from ..frames import DEFAULT_DECODER, FrameCache, default_cache_dir, preprocess
-    from ..frames.budget import gb_to_bytes
+    from ..frames import DEFAULT_DECODER, FrameCache, preprocess
     from ..frames.overrides import FrameOverrides
     from ..launcher import resolve_shard
     from ..models import family_ref, resolve
@@ -70,7 +69,6 @@ def main(args: argparse.Namespace) -> int:
     selection = from_args(Selection, args)
     if selection.empty:
         raise UserError("say what to preprocess: --suite NAME or --benchmarks a,b (see `vbench-async list`)")
-    max_bytes = None if args.cache_max_gb is None else gb_to_bytes(args.cache_max_gb)  # bounds checked at parse
     if not (args.family or args.model):
         raise UserError("say which model the frames are for: --model PATH_OR_ID or --family " + "|".join(FAMILIES))
     # The checkpoint's own frame settings (a fixed-size family's side) under the flags, exactly as `run` has them;
@@ -92,12 +90,9 @@ def main(args: argparse.Namespace) -> int:
         for why in filter(None, left_out):  # unsafe paths: reported, not decoded
             print(f"skipping {why}", file=sys.stderr)
 
-    cache_dir = args.cache_dir or default_cache_dir()
-    try:
-        cache = FrameCache(cache_dir, args.decoder or DEFAULT_DECODER, args.timeout, workers=args.decode_workers,
-                           max_bytes=max_bytes)
-    except ValueError as exc:
-        raise UserError(str(exc)) from exc
+    cache = FrameCache.at(args.cache_dir, args.cache_max_gb, decoder=args.decoder or DEFAULT_DECODER,
+                          timeout_s=args.timeout, workers=args.decode_workers)
+    cache_dir = cache.root
     with cache:
         cache.reserve(jobs)  # under a budget, this call's entries never evict each other: the rest is deferred
         report = preprocess(jobs, cache, workers=args.decode_workers, retry_failed=args.retry_failed,

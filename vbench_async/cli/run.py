@@ -6,7 +6,7 @@ import argparse
 import functools
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
 from ..phases import mark
@@ -25,7 +25,7 @@ from .output import (
 
 if TYPE_CHECKING:
     from ..models import ModelRef
-    from ..runner import RunConfig
+    from ..run_config import RunConfig
     from ..sharding import Shard
 
 
@@ -54,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
     from ..backends.factory import backend_kind
     from ..backends.vllm import VLLMSettings
     from ..launcher import apply_devices, resolve_shard, select_devices
-    from ..runner import resolve_model, run_dir_for
+    from ..run_config import resolve_model, run_dir_for
     from .console import engine_console, engine_log_path
 
     if getattr(args, "server", None):
@@ -177,18 +177,29 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir:
 def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
     """`run --max-frames 16,32,64`: every budget's run, its table, and one site over all of them."""
     from ..backends.factory import backend_kind
-    from ..sweep import run_sweep
+    from ..run_config import resolve_model, run_dir_for
+    from ..sweep import budget_dir, run_sweep
     from .console import engine_console, engine_log_path
     from .plan_view import print_plan_lines
 
     sigterm_as_ctrl_c()
     budgets = list(args.frame_budgets)
-    in_process = backend_kind(cfg.backend).in_process
+    kind = backend_kind(cfg.backend)
+    in_process = kind.in_process
+    model = resolve_model(cfg)
 
     def console(run_dir: Path):  # each budget's run gets `run`'s console, its engine's logs in its own directory
         return engine_console(engine_log_path(run_dir), verbose=args.verbose, engine_in_process=in_process)
 
-    report, summaries = run_sweep(cfg, budgets, on_plan=print_plan_lines, console=console)
+    def on_plan(workload: Any, not_run: dict[str, str], budget: int, first: bool) -> None:
+        # One start line for the sweep (the run that starts the engine); each later budget says it follows.
+        if first:
+            print_plan_lines(workload, not_run, engine=kind.describe_target(cfg.server), verbose=args.verbose,
+                             starting=starting_line(in_process, budget_dir(run_dir_for(cfg, model), budget)))
+        else:
+            print_plan_lines(workload, not_run, verbose=args.verbose, then=f"max_frames={budget}")
+
+    report, summaries = run_sweep(cfg, budgets, on_plan=on_plan, console=console)
     if report:
         print(f"frames for {len(budgets)} budgets: {report['unique']} entries, {report['cached']} written in "
               f"{report['passes']} decode pass(es), {report['reused']} reused, {report['failed']} failed")

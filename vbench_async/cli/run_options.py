@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ..errors import UserError
 
 if TYPE_CHECKING:
-    from ..runner import RunConfig
+    from ..run_config import RunConfig
     from ..sharding import Shard
 
 
@@ -28,7 +28,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     from ..benchmarks.prompts import PromptSettings
     from ..benchmarks.selection import Selection
     from ..frames.overrides import FrameOverrides
-    from ..runner import RunConfig
+    from ..run_config import RunConfig
     from .console import add_verbose
     from .include import add_include_option
     from .options import add_fields, add_group
@@ -76,14 +76,21 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def frame_budgets(text: str) -> tuple[int, ...]:
-    """`--max-frames 32` or `--max-frames 16,32,64`: positive whole numbers."""
+    """`--max-frames 32` or `--max-frames 16,32,64`: whole numbers, each within FrameOverrides.max_frames' bounds."""
+    from ..frames.overrides import FrameOverrides
+    from ..settings import bounds_error
+
     parts = [p.strip() for p in text.split(",") if p.strip()]
     try:
         budgets = tuple(int(p) for p in parts)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a frame count or a comma-separated list of them: {text!r}") from None
-    if not budgets or any(b <= 0 for b in budgets):
-        raise argparse.ArgumentTypeError(f"frame counts must be positive whole numbers: {text!r}")
+        budgets = ()
+    if not budgets:
+        raise argparse.ArgumentTypeError(f"not a frame count or a comma-separated list of them: {text!r}")
+    cap = next(f for f in dataclasses.fields(FrameOverrides) if f.name == "max_frames")
+    why = next(filter(None, (bounds_error(cap, b) for b in budgets)), None)
+    if why:
+        raise argparse.ArgumentTypeError(why if len(budgets) == 1 else f"each frame count {why} (in {text!r})")
     return budgets
 
 
@@ -108,7 +115,7 @@ def config_from_args(args: argparse.Namespace, shard: Shard | None = None, local
     from ..benchmarks.registry import check_data_root
     from ..benchmarks.selection import Selection
     from ..frames.overrides import FrameOverrides
-    from ..runner import RunConfig
+    from ..run_config import RunConfig
     from .options import from_args, values_from_args
 
     selection = from_args(Selection, args, include=tuple(include_dirs()))  # --include and $VBENCH_ASYNC_INCLUDE

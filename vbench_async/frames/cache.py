@@ -19,7 +19,7 @@ import time
 import weakref
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Iterable, Protocol
+from typing import Any, Iterable, Protocol
 
 from ..failure_kinds import FINAL_KINDS
 from .budget import Budget, budget_from_env
@@ -99,6 +99,20 @@ class FrameCache:
     def default(cls, **kwargs) -> FrameCache:
         """A cache in the default directory ($VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)."""
         return cls(default_cache_dir(), **kwargs)
+
+    @classmethod
+    def at(cls, root: Path | None, max_gb: float | None = None, **kwargs: Any) -> FrameCache:
+        """The cache a command opens: at `root` (default: the default directory), under a budget of `max_gb`
+        gigabytes; a bad budget or codec (the environment's too) is the user's to fix, a UserError."""
+        from ..errors import UserError
+        from .budget import gb_to_bytes
+
+        try:
+            if max_gb is not None:
+                kwargs["max_bytes"] = gb_to_bytes(max_gb)
+            return cls(Path(root) if root else default_cache_dir(), **kwargs)
+        except ValueError as exc:
+            raise UserError(str(exc)) from exc
 
     # -- lookups ------------------------------------------------------------------------------------------
     def fingerprint(self, video: Path) -> str:

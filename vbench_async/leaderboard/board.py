@@ -14,6 +14,7 @@ from typing import Any, Sequence
 from ..scoring.extract import answer_tag
 from .families import bench_frames, run_family
 from .load import Run
+from .tables import ScoreCell
 
 ALL = "all shown"
 _SHORT_BADGE = 22  # characters of a badge shown; the whole text is its tooltip
@@ -123,11 +124,10 @@ def rank(grid: list[dict[str, Any]], column: int | None) -> None:
         for row in grid:
             row["rank"] = None
         return
-    scores = sorted({c["score"] for row in grid if (c := row["cells"][column]) and c.get("score") is not None},
-                    reverse=True)
-    for row in grid:
-        cell = row["cells"][column]
-        row["rank"] = scores.index(cell["score"]) + 1 if cell and cell.get("score") is not None else None
+    score = [ScoreCell.of(row["cells"][column]).score if row["cells"][column] else None for row in grid]
+    ranked = sorted({s for s in score if s is not None}, reverse=True)
+    for row, s in zip(grid, score):
+        row["rank"] = ranked.index(s) + 1 if s is not None else None
 
 
 def chances(runs: list[Run], columns: Sequence[dict[str, Any]],

@@ -203,8 +203,8 @@ def _suite_charts(runs: list[Run], main: pd.DataFrame) -> list[Any]:
     suites = main[main["kind"] == "suite"]
     for column in dict.fromkeys(suites["column"]):
         rows = tables.records(suites[suites["column"] == column])
-        charts.append(score_chart(f"{column.removeprefix('avg: ')}: mean score with 95% CI", [
-            (r["model"], r["score"], r["ci_low"], r["ci_high"], bool(r["markers"])) for r in rows]))
+        charts.append(score_chart(f"{column.removeprefix('avg: ')}: mean score with 95% CI",
+                                  [tables.ScoreCell.of(r).chart_item() for r in rows]))
     return charts
 
 

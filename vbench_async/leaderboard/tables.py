@@ -5,7 +5,8 @@ Scores are fractions in [0, 1] here; pages print them as percentages.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -175,6 +176,26 @@ def samples_table(runs: list[Run], bid: str) -> pd.DataFrame:
 def _frames_seen(frames: Any) -> dict[str, Any] | None:
     """A line's frame record for the export, without the video's path on the machine that ran it."""
     return {k: v for k, v in frames.items() if k != "source"} if isinstance(frames, dict) else None
+
+
+@dataclass(frozen=True)
+class ScoreCell:
+    """What a chart or a rank reads of a main-table row (one run x one benchmark or suite average); the templates get
+    the whole row."""
+
+    model: str
+    score: float | None
+    ci_low: float | None
+    ci_high: float | None
+    flagged: bool  # the row carries markers (a subset, a differing config, ...)
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> ScoreCell:
+        return cls(str(row.get("model")), row.get("score"), row.get("ci_low"), row.get("ci_high"),
+                   bool(row.get("markers")))
+
+    def chart_item(self) -> tuple[str, float | None, float | None, float | None, bool]:
+        return self.model, self.score, self.ci_low, self.ci_high, self.flagged
 
 
 def records(df: pd.DataFrame) -> list[dict[str, Any]]:

@@ -19,7 +19,8 @@ from typing import Any, Iterator
 
 from ..errors import EngineDead, UserError
 from ..redact import scrub
-from ..runner import RunConfig, run, run_dir_for
+from ..run_config import RunConfig, run_dir_for
+from ..runner import run
 from .engine import EngineKeeper, JobCancelled
 from .jobs import Job, JobSpec, result_lines
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Sequence
 
 from .base import NEEDS_FIELDS, UNPARSABLE, Ask, JudgeItem, JudgeProtocol, Outcome
 
@@ -81,8 +82,21 @@ def qa_pairs(item: JudgeItem) -> list[tuple[str, str]] | None:
     return pairs or None
 
 
-def parse_grade(reply: str) -> dict[str, Any] | None:
-    """{'pred': 'yes'|'no', 'score': number} from the judge's reply, or None."""
+@dataclass(frozen=True)
+class Grade:
+    """One reference question's grade: the judge's yes/no and its 0-5 rating (None when the rating is not a number:
+    the yes/no still counts, as in the official code)."""
+
+    pred: str
+    rating: float | None
+
+    @property
+    def yes(self) -> bool:
+        return self.pred.lower() == "yes"
+
+
+def parse_grade(reply: str) -> Grade | None:
+    """The grade in the judge's reply ({'pred': 'yes'|'no', 'score': number}), or None."""
     text = reply.strip().strip("`").removeprefix("python").removeprefix("json").strip()
     for read in (json.loads, ast.literal_eval):
         try:
@@ -90,7 +104,8 @@ def parse_grade(reply: str) -> dict[str, Any] | None:
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             continue
         if isinstance(value, dict) and isinstance(value.get("pred"), str) and "score" in value:
-            return value
+            rating = value.get("score")
+            return Grade(value["pred"], float(rating) if isinstance(rating, (int, float)) else None)
     return None
 
 
@@ -117,8 +132,8 @@ class VideoMMLUJudge(JudgeProtocol):
         valid = [g for g in grades if g is not None]
         if not valid:
             return Outcome.failed(UNPARSABLE, "no readable {'pred', 'score'} grade", reply=replies[0][:200])
-        yes = [g["pred"].lower() == "yes" for g in valid]
-        ratings = [float(g["score"]) for g in valid if isinstance(g["score"], (int, float))]
+        yes = [g.yes for g in valid]
+        ratings = [g.rating for g in valid if g.rating is not None]
         share = sum(yes) / len(yes)
         return Outcome(share, f"{sum(yes)}/{len(yes)} yes", None,
                        {"n_questions": len(pairs), "n_graded": len(valid),

@@ -1,0 +1,107 @@
+"""A run's settings, declared once: `RunConfig` is the command line of `run`, `plan`, `preprocess`, `serve` and
+`judge` (cli/options.py generates their flags from its fields), a server job's JSON and training validation's run
+(`to_json`/`from_json`); with what the settings name: the model and the run directory. The runner (runner.py) is the
+pass that carries a RunConfig out."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Collection
+
+from . import settings
+from .backends.base import CONCURRENCY, SamplingParams
+from .backends.factory import backend_field
+from .backends.openai import ServerSettings
+from .backends.vllm import VLLMSettings
+from .benchmarks.prompts import PromptSettings
+from .benchmarks.selection import Selection
+from .frames.overrides import FrameOverrides
+from .frames.preprocess import WORKERS as DECODE_WORKERS
+from .pipeline import LOADERS, QUEUE_SIZE
+
+if TYPE_CHECKING:
+    from .models import ModelRef
+
+MODES = ("auto", "preprocess", "eval", "both")
+
+
+MODEL_HELP = ("model directory, hub id, or a built-in tiny model: tiny-qwen2-vl, tiny-qwen2.5-vl, tiny-qwen3-vl, "
+              "tiny-internvl, tiny-llava-onevision, tiny-glm-4.1v (random weights, for testing the pipeline; "
+              "`vbench-async list --models` shows the families)")
+_COUNT = {"min": 1}
+
+
+@dataclass
+class RunConfig:
+    """Every setting of a run, declared once: a field with a `help` is a command-line flag (`cli/options.py`), the
+    nested settings are their own groups, and `to_json`/`from_json` are the form a server job and training validation
+    pass (`settings.py`: the same bounds). Metadata `job` False: the server's own setting, refused in a job."""
+
+    model: str = field(metadata={"help": MODEL_HELP})
+    selection: Selection = field(default_factory=Selection)
+    output_dir: Path | None = field(default=None, metadata={"help": "run directory (default: runs/<model name>)"})
+    cache_dir: Path | None = field(default=None, metadata={
+        "job": False, "help": "frame cache (default: $VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)"})
+    cache_max_gb: float | None = field(default=None, metadata={
+        "job": False, "min": 0,
+        "help": "keep the frame cache under this size: least recently used entries are evicted while the work goes "
+                "on, never one this work still needs; what does not fit is decoded on demand (default: "
+                "$VBENCH_ASYNC_CACHE_MAX_GB, else no limit)"})
+    backend: str = backend_field(job=False)
+    mode: str = field(default="auto", metadata={
+        "choices": MODES,
+        "help": "preprocess: fill the frame cache only; eval: no preprocessing pass (misses are decoded in the "
+                "background); both: preprocess, then evaluate; auto: eval if >=90%% of videos are cached"})
+    thinking: bool = field(default=False, metadata={"help": "use the reasoning prompt variant"})
+    prompt: PromptSettings = field(default_factory=PromptSettings)  # which prompt variant each benchmark gets
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    # FrameSpec fields over the card's preset: FrameOverrides.to_dict()
+    frame_overrides: dict[str, int | float] = field(default_factory=dict, metadata={"as": FrameOverrides})
+    concurrency: int = field(default=CONCURRENCY, metadata={"help": "requests in flight", **_COUNT})
+    loaders: int = field(default=LOADERS, metadata={"job": False, "help": "frame-loading threads", **_COUNT})
+    queue_size: int = field(default=QUEUE_SIZE, metadata={
+        "job": False, "help": "loaded samples waiting for a free request slot", **_COUNT})
+    decode_workers: int = field(default=DECODE_WORKERS, metadata={
+        "job": False, "flag": "--workers", "help": "decoder processes for preprocessing", **_COUNT})
+    retry_failed: bool = field(default=False, metadata={
+        "help": "re-run samples whose stored result is a failure, and decode again videos that failed before "
+                "(transient failures, such as a decode timeout or an overloaded server, are re-run anyway)"})
+    engine: VLLMSettings = field(default_factory=VLLMSettings, metadata={"job": False})  # backend vllm
+    server: ServerSettings = field(default_factory=ServerSettings, metadata={"job": False})  # backend openai
+    progress: bool = field(default=True, metadata={"local": True, "flag": "--no-progress", "help": "no progress bars"})
+    # (K, N): evaluate only shard K of N (sharding.py); merge combines them. The CLI's --shard K/N|auto sets it.
+    shard: tuple[int, int] | None = field(default=None, metadata={"job": False})
+    name: str | None = field(default=None, metadata={
+        "help": "the model's name in the summary, the tables and the leaderboard, and in the default run directory "
+                "(default: from --model: the folder name, or parent_checkpoint-N for a checkpoint)"})
+    judge_model: str | None = field(default=None, metadata={
+        "help": "after the run, judge open-ended answers with this model (same backend kind and settings); see "
+                "`vbench-async judge`"})
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (a server job's body, training validation's run): `from_json` reads it back equal."""
+        return settings.to_json(self)
+
+    @classmethod
+    def from_json(cls, data: Any, exclude: Collection[str] = ()) -> RunConfig:
+        """A RunConfig from its JSON form, with the flags' bounds; UserError naming any unknown field, or a field of
+        `exclude` (those the caller does not let be set)."""
+        return settings.from_json(cls, data, exclude=exclude)
+
+
+
+def resolve_model(cfg: RunConfig) -> ModelRef:
+    """The run's model, labelled with `cfg.name` when the user gave one."""
+    from . import models
+
+    model = models.resolve(cfg.model)
+    return dataclasses.replace(model, label=cfg.name) if cfg.name else model
+
+
+def run_dir_for(cfg: RunConfig, model: ModelRef) -> Path:
+    """Where a run writes: OUTPUT_DIR, or runs/<model name>."""
+    return Path(cfg.output_dir or Path("runs") / model.display_name)
+
+
