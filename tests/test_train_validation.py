@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from support.held_out import validate_on
+from support.held_out import held_out, validate_on, validation_run
 
 from vbench_async.errors import UserError
 from vbench_async.train.config import load_config
@@ -44,3 +44,41 @@ def test_a_wrong_validation_run_is_refused_when_the_config_is_read(tmp_path: Pat
     config.write_text(yaml.safe_dump({"data": {"records": "r.json"}, "validation": {"every": 2, "run": run}}))
     with pytest.raises(UserError, match=message):
         load_config(config)
+
+
+@pytest.mark.slow
+def test_validating_every_step_on_two_ranks_leaves_the_training_as_it_was(tmp_path: Path) -> None:
+    """Two `train --nproc-per-node 2` runs, with validation after every step and without: validation syncs the
+    step's weights into the rollout engines and the next rollout uses them as they are, so step 2 samples the same
+    texts and rewards; val/* are logged at both steps, from runs that merged both ranks' shares."""
+    import os
+    import subprocess
+    import sys
+
+    datamap = held_out(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    outs = {}
+    for name, validation in (("plain", {}), ("validated", {"every": 1, "run": validation_run(datamap)})):
+        out = tmp_path / name
+        cfg = {"model": "tiny-qwen2.5-vl", "output_dir": str(out), "seed": 3,
+               "data": {"records": str(tmp_path / "val.json"), "video_dir": str(tmp_path / "suite" / "videos"),
+                        "cache_dir": str(tmp_path / "cache"), "frames": {"max_frames": 4, "max_pixels": 3136},
+                        "shuffle": False, "decode_workers": 1},
+               "rollout": {"n": 2, "max_tokens": 4}, "train": {"steps": 2, "prompts_per_step": 2, "lr": 1e-2},
+               "checkpoint": {"export": False}, "validation": validation, "logging": {"progress": False}}
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        cmd = [sys.executable, "-m", "vbench_async", "train", "--nproc-per-node", "2", "--config", str(path)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**env, "OMP_NUM_THREADS": "1"},
+                              cwd=Path(__file__).resolve().parents[1])
+        assert proc.returncode == 0, f"{proc.stdout[-2000:]}\n{proc.stderr[-6000:]}"
+        outs[name] = out
+    rows = {n: [json.loads(line) for line in (o / "metrics.jsonl").read_text().splitlines()] for n, o in outs.items()}
+    texts = {n: [json.loads(line)["text"] for line in (o / "samples.jsonl").read_text().splitlines()]
+             for n, o in outs.items()}
+    assert texts["plain"] == texts["validated"]
+    assert [r["reward/mean"] for r in rows["plain"]] == [r["reward/mean"] for r in rows["validated"]]
+    for r in rows["validated"]:
+        assert 0.0 <= r["val/mvbench"] <= 1.0 and (r["val/samples"], r["val/failed"]) == (3.0, 1.0)
+        assert (outs["validated"] / "validation" / f"step-{r['step']:06d}" / "summary.json").is_file()
+    assert not any(k.startswith("val/") for r in rows["plain"] for k in r)
