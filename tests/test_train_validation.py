@@ -56,15 +56,20 @@ def test_validating_every_step_on_two_ranks_leaves_the_training_as_it_was(tmp_pa
     import sys
 
     datamap = held_out(tmp_path)
+    # The training set: the same records with their answers as offline responses, so every group has a reward
+    # signal and step 1 really changes the weights (a stale engine at step 2 would then sample other texts).
+    records = [{**r, "offline_response": r["solution"]} for r in json.loads((tmp_path / "val.json").read_text())]
+    (tmp_path / "train.json").write_text(json.dumps(records))
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
     outs = {}
     for name, validation in (("plain", {}), ("validated", {"every": 1, "run": validation_run(datamap)})):
         out = tmp_path / name
         cfg = {"model": "tiny-qwen2.5-vl", "output_dir": str(out), "seed": 3,
-               "data": {"records": str(tmp_path / "val.json"), "video_dir": str(tmp_path / "suite" / "videos"),
+               "data": {"records": str(tmp_path / "train.json"), "video_dir": str(tmp_path / "suite" / "videos"),
                         "cache_dir": str(tmp_path / "cache"), "frames": {"max_frames": 4, "max_pixels": 3136},
                         "shuffle": False, "decode_workers": 1},
-               "rollout": {"n": 2, "max_tokens": 4}, "train": {"steps": 2, "prompts_per_step": 2, "lr": 1e-2},
+               "rollout": {"n": 3, "max_tokens": 4, "offline_per_group": 1},
+               "train": {"steps": 2, "prompts_per_step": 2, "lr": 1e-2},
                "checkpoint": {"export": False}, "validation": validation, "logging": {"progress": False}}
         path = tmp_path / f"{name}.yaml"
         path.write_text(yaml.safe_dump(cfg))
