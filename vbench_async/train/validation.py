@@ -42,10 +42,11 @@ def validate(cfg: TrainConfig, step: int, info: DistInfo, engine: RolloutEngine,
     where = run_dir(out, step)
     started = time.perf_counter()
     kind, engine_settings = engine.kind, None
-    if kind == "vllm":  # the plan must size prompts for the rollout engine's window, not a default one
-        from ..backends.vllm import VLLMSettings
+    if kind == "vllm":  # the rollout engine's own settings: the plan sizes prompts for its window; the manifest
+        from ..backends.vllm import VLLMSettings  # records what the engine really is
 
-        engine_settings = VLLMSettings(max_model_len=cfg.rollout.max_model_len)
+        engine_settings = VLLMSettings(max_model_len=cfg.rollout.max_model_len, dtype="bfloat16",
+                                       gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization)
     run_cfg = cfg.validation.run_config(model_dir, where, kind, (info.rank, info.world) if info.world > 1 else None,
                                         cache_dir=cfg.data.cache_dir, engine=engine_settings)
     backend = RolloutBackend(engine, kind, step)
