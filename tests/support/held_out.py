@@ -33,14 +33,9 @@ def validation_run(datamap: Path) -> dict:
             "decode_workers": 1, "frame_overrides": {"max_frames": 4, "max_pixels": 3136}}
 
 
-def validate_on(engine, model_dir: str, root: Path, step: int = 3, window: int = 1024) -> Path:
-    """Validate on `engine` (one process) over the held-out set, then check what any validation must give: scores,
-    every sample in the run directory, the corrupt video's as the one failure, counted. Returns the run directory."""
-    import torch
-
+def train_config(root: Path, window: int = 1024):
+    """A training config (never trained here) whose validation runs over the held-out set written under `root`."""
     from vbench_async.train.config import load_config
-    from vbench_async.train.fsdp import DistInfo
-    from vbench_async.train.validation import run_dir, validate
 
     config = root / "train.yaml"
     config.write_text(yaml.safe_dump({
@@ -48,13 +43,28 @@ def validate_on(engine, model_dir: str, root: Path, step: int = 3, window: int =
         "data": {"records": "unused.json", "cache_dir": str(root / "cache")},
         "rollout": {"max_model_len": window, "max_tokens": 8},
         "validation": {"every": 1, "run": validation_run(held_out(root))}}))
-    cfg = load_config(config)
+    return load_config(config)
+
+
+def validate_on(engine, model_dir: str, root: Path, step: int = 3, window: int = 1024) -> Path:
+    """Validate on `engine` (one process) over the held-out set, then check what any validation must give: scores,
+    every sample in the run directory, the corrupt video's as the one failure, counted. Returns the run directory."""
+    import torch
+
+    from vbench_async.train.fsdp import DistInfo
+    from vbench_async.train.validation import run_dir, validate
+
+    cfg = train_config(root, window)
     scores = validate(cfg, step, DistInfo(0, 1, 0, torch.device("cpu")), engine, model_dir, root / "out")
-    assert set(scores) >= {"val/mvbench", "val/samples", "val/failed"} and 0.0 <= scores["val/mvbench"] <= 1.0
-    assert (scores["val/samples"], scores["val/failed"]) == (3.0, 1.0)  # the failed sample is in the denominator
+    check_scores(scores)
     where = run_dir(root / "out", step)
     lines = [json.loads(line) for f in (where / "results").glob("mvbench*.jsonl")
              for line in f.read_text().splitlines()]
     assert len(lines) == 3 and [r["sample_id"] for r in lines if r.get("error")] == ["corrupt"]
     assert all(r["prompt_tokens"] > 0 and r["output_tokens"] > 0 for r in lines if not r.get("error"))
     return where
+
+
+def check_scores(scores: dict[str, float]) -> None:
+    assert set(scores) >= {"val/mvbench", "val/samples", "val/failed"} and 0.0 <= scores["val/mvbench"] <= 1.0
+    assert (scores["val/samples"], scores["val/failed"]) == (3.0, 1.0)  # the failed sample is in the denominator
