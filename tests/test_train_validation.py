@@ -16,16 +16,25 @@ from vbench_async.errors import UserError
 from vbench_async.train.config import load_config
 
 
-def test_a_failed_sample_is_recorded_and_the_scores_stand(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def engine():
+    """One HFRollout engine on the tiny model for the module (as a rank keeps its own for the whole training)."""
     from vbench_async.demo.tiny_models import ensure_tiny_model
     from vbench_async.train.rollout import HFRollout
 
     model_dir = str(ensure_tiny_model("tiny-qwen2.5-vl"))
-    engine = HFRollout(model_dir, torch.device("cpu"))
-    try:
-        where = validate_on(engine, model_dir, tmp_path)
-    finally:
-        engine.close()
+    rollout = HFRollout(model_dir, torch.device("cpu"))
+    yield rollout, model_dir
+    rollout.close()
+
+
+@pytest.fixture(scope="module")
+def datamap(tmp_path_factory) -> Path:
+    return held_out(tmp_path_factory.mktemp("held-out"))
+
+
+def test_a_failed_sample_is_recorded_and_the_scores_stand(tmp_path: Path, engine, datamap) -> None:
+    where = validate_on(*engine, tmp_path, datamap=datamap)
     manifest = json.loads((where / "manifest.json").read_text())
     assert manifest["run_config"]["frame_overrides"] == {"max_frames": 4, "max_pixels": 3136}
     assert manifest["backend"]["name"] == "hf" and manifest["backend"]["weights"] == "step 3"
@@ -34,23 +43,19 @@ def test_a_failed_sample_is_recorded_and_the_scores_stand(tmp_path: Path) -> Non
     assert list((tmp_path / "cache").rglob("entries/*/*.safetensors"))
 
 
-def test_more_ranks_than_videos_leaves_a_share_empty_and_the_last_shard_merges(tmp_path: Path) -> None:
+def test_more_ranks_than_videos_leaves_a_share_empty_and_the_last_shard_merges(tmp_path: Path, engine,
+                                                                              datamap) -> None:
     """4 shards of a 3-video held-out set, run one after the other on one engine as 4 ranks would run them: the
     rank with no sample (the split gives ties to the lower rank: rank 3) runs an empty share and blocks nothing; there
     are no scores while a sample is missing, then the merged run's."""
-    from vbench_async.demo.tiny_models import ensure_tiny_model
     from vbench_async.train.fsdp import DistInfo
-    from vbench_async.train.rollout import HFRollout
     from vbench_async.train.validation import run_dir, validate
 
-    cfg = train_config(tmp_path)
-    model_dir = str(ensure_tiny_model("tiny-qwen2.5-vl"))
-    engine = HFRollout(model_dir, torch.device("cpu"))
-    try:  # no peer watch in one process: each share reads the summary as soon as it is done
-        scores = [validate(cfg, 1, DistInfo(r, 4, r, torch.device("cpu")), engine, model_dir, tmp_path / "out")
-                  for r in range(4)]
-    finally:
-        engine.close()
+    cfg = train_config(tmp_path, datamap=datamap)
+    rollout, model_dir = engine
+    # No peer watch in one process: each share reads the summary as soon as it is done.
+    scores = [validate(cfg, 1, DistInfo(r, 4, r, torch.device("cpu")), rollout, model_dir, tmp_path / "out")
+              for r in range(4)]
     where = run_dir(tmp_path / "out", 1)
     owners = json.loads(next((where / "results").glob("mvbench.*.shards-4.json")).read_text())["shards"]
     assert sorted(set(owners)) == [0, 1, 2]  # rank 3 had nothing to evaluate

@@ -33,8 +33,9 @@ def validation_run(datamap: Path) -> dict:
             "decode_workers": 1, "frame_overrides": {"max_frames": 4, "max_pixels": 3136}}
 
 
-def train_config(root: Path, window: int = 1024):
-    """A training config (never trained here) whose validation runs over the held-out set written under `root`."""
+def train_config(root: Path, window: int = 1024, datamap: Path | None = None):
+    """A training config (never trained here, output and cache under `root`) whose validation runs over the held-out
+    set `datamap` (default: one written under `root`)."""
     from vbench_async.train.config import load_config
 
     config = root / "train.yaml"
@@ -42,11 +43,12 @@ def train_config(root: Path, window: int = 1024):
         "model": "tiny-qwen2.5-vl", "output_dir": str(root / "out"),
         "data": {"records": "unused.json", "cache_dir": str(root / "cache")},
         "rollout": {"max_model_len": window, "max_tokens": 8},
-        "validation": {"every": 1, "run": validation_run(held_out(root))}}))
+        "validation": {"every": 1, "run": validation_run(datamap or held_out(root))}}))
     return load_config(config)
 
 
-def validate_on(engine, model_dir: str, root: Path, step: int = 3, window: int = 1024) -> Path:
+def validate_on(engine, model_dir: str, root: Path, step: int = 3, window: int = 1024,
+                datamap: Path | None = None) -> Path:
     """Validate on `engine` (one process) over the held-out set, then check what any validation must give: scores,
     every sample in the run directory, the corrupt video's as the one failure, counted. Returns the run directory."""
     import torch
@@ -54,7 +56,7 @@ def validate_on(engine, model_dir: str, root: Path, step: int = 3, window: int =
     from vbench_async.train.fsdp import DistInfo
     from vbench_async.train.validation import run_dir, validate
 
-    cfg = train_config(root, window)
+    cfg = train_config(root, window, datamap)
     scores = validate(cfg, step, DistInfo(0, 1, 0, torch.device("cpu")), engine, model_dir, root / "out")
     check_scores(scores)
     where = run_dir(root / "out", step)
