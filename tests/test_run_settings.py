@@ -1,6 +1,7 @@
 """One declaration of a run: every setting of RunConfig (its own fields and its nested settings) reaches the runner's
 config with the same value from each entry point: the `run` command line, a server job (`run --server`'s JSON,
-checked and merged by the server) and the JSON form training validation passes (`RunConfig.to_json`/`from_json`)."""
+checked and merged by the server), the JSON form (`RunConfig.to_json`/`from_json`) and a training config's
+`validation.run`, which every rank's validation runs."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from vbench_async import cli, settings
 from vbench_async.benchmarks import include
@@ -122,6 +124,24 @@ def test_every_setting_reaches_the_runner_config_from_the_cli_a_job_and_the_json
     assert again == full
     for path, value in values:
         assert value_at(again, path) == value, path
+
+    # Training validation: `validation.run` in a training config (YAML text, read by the trainer's loader) reaches
+    # the RunConfig every rank's validation runs; the fields the trainer sets itself are refused by name.
+    from vbench_async.train.config import VALIDATION_OWNED, load_config
+
+    form = json.loads(json.dumps(full.to_json()))
+    train_yaml = tmp_path / "train.yaml"
+    train_yaml.write_text(yaml.safe_dump({"data": {"records": "r.json"}, "validation": {
+        "every": 1, "run": {k: v for k, v in form.items() if k not in VALIDATION_OWNED}}}))
+    validation = load_config(train_yaml).validation.run_config("m", tmp_path / "val", "hf", (1, 2))
+    for path, value in values:
+        if path[0] not in VALIDATION_OWNED:
+            assert value_at(validation, path) == value, path
+    for trainers in VALIDATION_OWNED:
+        train_yaml.write_text(yaml.safe_dump({"data": {"records": "r.json"}, "validation": {
+            "every": 1, "run": {"selection": {"suite": "demo"}, trainers: form[trainers]}}}))
+        with pytest.raises(UserError, match=f"validation.run: {trainers} cannot be set here"):
+            load_config(train_yaml)
 
     # A server job: `run --server` sends the job's fields; the server's own come from `serve`'s flags.
     job_argv = [a for path, v in values if path[0] not in owned and path not in RUNNER_SET for a in argv_of(path, v)]

@@ -42,7 +42,7 @@ def test_explicit_values_win_over_the_preset_and_overrides_win_over_the_file(tmp
     ("data: {records: r.json, benchmark: mvbench}\n", "exactly one of"),
     ("data: {records: r.json}\nrollout: {n: 4, offline_per_group: 4}\n", "offline_per_group"),
     ("data: {records: r.json}\ntrain: {prompts_per_step: 6, mini_batches: 4}\n", "multiple of train.mini_batches"),
-    ("data: {records: r.json}\nvalidation: {every: 5}\n", "validation.benchmarks"),
+    ("data: {records: r.json}\nvalidation: {every: 5}\n", "validation.run.selection.benchmarks"),
     ("- a list\n", "mapping"),
     ("data: {records: r.json}\nrollout: {temperature: 0}\n", "rollout.temperature must be > 0"),
     ("data: {records: r.json}\nrollout: {max_tokens: 512, max_model_len: 512}\n", "no room is left for the prompt"),

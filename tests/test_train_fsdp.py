@@ -55,6 +55,10 @@ def data(tmp_path_factory) -> Path:
     for rec in records:  # an offline response per record: every group holds a reward signal, so the loss is not 0
         rec["offline_response"] = rec["solution"]
     (root / "train.json").write_text(json.dumps(records))
+    # The held-out set (validation): the two good videos' questions and the corrupt video's, through a card.
+    (root / "val.json").write_text(json.dumps(videos + [corrupt]))
+    (root / "val.yaml").write_text(yaml.safe_dump({"benchmarks": {"mvbench": {
+        "annotation": str(root / "val.json"), "video_dir": str(root / "suite" / "videos")}}}))
     return root
 
 
@@ -76,7 +80,7 @@ def _config(data: Path, out: Path, **extra) -> Path:
     }
     for key, value in extra.items():
         section, name = key.split("__")
-        cfg[section][name] = value
+        cfg.setdefault(section, {})[name] = value
     path = out.with_suffix(".yaml")
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -137,10 +141,18 @@ def _metrics(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
+# Validation at step 2 on both ranks' rollout engines. total_pixels is the training's (records mode has no card
+# preset), so the held-out videos' frames are the training's cache entries, not new ones.
+VALIDATION = {"every": 2, "run": {
+    "selection": {"benchmarks": ["mvbench"]}, "sampling": {"max_tokens": 4}, "decode_workers": 1,
+    "frame_overrides": {"max_frames": 4, "max_pixels": 4096, "total_pixels": 117964800}}}
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(data, tmp_path_factory) -> tuple[Path, list[str]]:
     out = tmp_path_factory.mktemp("runs") / "a"
-    return out, _two_nodes(_config(data, out), data)
+    run = {**VALIDATION["run"], "selection": {"benchmarks": ["mvbench"], "data_root": str(data / "val.yaml")}}
+    return out, _two_nodes(_config(data, out, validation__every=2, validation__run=run), data)
 
 
 def test_two_nodes_drop_a_corrupt_video_and_train_mixed_video_and_text(uninterrupted, data):
@@ -163,6 +175,36 @@ def test_two_nodes_drop_a_corrupt_video_and_train_mixed_video_and_text(uninterru
     assert {s["modality"] for s in samples} == {"video"}  # rank 0 logs its group: the video prompt
     assert all(s["sample"] != "train/corrupt" for s in samples)
     assert any(s["offline"] for s in samples) and any(not s["offline"] for s in samples)
+
+
+def test_validation_runs_on_both_ranks_and_keeps_the_failed_sample(uninterrupted, data):
+    """Each rank evaluated its own share (disjoint, non-empty) on its own rollout engine; the last shard merged them
+    into one run directory holding every sample, the corrupt video's as a failure; val/* are the merged scores."""
+    out, _ = uninterrupted
+    rows = {r["step"]: r for r in _metrics(out)}
+    assert not any(k.startswith("val/") for k in rows[1])
+    assert 0.0 <= rows[2]["val/mvbench"] <= 1.0
+    assert (rows[2]["val/samples"], rows[2]["val/failed"]) == (3.0, 1.0)  # the failed one is in the denominator
+    where = out / "validation" / "step-000002"
+    assert not (where / "model").exists()  # nothing exported for validation
+    index = json.loads(next((where / "results").glob("mvbench.*.shards-2.json")).read_text())
+    owners = dict(zip(index["sample_ids"], index["shards"]))
+    assert sorted(owners) == ["corrupt", *sorted(r["problem_id"] for r in json.loads((data / "val.json").read_text())
+                                                 if r["problem_id"] != "corrupt")]
+    shares = {}
+    for rank in (0, 1):  # each rank's own result lines, written as it evaluated its share on its engine
+        shard_file = next((where / "results").glob(f"mvbench.*.shard-{rank}-of-2.jsonl"))
+        shares[rank] = {json.loads(line)["sample_id"] for line in shard_file.read_text().splitlines()}
+        manifest = json.loads((where / f"manifest.shard-{rank}-of-2.json").read_text())
+        assert manifest["backend"]["weights"] == "step 2" and manifest["backend"]["backend"] == "hf"
+    assert shares[0] and shares[1] and not shares[0] & shares[1] and shares[0] | shares[1] == set(owners)
+    assert shares == {r: {i for i, o in owners.items() if o == r} for r in (0, 1)}  # the pinned split
+    summary = json.loads((where / "summary.json").read_text())
+    assert summary["merged"]["shards"] and summary["benchmarks"]["mvbench"]["n_total"] == 3
+    lines = [json.loads(line) for line in (where / summary["benchmarks"]["mvbench"]["results_file"]).read_text()
+             .splitlines()]
+    assert sorted(r["sample_id"] for r in lines) == sorted(owners)  # every sample, once
+    assert [r["sample_id"] for r in lines if r.get("error")] == ["corrupt"]
 
 
 def _shards(checkpoint: Path) -> dict[str, torch.Tensor]:

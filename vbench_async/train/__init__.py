@@ -5,7 +5,7 @@
 
 Modules: config (TrainConfig, YAML), data (records -> items, order, media), rollout / vllm_rollout (engines,
 groups, rewards, offline mixing), algos (advantages, losses), policy (forward with the single vision pass),
-fsdp (process group, sharding), trainer (the loop), checkpoint (resume, export), logger, checkpoint_eval
-(held-out validation).
+fsdp (process group, sharding), trainer (the loop), checkpoint (resume, export), logger, validation
+(held-out validation on every rank's rollout engine, through engine_backend).
 See docs/training.md.
 """

@@ -14,11 +14,15 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import yaml
 
 from ..errors import UserError
+
+if TYPE_CHECKING:
+    from ..backends.vllm import VLLMSettings
+    from ..runner import RunConfig
 
 
 @dataclass
@@ -123,19 +127,35 @@ class CheckpointConfig:
     export: bool = True  # write a Hugging Face model directory at the end (output_dir/export)
 
 
+# RunConfig fields the trainer sets itself: the model is the policy, the engine is each rank's rollout engine (its
+# settings are `rollout.*`), the run directory is OUTPUT/validation/step-N, the shard is the rank; a run's judge
+# pass is the CLI's, which training does not run.
+VALIDATION_OWNED = ("model", "backend", "engine", "server", "shard", "output_dir", "judge_model")
+
+
 @dataclass
 class ValidationConfig:
-    every: int = 0  # steps between evaluations through the evaluation pipeline (0: never)
-    benchmarks: list[str] = field(default_factory=list)
-    suite: str | None = None
-    data_root: str | None = None
-    backend: str = "hf"
-    max_samples: int | None = None
-    max_tokens: int = 256
-    frames: dict[str, Any] = field(default_factory=dict)  # frame overrides, as `vbench-async run` flags
-    timeout_s: float = 1800.0  # the evaluation (a subprocess) is stopped after this; training goes on without scores
-    max_model_len: int | None = None  # the evaluation engine's window (vllm backend; null: vLLM's default)
-    gpu_memory_utilization: float = 0.2  # the evaluation engine's share of the GPU (it runs next to training)
+    every: int = 0  # steps between evaluations of the held-out set (0: never)
+    # The evaluation's settings, in RunConfig's JSON form (`RunConfig.to_json`: the `vbench-async run` flags, nested
+    # as selection.*, sampling.*, frame_overrides.*, prompt.*): e.g. {selection: {benchmarks: [mvbench]},
+    # sampling: {max_tokens: 64}}. The fields of VALIDATION_OWNED are the trainer's; cache_dir defaults to
+    # data.cache_dir (the training's frame cache) and progress to false.
+    run: dict[str, Any] = field(default_factory=dict)
+    timeout_s: float = 1800.0  # how long a rank that finished its share waits for the others' (then: no scores)
+
+    def run_config(self, model: str, output_dir: Path, backend: str, shard: tuple[int, int] | None,
+                   cache_dir: str | None = None, engine: VLLMSettings | None = None) -> RunConfig:
+        """The `runner.RunConfig` of one validation: `run` read with the flags' checks, plus the trainer's fields."""
+        from ..runner import RunConfig
+
+        defaults: dict[str, Any] = {"progress": False}
+        if cache_dir is not None:
+            defaults["cache_dir"] = cache_dir
+        base = RunConfig.from_json({**defaults, **self.run, "model": model}, exclude=VALIDATION_OWNED[1:])
+        owned: dict[str, Any] = {"output_dir": Path(output_dir), "backend": backend, "shard": shard}
+        if engine is not None:
+            owned["engine"] = engine
+        return dataclasses.replace(base, **owned)
 
 
 @dataclass
@@ -208,7 +228,6 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "train.attn_implementation": ("auto", "sdpa", "eager", "flash_attention_2", "flash_attention_3"),
     "fsdp.shard": ("layer", "root"),
     "fsdp.backend": ("auto", "gloo", "nccl"),
-    "validation.backend": ("hf", "vllm"),
 }
 
 
@@ -377,8 +396,28 @@ def check_config(cfg: TrainConfig) -> None:
     if a.kl != "none" and a.kl_coef <= 0:
         raise UserError(f"algorithm.kl is {a.kl!r} but algorithm.kl_coef is {a.kl_coef}; set a positive kl_coef "
                         "or kl: none")
-    if cfg.validation.every and not (cfg.validation.benchmarks or cfg.validation.suite):
-        raise UserError("validation.every is set: name validation.benchmarks or validation.suite")
+    check_validation(cfg.validation)
     if t.mini_batches and t.prompts_per_step % t.mini_batches:
         raise UserError(f"train.prompts_per_step ({t.prompts_per_step}) must be a multiple of train.mini_batches "
                         f"({t.mini_batches})")
+
+
+def check_validation(v: ValidationConfig) -> None:
+    """`validation.run` is checked as a server job is (unknown fields, bounds, the trainer's own fields refused by
+    name), when the config is read: a typo must not wait for the first validation to show."""
+    from ..runner import RunConfig
+
+    if v.every < 0:
+        raise UserError(f"validation.every must be at least 0, got {v.every}")
+    owned = sorted(set(v.run) & set(VALIDATION_OWNED))
+    if owned:
+        raise UserError(f"validation.run: {', '.join(owned)} cannot be set here: the trainer sets them (the model "
+                        "is the policy, the engine is each rank's rollout engine, the run directory is "
+                        "OUTPUT/validation/step-N)")
+    try:
+        run = RunConfig.from_json({"model": "-", **v.run})
+    except UserError as exc:
+        raise UserError(f"validation.run: {exc}") from None
+    if v.every and run.selection.empty:
+        raise UserError("validation.every is set: name validation.run.selection.benchmarks or "
+                        "validation.run.selection.suite")

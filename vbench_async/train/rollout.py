@@ -9,10 +9,11 @@ DTensors). On GPU the colocated vLLM engine in `vllm_rollout.py` plays the same 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Protocol
+from typing import Any, ContextManager, Iterable, Protocol
 
 import torch
 
@@ -31,6 +32,7 @@ class Sampled:
 
     token_ids: list[int]
     logprobs: list[float] | None = None
+    prompt_tokens: int | None = None  # the prompt's length as the engine tokenised it (media expanded), if known
 
 
 @dataclass
@@ -61,6 +63,7 @@ class Group:
 
 
 class RolloutEngine(Protocol):
+    kind: str  # the evaluation backend kind it matches (vllm, hf): what validation on it records
     processor: Any
     ids: SpecialIds  # end-of-sequence, pad and media placeholder token ids
 
@@ -72,6 +75,9 @@ class RolloutEngine(Protocol):
 
     def generate(self, requests: list[Request]) -> list[list[Sampled] | None]:
         """Each request's n samples (None for a request the engine rejected)."""
+
+    def held_awake(self) -> ContextManager[None]:
+        """Several `generate` calls in a row (validation's batches) without the engine sleeping in between."""
 
     def close(self) -> None:
         """Release the engine (before the process group is destroyed)."""
@@ -124,6 +130,8 @@ def special_ids(model_dir: str) -> SpecialIds:
 class HFRollout:
     """transformers `generate` through `HFBackend`, on weights synced from the FSDP model every step."""
 
+    kind = "hf"
+
     def __init__(self, model_dir: str, device: torch.device):
         from ..backends.hf import HFBackend
 
@@ -151,10 +159,14 @@ class HFRollout:
                     log.warning("rollout of %s failed: %s", req.request_id, exc)
                     out.append(None)
                     continue
-                out.append([Sampled(list(ids)) for ids in completion.token_ids])  # same weights: no log-probs
+                out.append([Sampled(list(ids), prompt_tokens=completion.prompt_tokens)  # same weights: no log-probs
+                            for ids in completion.token_ids or []])
             return out
 
         return asyncio.run(run_all())
+
+    def held_awake(self) -> ContextManager[None]:
+        return contextlib.nullcontext()  # never sleeps
 
     def close(self) -> None:
         asyncio.run(self.backend.close())

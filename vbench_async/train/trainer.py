@@ -279,17 +279,13 @@ class Trainer:
         return out_dir
 
     def run_validation(self) -> dict[str, float]:
-        from .checkpoint_eval import evaluate_checkpoint
+        """Every rank evaluates its share of the held-out set on its own rollout engine (validation.py)."""
+        from .validation import validate
 
-        where = self.out / "validation" / f"step-{self.step:06d}"
-        model_dir = self.export(where / "model")
-        scores: dict[str, float] = {}
-        if self.info.main:
-            scores = evaluate_checkpoint(model_dir, self.cfg.validation, where / "run", self.cfg.data.cache_dir)
-            watch.signal_done(f"validation-{self.step}")
-        else:  # waits through the store: an evaluation of any length trips no collective timeout
-            watch.wait_for(f"validation-{self.step}", self.cfg.validation.timeout_s + 600)
-        return scores
+        if not self._synced:  # the engine holds the weights from before this step's update: give it the new ones
+            self.rollout.sync(full_tensors(self.policy.model))
+            self._synced = True  # ... which the next step's rollout then uses as they are
+        return validate(self.cfg, self.step, self.info, self.rollout, str(self.model_dir), self.out)
 
     def close(self) -> None:
         self.rollout.close()

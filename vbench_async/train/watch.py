@@ -142,3 +142,19 @@ def wait_for(name: str, timeout_s: float) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"rank 0 did not finish {name} within {timeout_s:g} s")
         time.sleep(1.0)
+
+
+def gather(name: str, rank: int, world: int, timeout_s: float) -> bool:
+    """Every rank: mark that this rank reached `name`, then wait until all `world` ranks have, polling the store (no
+    collective: a rank busy for longer than the collective timeout, validating say, trips nothing). False when
+    `timeout_s` passes first; True at once without a watch (a world of one)."""
+    if _active is None:
+        return True
+    keys = [f"{_PREFIX}event/{name}/{r}" for r in range(world)]
+    _active.store.set(keys[rank], "1")
+    deadline = time.monotonic() + timeout_s
+    while not _active.store.check(keys):  # one call for all ranks' keys
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True

@@ -1,0 +1,86 @@
+"""Held-out validation during training: every rank evaluates its share on its own rollout engine.
+
+Each rank runs the ordinary evaluation (`runner.run`) as shard (rank, world) of one run directory,
+OUTPUT/validation/step-N, with its rollout engine (already holding the step's weights) as the backend
+(`engine_backend.RolloutBackend`): the cost-balanced split of `sharding.py`, the benchmark's frame settings, the
+training's frame cache, the same scorers, and the last shard to finish merges the shards into one ordinary run
+directory. A sample that fails is recorded with its error and counts as wrong; it never discards the other scores.
+
+The ranks then wait for each other through the store (`watch.gather`), not in a collective, so a slow rank trips no
+collective timeout, and every rank reads the scores from the merged summary: `val/<benchmark>` is the merged run's
+headline score, exactly what `vbench-async run` would report for the same samples.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from ..results.rundir import read_json, summary_path
+from . import watch
+from .config import TrainConfig
+from .engine_backend import RolloutBackend
+from .fsdp import DistInfo
+from .rollout import RolloutEngine
+
+log = logging.getLogger(__name__)
+
+
+def run_dir(out: Path, step: int) -> Path:
+    return Path(out) / "validation" / f"step-{step:06d}"
+
+
+def validate(cfg: TrainConfig, step: int, info: DistInfo, engine: RolloutEngine, model_dir: str,
+             out: Path) -> dict[str, float]:
+    """Evaluate this rank's share of the held-out set on `engine`; every rank returns the merged run's scores
+    ({"val/<benchmark>": score, "val/samples": n, "val/failed": n}) or {} when the run could not be merged."""
+    from .. import runner
+
+    where = run_dir(out, step)
+    started = time.perf_counter()
+    kind, engine_settings = engine.kind, None
+    if kind == "vllm":  # the rollout engine's own settings: the plan sizes prompts for its window; the manifest
+        from ..backends.vllm import VLLMSettings  # records what the engine really is
+
+        engine_settings = VLLMSettings(max_model_len=cfg.rollout.max_model_len, dtype="bfloat16",
+                                       gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization)
+    run_cfg = cfg.validation.run_config(model_dir, where, kind, (info.rank, info.world) if info.world > 1 else None,
+                                        cache_dir=cfg.data.cache_dir, engine=engine_settings)
+    backend = RolloutBackend(engine, kind, step)
+    try:
+        with engine.held_awake():
+            runner.run(run_cfg, backends=lambda *args, **kwargs: backend)
+    except Exception as exc:  # noqa: BLE001 - this share's run as a whole: no merge, no scores, training goes on
+        log.warning("validation at step %d (rank %d) failed: %s: %s", step, info.rank, type(exc).__name__, exc,
+                    exc_info=not isinstance(exc, UserError))
+    if not watch.gather(f"validation-{step}", info.rank, info.world, cfg.validation.timeout_s):
+        log.warning("validation at step %d: another rank's share did not finish within validation.timeout_s "
+                    "(%g s); training goes on without scores", step, cfg.validation.timeout_s)
+        return {}
+    scores = merged_scores(where)
+    if scores:
+        scores["time/validation_s"] = time.perf_counter() - started
+    else:
+        log.warning("validation at step %d left no merged summary in %s; no scores", step, where)
+    return scores
+
+
+def merged_scores(where: Path) -> dict[str, float]:
+    """The headline score of each benchmark of a finished run directory, with its sample and failure counts."""
+    summary = read_json(summary_path(where))  # a sharded run has one only once the shards are merged
+    if not isinstance(summary, dict):
+        return {}
+    out: dict[str, float] = {}
+    samples = failed = 0
+    for bid, block in (summary.get("benchmarks") or {}).items():
+        score: Any = block.get("score")
+        if isinstance(score, (int, float)):
+            out[f"val/{bid}"] = float(score)
+        samples += int(block.get("n_total") or 0)
+        failed += int(block.get("n_failed") or 0)
+    if out:
+        out["val/samples"], out["val/failed"] = float(samples), float(failed)
+    return out
