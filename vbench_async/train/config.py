@@ -53,6 +53,8 @@ class RolloutConfig:
     vllm_gpu_memory_utilization: float = 0.3
     vllm_sleep_level: int | None = 2  # between rollouts (GPU): 2 drops the weights too (they are re-synced anyway),
     # 1 keeps them in CPU memory, null never sleeps
+    sync_bucket_mb: int = 512  # weight sync: shards are cast to the engine's dtype and gathered in all-gathers of
+    # at most this many MiB each (a larger tensor goes alone), instead of one collective per tensor
 
 
 @dataclass
@@ -110,6 +112,11 @@ class TrainLoopConfig:
 @dataclass
 class FSDPConfig:
     shard: str = "layer"  # layer: one FSDP2 unit per decoder layer and vision block; root: one unit
+    # Ranks each parameter is sharded over (verl's fsdp_size); the world splits into world / shard_size replicas
+    # (HSDP: a 2-D mesh, replicate x shard), so per-micro-batch collectives and the weight sync stay inside a
+    # replica. null: the ranks of one node (LOCAL_WORLD_SIZE) when the run spans several nodes with several ranks
+    # each, else every rank (plain FSDP). 1 = pure data parallel (every rank holds the whole model).
+    shard_size: int | None = None
     backend: str = "auto"  # gloo on CPU, nccl on GPU
     timeout_s: float = 1800.0  # collectives that wait longer fail instead of hanging
     peer_timeout_s: float = 45.0  # a rank that shows no sign of life for this long ends the run on every rank
@@ -171,6 +178,8 @@ class TrainConfig:
             d.pop(volatile)
         for layout in ("steps", "attn_implementation", "packing"):  # packing: the same update, laid out anew
             d["train"].pop(layout)
+        d["fsdp"].pop("shard_size")  # the mesh: the same update on another layout (checkpoints reshard on load)
+        d["rollout"].pop("sync_bucket_mb")
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -364,6 +373,10 @@ def check_config(cfg: TrainConfig) -> None:
         raise UserError("train.max_tokens_per_micro_batch must be at least 1 (or null)")
     if t.logprob_chunk < 1:
         raise UserError("train.logprob_chunk must be at least 1")
+    if cfg.fsdp.shard_size is not None and cfg.fsdp.shard_size < 1:
+        raise UserError(f"fsdp.shard_size must be at least 1 (or null), got {cfg.fsdp.shard_size}")
+    if r.sync_bucket_mb < 1:
+        raise UserError(f"rollout.sync_bucket_mb must be at least 1, got {r.sync_bucket_mb}")
     if cfg.fsdp.peer_timeout_s <= 0 or cfg.validation.timeout_s <= 0:
         raise UserError("fsdp.peer_timeout_s and validation.timeout_s must be positive")
     if r.vllm_sleep_level not in (None, 1, 2):

@@ -2,7 +2,7 @@
 
 Before step 1 the frame cache is filled (each rank its share) and items whose frames cannot be cached are dropped
 on every rank (`data/dropped_items`, OUTPUT/dropped_items.jsonl). Each step, on every rank:
-  1. sync     the FSDP weights into the rollout engine (a gathered full state dict)
+  1. sync     the FSDP weights into the rollout engine (full tensors, cast and gathered in buckets: sync.py)
   2. rollout  this rank's share of the prompts, n samples each (collect.py: cached frames, the evaluation's
               `Request`, offline responses mixed in, rewards from the scorer library, DAPO refills)
   3. logprob  old / reference log-probs when the algorithm needs them
@@ -27,11 +27,12 @@ from .checkpoint import export_dir, export_hf, find_resume, gather_for_rank0, lo
 from .collect import Collector
 from .config import TrainConfig
 from .data import DataOrder, MediaSource, TrainItem, frame_spec, load_items
-from .fsdp import all_reduce, barrier, close_distributed, full_tensors, init_distributed, load_sharded, shard
+from .fsdp import all_reduce, barrier, build_mesh, close_distributed, init_distributed, load_sharded, shard
 from .logger import MetricsLogger, Sums, step_metrics
 from .packing import resolve_attention
 from .policy import Policy
 from .rollout import Group
+from .sync import SyncStats, bucketed_full_tensors
 from .update import Seq, Updater
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ class Trainer:
         self.media = MediaSource(frame_spec(cfg.data, model), cfg.data.frame_source, cfg.data.cache_dir,
                                  cfg.data.decode_workers)
         self.dropped = self._prepare_media()
+        self.mesh = build_mesh(cfg.fsdp, self.info)  # one mesh (and its process groups) for policy and reference
         self.order = DataOrder(len(self.items), cfg.seed, cfg.data.shuffle)
         gpu = self.info.device.type == "cuda"
         self.mixed = gpu and cfg.train.dtype == "auto"
@@ -147,8 +149,8 @@ class Trainer:
         mixed = self.mixed and dtype == torch.float32
         policy = Policy(model, packing=self.cfg.train.packing)
         if self.info.world > 1:
-            return load_sharded(policy, self.cfg.fsdp, self.info, mixed, full)
-        return shard(policy.to(self.info.device), self.cfg.fsdp, self.info, mixed)
+            return load_sharded(policy, self.cfg.fsdp, self.info, mixed, full, self.mesh)
+        return shard(policy.to(self.info.device), self.cfg.fsdp, self.info, mixed, self.mesh)
 
     def _build_rollout(self, gpu: bool):
         engine = self.cfg.rollout.engine
@@ -210,9 +212,10 @@ class Trainer:
 
     def train_step(self) -> dict[str, float]:
         times = {"start": time.perf_counter()}
-        synced = [0, 0]  # bytes gathered and loaded into the rollout engine this step, tensors
+        synced = SyncStats()
         if not self._synced:
-            self.rollout.sync(_counted(full_tensors(self.policy.model), synced))
+            self.rollout.sync(bucketed_full_tensors(self.policy.model, self.rollout.sync_dtype,
+                                                    self.cfg.rollout.sync_bucket_mb << 20, synced))
         self._synced = False
         times["sync"] = time.perf_counter()
         groups, sums = self.collector.collect(self.step)
@@ -234,7 +237,9 @@ class Trainer:
         times["update"] = time.perf_counter()
         self._log_samples(groups)
         metrics = self._metrics(sums, times)
-        metrics["sync/bytes"], metrics["sync/tensors"] = float(synced[0]), float(synced[1])  # per rank
+        metrics.update({"sync/bytes": float(synced.bytes), "sync/tensors": float(synced.tensors),  # per rank
+                        "sync/collectives": float(synced.collectives),
+                        "sync/gathered_bytes": float(synced.gathered_bytes)})
         return metrics
 
     # -- metrics ----------------------------------------------------------------------------------------------------
@@ -294,14 +299,6 @@ class Trainer:
     def close(self) -> None:
         self.rollout.close()
         close_distributed()
-
-
-def _counted(weights, count: list[int]):
-    """Pass `weights` through, adding each tensor's bytes to count[0] and one to count[1]."""
-    for name, tensor in weights:
-        count[0] += tensor.numel() * tensor.element_size()
-        count[1] += 1
-        yield name, tensor
 
 
 def train(cfg: TrainConfig) -> tuple[dict[str, float], Path | None]:

@@ -70,6 +70,7 @@ class VLLMRollout:
                        max_model_len=cfg.max_model_len, limit_mm_per_prompt={"video": 1, "image": 4},
                        enable_prefix_caching=True, **memory)
         self.ids = special_ids(model_dir)
+        self.sync_dtype = torch.bfloat16  # the engine's dtype (above): shards are cast before they are gathered
         self._asleep = False
 
     def engine_input(self, request: Request) -> dict[str, Any]:
