@@ -152,6 +152,11 @@ def test_two_nodes_drop_a_corrupt_video_and_train_mixed_video_and_text(uninterru
     for r in rows:
         assert r["loss"] is not None and r["grad_norm"] is not None and r["grad_norm"] > 0  # finite, real gradients
         assert r["rollout/groups"] == 2 and r["rollout/offline_groups"] == 2 and r["data/dropped_items"] == 1
+    # Step 2 syncs the HF rollout copy (fp32 on CPU) through the bucketed gather: a few all-gathers, not one a tensor.
+    sync = rows[1]
+    print("sync at step 2 (rank 0):", {k: v for k, v in sync.items() if k.startswith("sync/")})
+    assert sync["sync/bytes"] > 0 and 0 < sync["sync/collectives"] < sync["sync/tensors"] / 10
+    assert sync["sync/gathered_bytes"] >= sync["sync/bytes"]
     dropped = [json.loads(line) for line in (out / "dropped_items.jsonl").read_text().splitlines()]
     assert [d["sample"] for d in dropped] == ["train/corrupt"] and dropped[0]["reason"].startswith("decode_error")
     assert all("dropped 1 item(s) whose frames cannot be cached: train/corrupt" in log for log in logs)
@@ -211,7 +216,8 @@ def test_resume_after_step_1_reaches_the_same_weights(uninterrupted, data, tmp_p
     assert [r["step"] for r in resumed] == [2]
     assert resumed[0]["data/dropped_items"] == 1  # the cache remembers the corrupt video: dropped again, not decoded
     a_rows = {r["step"]: r for r in _metrics(a_out)}
-    for r in resumed:
+    for r in resumed:  # 2 x 1: the sync gathers nothing (each rank holds the whole model), and hands over the same
+        assert r["sync/collectives"] == 0 and r["sync/bytes"] == a_rows[r["step"]]["sync/bytes"]
         assert r["data/consumed"] == a_rows[r["step"]]["data/consumed"]
         assert r["reward/mean"] == a_rows[r["step"]]["reward/mean"]
     a_text = [s["text"] for s in map(json.loads, (a_out / "samples.jsonl").read_text().splitlines())

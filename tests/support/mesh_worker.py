@@ -2,8 +2,8 @@
 
 A small model with the trainer's unit layout (per-layer FSDP units, a vision tower, a root) and row counts that do
 not divide the ranks is sharded by the trainer's own `shard` twice, once with `fsdp.shard_size` = the world (plain
-FSDP) and once with the given shard size or the default one (HSDP), trained for a few AdamW steps on each rank's
-slice of the same global batches, then
+FSDP) and once with the given shard size or the default one (HSDP), trained for a few AdamW steps (two
+micro-batches each) on each rank's slice of the same global batches, then
   - the full weights of both runs are compared (they must agree to float tolerance);
   - the bucketed sync (`bucketed_full_tensors`, small buckets so several are used and one tensor goes alone, and
     cast to bfloat16) is compared with a per-tensor `full_tensor()` gather of the same model.
@@ -19,7 +19,15 @@ import torch
 from torch import nn
 
 from vbench_async.train.config import FSDPConfig
-from vbench_async.train.fsdp import DistInfo, close_distributed, full_tensors, init_distributed, mesh_shape, shard
+from vbench_async.train.fsdp import (
+    DistInfo,
+    close_distributed,
+    full_tensors,
+    init_distributed,
+    mesh_shape,
+    replica_sync,
+    shard,
+)
 from vbench_async.train.sync import SyncStats, bucketed_full_tensors
 
 
@@ -85,7 +93,9 @@ def train(info: DistInfo, shard_size: int | None, steps: int) -> Policy:
         batch = torch.randint(0, 37, (info.world * 2, 6), generator=data)
         mine = batch[info.rank * 2: (info.rank + 1) * 2]
         optim.zero_grad()
-        policy(mine).backward()  # gradients are averaged over all ranks, in either mesh
+        for i, micro in enumerate(mine.split(1)):  # two micro-batches: the replicas all-reduce after the last only
+            replica_sync(policy, i == 1)
+            (policy(micro) / 2).backward()  # gradients are averaged over all ranks, in either mesh
         torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
         optim.step()
     return policy

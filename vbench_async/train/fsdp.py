@@ -125,6 +125,16 @@ def shard(policy: nn.Module, cfg: FSDPConfig, info: DistInfo, mixed_precision: b
     return policy
 
 
+def replica_sync(model: nn.Module, now: bool) -> None:
+    """Whether the next backward all-reduces gradients between HSDP replicas. Off for every micro-batch of an
+    optimizer step but the last: each still reduce-scatters inside its shard group (accumulating the sharded
+    gradient), and the last one all-reduces the sum, so the cross-node traffic is once per optimizer step instead of
+    once per micro-batch. No effect on a 1-D mesh."""
+    setter = getattr(model, "set_requires_all_reduce", None)  # an FSDPModule (after fully_shard)
+    if setter is not None:
+        setter(now)
+
+
 def load_sharded(policy: nn.Module, cfg: FSDPConfig, info: DistInfo, mixed_precision: bool,
                  full: nn.Module | None, mesh: DeviceMesh | None = None) -> nn.Module:
     """Shard a policy built on the meta device, then fill it from `full` (the loaded model, on rank 0 only).

@@ -17,7 +17,7 @@ import torch
 
 from . import algos
 from .config import TrainConfig
-from .fsdp import DistInfo, all_reduce
+from .fsdp import DistInfo, all_reduce, replica_sync
 from .logger import Sums
 from .policy import Encoded, Policy, collate, forward_batch
 
@@ -117,7 +117,9 @@ class Updater:
                 trained = [s for s in mini if s.trained]
                 n_tokens, n_seqs = all_reduce([sum(len(s.ids) for s in trained), len(trained)], info)
                 self.optim.zero_grad(set_to_none=True)
-                for micro in self._micros(mini, encoded):
+                micros = self._micros(mini, encoded)
+                for i, micro in enumerate(micros):
+                    replica_sync(self.policy, i == len(micros) - 1)  # HSDP: one cross-node all-reduce per step
                     self._micro_step(micro, encoded, clip, use_old, int(n_seqs), int(n_tokens), sums)
                 self._optimizer_step(sums)
 
