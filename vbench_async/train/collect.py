@@ -3,8 +3,9 @@
 Nothing a single prompt does can stop the step: an item whose media cannot be loaded is skipped
 (`data/media_failed`), a prompt longer than the engine's window minus `max_tokens` is skipped before generation
 (`rollout/too_long`: it would be rejected, and with vLLM take the whole batch down with it), and a request the engine
-still rejects comes back as None (`rollout/failed`). All ranks then train on the same number of groups (the
-smallest any rank reached), because they must run the same number of forward/backward passes.
+still rejects comes back as None (`rollout/failed`). The groups kept on all ranks form one global pool, from which
+every rank receives exactly its share of the global batch (pool.py): ranks must run the same number of
+forward/backward passes, and the batch is the configured size whichever rank's prompts were dropped.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from ..errors import SampleError
 from . import algos
 from .config import TrainConfig
 from .data import DataOrder, MediaSource, TrainItem, rank_slice
-from .fsdp import DistInfo, all_reduce
+from .fsdp import DistInfo
 from .logger import Sums
 from .policy import encode
+from .pool import plan_pool, redistribute, round_counts
 from .rollout import Group, make_responses, mix_offline, rollout_seed, score
 
 log = logging.getLogger(__name__)
@@ -30,7 +32,7 @@ log = logging.getLogger(__name__)
 SUMS = ("rollout/responses", "reward/sum", "reward/accuracy_sum", "reward/format_sum", "reward/overlong_sum",
         "response/tokens", "rollout/online", "reward/online_sum", "response/finished", "rollout/groups",
         "rollout/dropped", "rollout/failed", "rollout/too_long", "rollout/offline", "data/media_failed",
-        "prompt/tokens", "time/media_s", "frames/decoded")
+        "prompt/tokens", "time/media_s", "frames/decoded", "rollout/short", "rollout/moved")
 
 
 class Collector:
@@ -41,27 +43,32 @@ class Collector:
         self.max_prompt = cfg.rollout.max_model_len - cfg.rollout.max_tokens
 
     def collect(self, step: int) -> tuple[list[Group], Sums]:
+        """This rank's share of the step's global batch of groups (pool.py: filled from all ranks' rollouts)."""
         c = self.cfg
-        per_rank = c.train.prompts_per_step // self.info.world
+        target = c.train.prompts_per_step
         sums = Sums(*SUMS)
         kept: list[Group] = []
+        counts: list[list[int]] = []
         rounds = 1 + (c.algorithm.max_sampling_tries if c.algorithm.dynamic_sampling else 0)
         for round_ in range(rounds):
-            mine = rank_slice(self.order.take(c.train.prompts_per_step), self.info.rank, self.info.world)
+            mine = rank_slice(self.order.take(target), self.info.rank, self.info.world)
             groups = self._round([self.items[i] for i in mine], step, round_, sums)
             if c.algorithm.dynamic_sampling:
                 varied = [g for g in groups if algos.varied_groups(torch.tensor([g.rewards]))[0]]
                 sums.add("rollout/dropped", len(groups) - len(varied))
                 groups = varied
             kept.extend(groups)
-            if not c.algorithm.dynamic_sampling or all_reduce([len(kept)], self.info, "min")[0] >= per_rank:
+            counts.append(round_counts(len(groups), self.info))
+            if sum(map(sum, counts)) >= target:
                 break
-        kept = kept[:per_rank]
-        count = int(all_reduce([len(kept)], self.info, "min")[0])
-        if count < len(kept):
-            log.warning("rank %d trains on %d of its %d groups (another rank has fewer)", self.info.rank, count,
-                        len(kept))
-        return kept[:count], sums
+        plan = plan_pool(counts, target)
+        if plan.total < target:
+            sums.add("rollout/short", (target - plan.total) / self.info.world)  # summed over ranks: the shortfall
+            if self.info.main:
+                log.warning("the global batch holds %d of %d groups after %d rollout round(s) (%d kept in all)",
+                            plan.total, target, len(counts), sum(map(sum, counts)))
+        sums.add("rollout/moved", sum(1 for m in plan.moves if m[0] == self.info.rank))
+        return redistribute(kept, plan, self.info), sums
 
     def _requests(self, items: list[TrainItem], step: int, round_: int, sums: Sums) -> list[tuple[TrainItem, Any, Any]]:
         """(item, request, encoded prompt) of every item that can be rolled out."""

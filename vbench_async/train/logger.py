@@ -129,6 +129,8 @@ def step_metrics(s: dict[str, float], world: int) -> dict[str, float]:
         "rollout/groups": s["rollout/groups"],
         "rollout/dropped": s["rollout/dropped"],
         "rollout/failed": s["rollout/failed"],
+        "rollout/short": s.get("rollout/short", 0.0),  # groups the global batch lacks after the last round
+        "rollout/moved": s.get("rollout/moved", 0.0),  # groups sent to another rank to fill its share
         "rollout/too_long": s.get("rollout/too_long", 0.0),
         "data/media_failed": s.get("data/media_failed", 0.0),
         "reward/overlong": _ratio(s, "reward/overlong_sum", "rollout/responses"),
