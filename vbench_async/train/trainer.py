@@ -1,7 +1,8 @@
 """The training loop, in one readable place.
 
-Before step 1 the frame cache is filled (each rank its share) and items whose frames cannot be cached are dropped
-on every rank (`data/dropped_items`, OUTPUT/dropped_items.jsonl). Each step, on every rank:
+Before step 1 the frame cache is filled (each rank its share, split by decoding cost) and items whose frames cannot
+be cached are dropped on every rank (`data/dropped_items`, OUTPUT/dropped_items.jsonl); ranks that finish early wait
+on the store, not in a collective, so preparation may outlast `fsdp.timeout_s`. Each step, on every rank:
   1. sync     the FSDP weights into the rollout engine (full tensors, cast and gathered in buckets: sync.py)
   2. rollout  this rank's share of the prompts, n samples each (collect.py: cached frames, the evaluation's
               `Request`, offline responses mixed in, rewards from the scorer library, DAPO refills)
@@ -104,10 +105,16 @@ class Trainer:
         log.info("frame cache (rank %d): %s", info.rank, report.summary())
         mine = self.media.uncached(self.items, info.rank if shared else info.local_rank,
                                    info.world if shared else info.local_world)
-        flags = [0.0] * len(self.items)
-        for i in mine:
-            flags[i] = 1.0
-        failed = [i for i, f in enumerate(all_reduce(flags, info, "max")) if f] if info.world > 1 else mine
+        failed = mine
+        if info.world > 1:  # every rank's failures; waiting on the store, since a rank may still be decoding
+            posted = watch.exchange("uncached", json.dumps(mine))
+            if posted is not None:
+                failed = sorted({i for text in posted for i in json.loads(text)})
+            else:  # no store to wait on: a collective (bounded by fsdp.timeout_s)
+                flags = [0.0] * len(self.items)
+                for i in mine:
+                    flags[i] = 1.0
+                failed = [i for i, f in enumerate(all_reduce(flags, info, "max")) if f]
         dropped = [(self.items[i], self.media.why_uncached(self.items[i])) for i in failed]
         if dropped:
             gone = set(failed)
@@ -229,7 +236,7 @@ class Trainer:
                     rollout_logp=None if r.rollout_logp is None else torch.tensor(r.rollout_logp))
                 for i, g in enumerate(groups) for r, a in zip(g.responses, g.advantages)]
         sums.add("train/masked_truncated", sum(not s.trained for s in seqs))
-        if seqs:  # the group count is the minimum over ranks: every rank has sequences, or none has
+        if seqs:  # every rank holds its equal share of the global batch (pool.py): all have sequences, or none
             self.updater.logprobs(seqs, encoded)
         times["logprob"] = time.perf_counter()
         if seqs:

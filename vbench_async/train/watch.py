@@ -142,3 +142,19 @@ def wait_for(name: str, timeout_s: float) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"rank 0 did not finish {name} within {timeout_s:g} s")
         time.sleep(1.0)
+
+
+def exchange(name: str, value: str, timeout_s: float | None = None) -> list[str] | None:
+    """Post this rank's `value` under `name` and return every rank's, in rank order, by waiting on the store: no
+    collective, so a long wait (one rank still preparing) trips no collective timeout, and the watch still ends this
+    rank if a peer dies meanwhile. None without a watch (a world of one, or no reachable store)."""
+    if _active is None:
+        return None
+    keys = [f"{_PREFIX}post/{name}/{rank}" for rank in range(_active.world)]
+    _active.store.set(keys[_active.rank], value)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while not _active.store.check(keys):  # one call for all keys: O(world) per rank, not per peer
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"the other ranks did not post {name} within {timeout_s:g} s")
+        time.sleep(1.0)
+    return [_active.store.get(key).decode() for key in keys]
