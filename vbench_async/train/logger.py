@@ -135,6 +135,7 @@ def step_metrics(s: dict[str, float], world: int) -> dict[str, float]:
         "data/media_failed": s.get("data/media_failed", 0.0),
         "reward/overlong": _ratio(s, "reward/overlong_sum", "rollout/responses"),
         "train/masked_truncated": s.get("train/masked_truncated", 0.0),
+        "train/padding_passes": s.get("train/padding_passes", 0.0),
         "rollout/offline_groups": s["rollout/offline"],
         "frames/decoded": s["frames/decoded"],
         "time/media_s": s["time/media_s"] / world,
