@@ -101,3 +101,24 @@ def test_two_ranks_fill_the_global_batch_from_one_pool(tmp_path):
     # Step 2: 1 group kept in 2 rounds: nothing to train on, and the log says so.
     assert second["rollout/dropped"] == 3 and second["rollout/short"] == 2 and second["loss"] is None
     assert "the global batch holds 0 of 2 groups after 2 rollout round(s) (1 kept in all)" in proc.stderr
+
+
+def test_a_tensor_parallel_group_rolls_out_its_ranks_prompts_together():
+    from vbench_async.train.collect import engine_share
+
+    batch = list(range(100, 108))  # 8 prompts over 4 ranks, TP 2: ranks 0-1 share an engine, ranks 2-3 another
+    shares = [engine_share(batch, rank, 4, 2) for rank in range(4)]
+    assert [s[0] for s in shares] == [[100, 101, 102, 103]] * 2 + [[104, 105, 106, 107]] * 2  # same prompts
+    own = [[engine[i] for i in positions] for engine, positions in shares]
+    assert own == [[100, 101], [102, 103], [104, 105], [106, 107]]  # each rank trains on the share it has at TP 1
+    assert engine_share(batch, 3, 4, 1) == ([106, 107], range(0, 2))
+
+
+def test_engine_batching_limits_come_from_the_step_unless_set():
+    from vbench_async.train.config import RolloutConfig
+    from vbench_async.train.vllm_rollout import engine_limits
+
+    assert engine_limits(RolloutConfig(n=8, max_model_len=16384), prompts_per_call=4) == {
+        "max_num_seqs": 32, "max_num_batched_tokens": 16384}
+    assert engine_limits(RolloutConfig(n=8, max_model_len=4096, max_num_seqs=12), 4) == {
+        "max_num_seqs": 12, "max_num_batched_tokens": 8192}

@@ -35,6 +35,14 @@ SUMS = ("rollout/responses", "reward/sum", "reward/accuracy_sum", "reward/format
         "prompt/tokens", "time/media_s", "frames/decoded", "rollout/short", "rollout/moved")
 
 
+def engine_share(batch: list[int], rank: int, world: int, tp: int) -> tuple[list[int], range]:
+    """What this rank's engine rolls out (its TP group's shares together: every rank of the group sends the same
+    prompts) and the positions in it that are this rank's own share (the same share as without TP)."""
+    group = rank_slice(batch, rank // tp, world // tp)
+    per = len(group) // tp
+    return group, range(rank % tp * per, (rank % tp + 1) * per)
+
+
 class Collector:
     def __init__(self, cfg: TrainConfig, info: DistInfo, items: list[TrainItem], order: DataOrder,
                  media: MediaSource, rollout: Any):
@@ -51,8 +59,9 @@ class Collector:
         counts: list[list[int]] = []
         rounds = 1 + (c.algorithm.max_sampling_tries if c.algorithm.dynamic_sampling else 0)
         for round_ in range(rounds):
-            mine = rank_slice(self.order.take(target), self.info.rank, self.info.world)
-            groups = self._round([self.items[i] for i in mine], step, round_, sums)
+            engine, own = engine_share(self.order.take(target), self.info.rank, self.info.world,
+                                       c.rollout.tensor_parallel_size)
+            groups = self._round([self.items[i] for i in engine], step, round_, sums, own)
             if c.algorithm.dynamic_sampling:
                 varied = [g for g in groups if algos.varied_groups(torch.tensor([g.rewards]))[0]]
                 sums.add("rollout/dropped", len(groups) - len(varied))
@@ -70,13 +79,15 @@ class Collector:
         sums.add("rollout/moved", sum(1 for m in plan.moves if m[0] == self.info.rank))
         return redistribute(kept, plan, self.info), sums
 
-    def _requests(self, items: list[TrainItem], step: int, round_: int, sums: Sums) -> list[tuple[TrainItem, Any, Any]]:
-        """(item, request, encoded prompt) of every item that can be rolled out."""
+    def _requests(self, items: list[TrainItem], step: int, round_: int, sums: Sums,
+                  own: range) -> list[tuple[int, TrainItem, Any, Any]]:
+        """(position, item, request, encoded prompt) of every item that can be rolled out; skips are counted for this
+        rank's own positions only (the other ranks of its TP group count theirs)."""
         r = self.cfg.rollout
         k, gated = r.offline_per_group, r.offline_accuracy_threshold is not None
         decoded, media_s = self.media.decoded, 0.0
         out = []
-        for it in items:
+        for pos, it in enumerate(items):
             n = r.n - k if (k and it.offline and not gated) else r.n
             sampling = SamplingParams(temperature=r.temperature, top_p=r.top_p, top_k=r.top_k, max_tokens=r.max_tokens,
                                       seed=rollout_seed(self.cfg.seed, step, round_, it.index))
@@ -87,24 +98,27 @@ class Collector:
                 encoded = encode(self.rollout.inputs(req))
             except SampleError as exc:  # FrameError included: a video that cannot be decoded now
                 log.warning("skipping %s at step %d: %s: %s", it.sample.key, step + 1, exc.kind, exc)
-                sums.add("data/media_failed", 1)
+                sums.add("data/media_failed", pos in own)
                 continue
             if len(encoded.input_ids) > self.max_prompt:
                 log.warning("skipping %s: its prompt has %d tokens, more than rollout.max_model_len - max_tokens "
                             "= %d", it.sample.key, len(encoded.input_ids), self.max_prompt)
-                sums.add("rollout/too_long", 1)
+                sums.add("rollout/too_long", pos in own)
                 continue
-            out.append((it, req, encoded))
+            out.append((pos, it, req, encoded))
         sums.add("time/media_s", media_s)
         sums.add("frames/decoded", self.media.decoded - decoded)
         return out
 
-    def _round(self, items: list[TrainItem], step: int, round_: int, sums: Sums) -> list[Group]:
+    def _round(self, items: list[TrainItem], step: int, round_: int, sums: Sums, own: range) -> list[Group]:
+        """The groups of this rank's `own` positions of `items` (all of which its engine rolls out)."""
         r, a = self.cfg.rollout, self.cfg.algorithm
-        ready = self._requests(items, step, round_, sums)
-        rows_of = self.rollout.generate([req for _, req, _ in ready]) if ready else []
+        ready = self._requests(items, step, round_, sums, own)
+        rows_of = self.rollout.generate([req for _, _, req, _ in ready]) if ready else []
         groups = []
-        for (it, req, encoded), rows in zip(ready, rows_of):
+        for (pos, it, req, encoded), rows in zip(ready, rows_of):
+            if pos not in own:  # a TP peer's prompt: rolled out together, trained and counted there
+                continue
             if rows is None:
                 sums.add("rollout/failed", 1)
                 continue

@@ -53,6 +53,11 @@ class RolloutConfig:
     vllm_gpu_memory_utilization: float = 0.3
     vllm_sleep_level: int | None = 2  # between rollouts (GPU): 2 drops the weights too (they are re-synced anyway),
     # 1 keeps them in CPU memory, null never sleeps
+    tensor_parallel_size: int = 1  # vLLM TP: each run of this many consecutive ranks (inside one node) shares one
+    # engine sharded over their GPUs (TRL's vllm_tensor_parallel_size); they roll out their prompts together
+    max_num_seqs: int | None = None  # vLLM; null: every sequence of one engine call at once (prompts x n)
+    max_num_batched_tokens: int | None = None  # vLLM; null: max(8192, max_model_len), so any admitted prompt's
+    # video fits the encoder cache whole and a prompt prefills in one chunk
     sync_bucket_mb: int = 512  # weight sync: shards are cast to the engine's dtype and gathered in all-gathers of
     # at most this many MiB each (a larger tensor goes alone), instead of one collective per tensor
 
@@ -179,7 +184,8 @@ class TrainConfig:
         for layout in ("steps", "attn_implementation", "packing"):  # packing: the same update, laid out anew
             d["train"].pop(layout)
         d["fsdp"].pop("shard_size")  # the mesh: the same update on another layout (checkpoints reshard on load)
-        d["rollout"].pop("sync_bucket_mb")
+        for engine_layout in ("sync_bucket_mb", "tensor_parallel_size", "max_num_seqs", "max_num_batched_tokens"):
+            d["rollout"].pop(engine_layout)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -375,6 +381,11 @@ def check_config(cfg: TrainConfig) -> None:
         raise UserError("train.logprob_chunk must be at least 1")
     if cfg.fsdp.shard_size is not None and cfg.fsdp.shard_size < 1:
         raise UserError(f"fsdp.shard_size must be at least 1 (or null), got {cfg.fsdp.shard_size}")
+    if r.tensor_parallel_size < 1 or (r.max_num_seqs is not None and r.max_num_seqs < 1) or \
+            (r.max_num_batched_tokens is not None and r.max_num_batched_tokens < 1):
+        raise UserError("rollout.tensor_parallel_size, max_num_seqs and max_num_batched_tokens must be at least 1")
+    if r.tensor_parallel_size > 1 and r.engine == "hf":
+        raise UserError("rollout.tensor_parallel_size > 1 needs the vllm engine (rollout.engine: vllm or auto on GPU)")
     if r.sync_bucket_mb < 1:
         raise UserError(f"rollout.sync_bucket_mb must be at least 1, got {r.sync_bucket_mb}")
     if cfg.fsdp.peer_timeout_s <= 0 or cfg.validation.timeout_s <= 0:

@@ -49,6 +49,12 @@ class Trainer:
         model = models.resolve(cfg.model)
         self.info = init_distributed(cfg.fsdp)
         watch.start_watch(self.info.rank, self.info.world, cfg.fsdp.peer_timeout_s)
+        tp = cfg.rollout.tensor_parallel_size
+        if self.info.local_world % tp:
+            raise UserError(f"rollout.tensor_parallel_size ({tp}) must divide the processes per node "
+                            f"({self.info.local_world})")
+        if tp > 1 and not (self.info.device.type == "cuda" and cfg.rollout.engine in ("auto", "vllm")):
+            raise UserError("rollout.tensor_parallel_size > 1 needs the vllm engine on GPUs")
         if cfg.train.prompts_per_step % self.info.world:
             raise UserError(f"train.prompts_per_step ({cfg.train.prompts_per_step}) must be a multiple of the "
                             f"number of processes ({self.info.world})")
@@ -166,8 +172,10 @@ class Trainer:
         if engine == "vllm":
             from .vllm_rollout import VLLMRollout
 
-            return VLLMRollout(self.model_dir, self.cfg.rollout, seed=self.cfg.seed + self.info.rank,
-                               world=self.info.world)
+            tp = self.cfg.rollout.tensor_parallel_size  # a TP group's ranks share one seed and one batch
+            return VLLMRollout(self.model_dir, self.cfg.rollout, seed=self.cfg.seed + self.info.rank // tp,
+                               world=self.info.world, prompts_per_call=self.cfg.train.prompts_per_step
+                               // self.info.world * tp)
         from .rollout import HFRollout
 
         return HFRollout(self.model_dir, self.info.device)
