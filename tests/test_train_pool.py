@@ -122,3 +122,18 @@ def test_engine_batching_limits_come_from_the_step_unless_set():
         "max_num_seqs": 32, "max_num_batched_tokens": 16384}
     assert engine_limits(RolloutConfig(n=8, max_model_len=4096, max_num_seqs=12), 4) == {
         "max_num_seqs": 12, "max_num_batched_tokens": 8192}
+
+
+def test_balancing_swaps_groups_from_the_costliest_rank_to_the_cheapest():
+    from vbench_async.train.pool import balance_plan, rank_loads
+
+    costs = [[100.0, 90.0], [10.0, 5.0]]  # rank 0 kept two video groups, rank 1 two text groups
+    plan = plan_pool([[2, 2]], 4)
+    assert rank_loads(plan, costs) == [190.0, 15.0] and plan.moves == []
+    balanced = balance_plan(plan, costs, max_swaps=4)
+    assert rank_loads(balanced, costs) == [100.0, 105.0]  # one video group each
+    assert balanced.keep == [[1], [1]] and balanced.moves == [(0, 0, 1), (1, 0, 0)]  # one swap, two moves
+    # counts stay equal; an even plan is left alone; a swap that would not lower the costliest rank is not made
+    even = [[50.0, 50.0], [60.0, 40.0]]
+    assert balance_plan(plan, even, 4) == plan
+    assert balance_plan(plan_pool([[1, 1]], 2), [[100.0], [10.0]], 4).moves == []

@@ -24,7 +24,7 @@ from .data import DataOrder, MediaSource, TrainItem, rank_slice
 from .fsdp import DistInfo
 from .logger import Sums
 from .policy import encode
-from .pool import plan_pool, redistribute, round_counts
+from .pool import balance_plan, gather_costs, plan_pool, rank_loads, redistribute, round_counts
 from .rollout import Group, make_responses, mix_offline, rollout_seed, score
 
 log = logging.getLogger(__name__)
@@ -33,6 +33,11 @@ SUMS = ("rollout/responses", "reward/sum", "reward/accuracy_sum", "reward/format
         "response/tokens", "rollout/online", "reward/online_sum", "response/finished", "rollout/groups",
         "rollout/dropped", "rollout/failed", "rollout/too_long", "rollout/offline", "data/media_failed",
         "prompt/tokens", "time/media_s", "frames/decoded", "rollout/short", "rollout/moved")
+
+
+def _tokens(group: Group) -> int:
+    """A group's forward cost: its sequences' tokens (prompt, media tokens included, + response)."""
+    return sum(len(group.encoded.input_ids) + len(r.token_ids) for r in group.responses)
 
 
 def engine_share(batch: list[int], rank: int, world: int, tp: int) -> tuple[list[int], range]:
@@ -71,6 +76,14 @@ class Collector:
             if sum(map(sum, counts)) >= target:
                 break
         plan = plan_pool(counts, target)
+        if c.train.balance_ranks and self.info.world > 1 and plan.share:  # the same decision on every rank
+            costs = gather_costs([float(_tokens(g)) for g in kept], self.info)
+            before = rank_loads(plan, costs)
+            plan = balance_plan(plan, costs, max_swaps=self.info.world * plan.share)
+            after = rank_loads(plan, costs)
+            for name, loads in (("rollout/balance_before", before), ("rollout/balance_after", after)):
+                mean = sum(loads) / len(loads)  # max over mean of the ranks' tokens; summed over ranks below
+                sums.add(name, (max(loads) / mean if mean else 1.0) / self.info.world)
         if plan.total < target:
             sums.add("rollout/short", (target - plan.total) / self.info.world)  # summed over ranks: the shortfall
             if self.info.main:

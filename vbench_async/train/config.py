@@ -98,6 +98,7 @@ class TrainLoopConfig:
     prompts_per_step: int = 8  # global, over all ranks; a multiple of the world size
     micro_batch_size: int = 8  # sequences per forward/backward ...
     max_tokens_per_micro_batch: int | None = None  # ... or a token budget (prompt + response, padded) instead
+    balance_ranks: bool = True  # swap groups between ranks so each runs about as many tokens (verl: balance_batch)
     logprob_chunk: int = 512  # response positions per log-softmax chunk (the full-vocab fp32 tensor never exists)
     attn_implementation: str = "auto"  # auto: flash_attention_2 on CUDA when flash-attn is installed, else sdpa
     packing: bool | None = None  # padding-free micro-batches; null: where attention is varlen (flash), else padded
@@ -181,7 +182,8 @@ class TrainConfig:
         d = self.to_dict()
         for volatile in ("logging", "checkpoint", "validation", "output_dir"):
             d.pop(volatile)
-        for layout in ("steps", "attn_implementation", "packing"):  # packing: the same update, laid out anew
+        # the same update, laid out anew (packing; balance_ranks: the same global batch, split otherwise)
+        for layout in ("steps", "attn_implementation", "packing", "balance_ranks"):
             d["train"].pop(layout)
         d["fsdp"].pop("shard_size")  # the mesh: the same update on another layout (checkpoints reshard on load)
         for engine_layout in ("sync_bucket_mb", "tensor_parallel_size", "max_num_seqs", "max_num_batched_tokens"):

@@ -9,8 +9,11 @@ selected groups and sends the surplus point to point to ranks short of theirs, s
 `target / world` groups. When the rounds run out first, every rank gets `total // world` (ranks must hold equal counts:
 they run the same forward/backward passes), and the shortfall is logged (`rollout/short`).
 
-The plan is a pure function of the per-round counts, which every rank knows, so all ranks agree on it without
-another exchange; transfers run in one global order, which keeps the blocking sends and receives from deadlocking.
+The plan is a pure function of the per-round counts and the groups' costs (their sequences' tokens, all-gathered
+once), which every rank knows, so all ranks agree on it; transfers run in one global order, which keeps the blocking
+sends and receives from deadlocking. With `train.balance_ranks`, groups are then swapped between the costliest and
+the cheapest rank while that lowers the costliest (`balance_plan`): sequence-length balancing across ranks, moving
+only the groups that buy it.
 """
 
 from __future__ import annotations
@@ -57,6 +60,57 @@ def plan_pool(counts: list[list[int]], target: int) -> PoolPlan:
     wanting = [rank for rank in range(world) for _ in range(share - len(keep[rank]))]
     moves = [(src, pos, dst) for (src, pos), dst in zip(surplus, wanting)]
     return PoolPlan(share, keep, moves)
+
+
+def balance_plan(plan: PoolPlan, costs: list[list[float]], max_swaps: int) -> PoolPlan:
+    """`plan` with its ranks' costs evened out by swapping groups between the costliest and the cheapest rank.
+
+    costs[rank][position] is a group's forward cost (its sequences' tokens). Each swap exchanges the pair of groups
+    that most lowers the larger of the two ranks' loads, and stops when no swap helps, so the counts stay equal and
+    only the groups that buy balance move (a full re-sort would move almost every group every step)."""
+    world = len(plan.keep)
+    held: list[list[tuple[int, int]]] = [[(r, p) for p in plan.keep[r]] for r in range(world)]
+    for src, pos, dst in plan.moves:
+        held[dst].append((src, pos))
+    cost = lambda g: costs[g[0]][g[1]]  # noqa: E731
+    loads = [sum(map(cost, mine)) for mine in held]
+    for _ in range(max_swaps):
+        hi = max(range(world), key=lambda r: (loads[r], -r))
+        lo = min(range(world), key=lambda r: (loads[r], r))
+        best: tuple[float, int, int] | None = None
+        for i, a in enumerate(held[hi]):
+            for j, b in enumerate(held[lo]):
+                delta = cost(a) - cost(b)
+                worst = max(loads[hi] - delta, loads[lo] + delta)
+                if delta > 0 and worst < loads[hi] and (best is None or worst < best[0]):
+                    best = (worst, i, j)
+        if best is None:
+            break
+        _, i, j = best
+        a, b = held[hi][i], held[lo][j]
+        held[hi][i], held[lo][j] = b, a
+        loads[hi] += cost(b) - cost(a)
+        loads[lo] += cost(a) - cost(b)
+    keep = [sorted(p for r, p in held[rank] if r == rank) for rank in range(world)]
+    moves = sorted((r, p, rank) for rank in range(world) for r, p in held[rank] if r != rank)
+    return PoolPlan(plan.share, keep, moves)
+
+
+def rank_loads(plan: PoolPlan, costs: list[list[float]]) -> list[float]:
+    """Each rank's total cost under `plan`."""
+    loads = [sum(costs[r][p] for p in plan.keep[r]) for r in range(len(plan.keep))]
+    for src, pos, dst in plan.moves:
+        loads[dst] += costs[src][pos]
+    return loads
+
+
+def gather_costs(costs: list[float], info: DistInfo) -> list[list[float]]:
+    """Every rank's list of group costs (one small all-gather)."""
+    if info.world == 1:
+        return [costs]
+    out: list = [None] * info.world
+    dist.all_gather_object(out, costs)
+    return out
 
 
 def round_counts(kept: int, info: DistInfo) -> list[int]:
