@@ -121,7 +121,7 @@ def main() -> None:
             "max_diff": max((v - reference[k]).abs().max().item() for k, v in synced),
             "dtypes": sorted({str(v.dtype) for _, v in synced}),
             "bytes": stats.bytes, "tensors": stats.tensors, "collectives": stats.collectives,
-            "gathered_bytes": stats.gathered_bytes,
+            "received_bytes": stats.received_bytes,
         }
     if info.main:
         with open(out, "w") as fh:

@@ -24,12 +24,13 @@ from torch import nn
 
 @dataclass
 class SyncStats:
-    """What one rank's sync did: bytes and tensors handed to the engine, collectives and the bytes they returned."""
+    """What one rank's sync did: bytes and tensors handed to the engine, its all-gathers and the bytes they brought
+    from other ranks (with a node-local shard group, all of them from inside the node)."""
 
     bytes: int = 0
     tensors: int = 0
     collectives: int = 0
-    gathered_bytes: int = 0
+    received_bytes: int = 0
 
 
 def chunk_rows(rows: int, parts: int) -> list[int]:
@@ -122,7 +123,7 @@ def _gather(parts: list[_Part], group: Any, stats: SyncStats) -> Iterator[tuple[
         recv = torch.empty(ranks * per_rank, dtype=first.dtype, device=first.device)
         dist.all_gather_into_tensor(recv, send, group=group)
         stats.collectives += 1
-        stats.gathered_bytes += recv.numel() * recv.element_size()
+        stats.received_bytes += send.numel() * send.element_size() * (ranks - 1)  # from the other ranks
     else:
         recv = send
     table = recv.view(ranks, per_rank)

@@ -254,7 +254,7 @@ class Trainer:
         metrics = self._metrics(sums, times)
         metrics.update({"sync/bytes": float(synced.bytes), "sync/tensors": float(synced.tensors),  # per rank
                         "sync/collectives": float(synced.collectives),
-                        "sync/gathered_bytes": float(synced.gathered_bytes)})
+                        "sync/received_bytes": float(synced.received_bytes)})
         return metrics
 
     # -- metrics ----------------------------------------------------------------------------------------------------
