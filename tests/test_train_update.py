@@ -136,5 +136,7 @@ def test_a_rank_with_fewer_micro_batches_splits_its_costliest_instead_of_running
     assert max(map(cost, four)) < max(map(cost, two))  # the forward's padded tokens per pass went down
     packed = even_out([seqs], 3, encoded, packed=True)
     assert len(packed) == 3 and [s for m in packed for s in m] == seqs
+    assert {s.prompt for s in packed[0]} != {s.prompt for s in packed[-1]}  # the first cut falls between prompts
+    assert all(len({s.prompt for s in m}) == 1 for m in even_out([seqs], 2, encoded))
     # only with fewer sequences than passes is a pass left to pad (the trainer never gets there: equal shares)
     assert even_out([seqs[:2]], 3, encoded) == [[seqs[0]], [seqs[1]]]

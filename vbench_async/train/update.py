@@ -68,7 +68,8 @@ def _cost(micro: list[Seq], encoded: list[Encoded], packed: bool) -> int:
 
 def even_out(micros: list[list[Seq]], wanted: int, encoded: list[Encoded], packed: bool = False) -> list[list[Seq]]:
     """`micros` split into `wanted` micro-batches (or as many as there are sequences): the costliest micro-batch with
-    two rows or more is cut where its two halves cost the most alike, until the count is reached. Order is kept."""
+    two rows or more is cut where its two halves cost the most alike (between two prompts' rows if it holds several
+    prompts), until the count is reached. Order is kept."""
     out = [list(m) for m in micros]
     while len(out) < wanted:
         splittable = [i for i, m in enumerate(out) if len(m) > 1]
@@ -76,8 +77,9 @@ def even_out(micros: list[list[Seq]], wanted: int, encoded: list[Encoded], packe
             break
         i = max(splittable, key=lambda j: (_cost(out[j], encoded, packed), -j))
         m = out[i]
-        cut = min(range(1, len(m)), key=lambda c: (max(_cost(m[:c], encoded, packed), _cost(m[c:], encoded, packed)),
-                                                   c))
+        # Between two prompts where possible: rows of one prompt in two micro-batches encode its video twice.
+        cuts = [c for c in range(1, len(m)) if m[c - 1].prompt != m[c].prompt] or list(range(1, len(m)))
+        cut = min(cuts, key=lambda c: (max(_cost(m[:c], encoded, packed), _cost(m[c:], encoded, packed)), c))
         out[i: i + 1] = [m[:cut], m[cut:]]
     return out
 
