@@ -148,3 +148,23 @@ def test_a_fixed_side_family_rolls_out_with_the_frames_it_is_evaluated_with(tmp_
     assert media.decoded == 0 and video.uuid == line.frames["cache_key"]  # the evaluation's own cache entry
     assert list(video.metadata["frames_indices"]) == line.frames["indices"]
     assert list(video.frames.shape[1:3]) == line.frames["size"] == [112, 112]
+
+
+def test_cache_preparation_is_split_by_decoding_cost_not_count(tmp_path):
+    """One 300-frame video and six of 30 frames over 2 ranks: by count (3 and 4 videos) a rank could get the long one
+    and three short ones; by cost the long one goes alone against the six short ones (300 vs 180 frames)."""
+    from tests.support.videos import write_video
+    from vbench_async.train.data import split_by_cost
+
+    long = write_video(tmp_path / "a-long.mp4", frames=300, width=32, height=32)
+    short = [write_video(tmp_path / f"b-short{i}.mp4", frames=30, width=32, height=32) for i in range(6)]
+    missing = (str(tmp_path / "c-missing.mp4"), None)  # unreadable header: costs the median
+    jobs = sorted([(str(long), None), *((str(p), None) for p in short), missing], key=str)
+    owner = split_by_cost(jobs, 2)
+    assert owner == split_by_cost(jobs, 2)  # the same on every rank
+    long_rank = owner[0]
+    assert [o for job, o in zip(jobs, owner) if o == long_rank] == [long_rank]  # the long video alone
+    assert sum(1 for o in owner if o != long_rank) == 7
+    # a window counts only its span: the long video cut to its first second costs as much as a short one
+    windowed = sorted([(str(long), (0.0, 0.99)), *((str(p), None) for p in short)], key=str)
+    assert sorted(split_by_cost(windowed, 2).count(r) for r in (0, 1)) == [3, 4]

@@ -7,8 +7,10 @@ reports (metrics, log, dropped_items.jsonl) while both steps train; a sharded ch
 writes its own shard: torch.distributed.checkpoint, safetensors).
 
 Run B (`vbench-async train --nproc-per-node 2`, which execs torchrun: one node, 2 ranks) is a fresh launch that
-resumes from A's step-1 checkpoint (each rank reading its shard) and trains step 2; its weights, optimizer state,
-data order and sampled completions must equal A's.
+resumes from A's step-1 checkpoint and trains step 2 on another mesh: hybrid sharding with `fsdp.shard_size: 1`
+(2 replicas x 1, the 2-D HSDP mesh), so it reads plain FSDP's shards into a replicated layout, syncs its rollout
+engine through the bucketed gather of a 2-D mesh and saves from it; its weights, optimizer state, data order and
+sampled completions must equal A's.
 """
 
 from __future__ import annotations
@@ -162,6 +164,11 @@ def test_two_nodes_drop_a_corrupt_video_and_train_mixed_video_and_text(uninterru
     for r in rows:
         assert r["loss"] is not None and r["grad_norm"] is not None and r["grad_norm"] > 0  # finite, real gradients
         assert r["rollout/groups"] == 2 and r["rollout/offline_groups"] == 2 and r["data/dropped_items"] == 1
+    # Step 2 syncs the HF rollout copy (fp32 on CPU) through the bucketed gather: a few all-gathers, not one a tensor.
+    sync = rows[1]
+    print("sync at step 2 (rank 0):", {k: v for k, v in sync.items() if k.startswith("sync/")})
+    assert sync["sync/bytes"] > 0 and 0 < sync["sync/collectives"] < sync["sync/tensors"] / 10
+    assert sync["sync/bytes"] / 2 <= sync["sync/received_bytes"] < sync["sync/bytes"]  # the other rank's half
     dropped = [json.loads(line) for line in (out / "dropped_items.jsonl").read_text().splitlines()]
     assert [d["sample"] for d in dropped] == ["train/corrupt"] and dropped[0]["reason"].startswith("decode_error")
     assert all("dropped 1 item(s) whose frames cannot be cached: train/corrupt" in log for log in logs)
@@ -244,24 +251,28 @@ def test_resume_after_step_1_reaches_the_same_weights(uninterrupted, data, tmp_p
     first = a_out / "checkpoints" / "step-000001"
     out = tmp_path_factory.mktemp("runs") / "b"
     # 2 ranks on one node now (the resume plans each rank's reads from the file headers); node 0's cache.
-    proc = _resume_launch(_config(data, out, checkpoint__resume=str(first)))
+    proc = _resume_launch(_config(data, out, checkpoint__resume=str(first), fsdp__shard_size=1))
     assert re.search(r"resumed from \S*step-000001 at step 1", proc.stderr), proc.stderr[-3000:]  # says it resumed
+    assert "hybrid sharding: 2 replicas x 1 ranks" in proc.stderr
     resumed = _metrics(out)
     assert [r["step"] for r in resumed] == [2]
     assert resumed[0]["data/dropped_items"] == 1  # the cache remembers the corrupt video: dropped again, not decoded
     a_rows = {r["step"]: r for r in _metrics(a_out)}
-    for r in resumed:
+    for r in resumed:  # 2 x 1: the sync gathers nothing (each rank holds the whole model), and hands over the same
+        assert r["sync/collectives"] == 0 and r["sync/bytes"] == a_rows[r["step"]]["sync/bytes"]
         assert r["data/consumed"] == a_rows[r["step"]]["data/consumed"]
         assert r["reward/mean"] == a_rows[r["step"]]["reward/mean"]
     a_text = [s["text"] for s in map(json.loads, (a_out / "samples.jsonl").read_text().splitlines())
               if s["step"] > 1]
     b_text = [s["text"] for s in map(json.loads, (out / "samples.jsonl").read_text().splitlines())]
     assert a_text == b_text  # the same prompts, sampled with the same seeds, from the same weights
-    a = _shards(a_out / "checkpoints" / "step-000002")
-    b = _shards(out / "checkpoints" / "step-000002")
-    start = _shards(first)
+    # Whole tensors (the two meshes split them into files differently): weights and Adam state.
+    a = consolidate(a_out / "checkpoints" / "step-000002", "")
+    b = consolidate(out / "checkpoints" / "step-000002", "")
+    start = consolidate(first, "")
     assert a.keys() == b.keys() == start.keys()
-    weights = [k for k in a if ":model/" in k]
+    weights = [k for k in a if k.startswith("model/")]
+    assert weights and len(weights) < len(a)
     moved = max((a[k] - start[k]).abs().max().item() for k in weights)
     assert moved > 0  # step 2 changed the weights ...
     worst = max((a[k].float() - b[k].float()).abs().max().item() for k in a)  # weights and Adam state

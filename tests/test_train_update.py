@@ -22,7 +22,7 @@ from vbench_async.train.config import load_config
 from vbench_async.train.fsdp import DistInfo
 from vbench_async.train.logger import Sums
 from vbench_async.train.policy import Policy, encode
-from vbench_async.train.update import Seq, Updater, micro_batches
+from vbench_async.train.update import Seq, Updater, even_out, micro_batches
 
 CPU = DistInfo(0, 1, 0, torch.device("cpu"))
 
@@ -122,3 +122,21 @@ def test_truncated_importance_sampling_weights_the_loss_by_the_engine_mismatch_c
     assert v["rollout_is/tokens"] > 0 and v["rollout_is/truncated_sum"] == v["rollout_is/tokens"]
     assert abs(v["rollout_is/weight_sum"] / v["rollout_is/tokens"] - 2.0) < 1e-6
     assert abs(v["rollout_is/abs_logp_diff_sum"] / v["rollout_is/tokens"] - 5.0) < 1e-4
+
+
+def test_a_rank_with_fewer_micro_batches_splits_its_costliest_instead_of_running_idle_passes(setup):
+    """Another rank needs 4 micro-batches where this one's 8 sequences fit in 2: this rank cuts its costliest
+    micro-batches (at their cost-balanced point) into 4 real ones, in order; none is a zero-weight copy."""
+    _, encoded, seqs = setup
+    length = lambda s: len(encoded[s.prompt].input_ids) + len(s.ids)  # noqa: E731
+    two = micro_batches(seqs, encoded, 4, None)
+    four = even_out(two, 4, encoded)
+    assert len(four) == 4 and [s for m in four for s in m] == seqs and all(s.trained for m in four for s in m)
+    cost = lambda m: len(m) * max(length(s) for s in m)  # noqa: E731
+    assert max(map(cost, four)) < max(map(cost, two))  # the forward's padded tokens per pass went down
+    packed = even_out([seqs], 3, encoded, packed=True)
+    assert len(packed) == 3 and [s for m in packed for s in m] == seqs
+    assert {s.prompt for s in packed[0]} != {s.prompt for s in packed[-1]}  # the first cut falls between prompts
+    assert all(len({s.prompt for s in m}) == 1 for m in even_out([seqs], 2, encoded))
+    # only with fewer sequences than passes is a pass left to pad (the trainer never gets there: equal shares)
+    assert even_out([seqs[:2]], 3, encoded) == [[seqs[0]], [seqs[1]]]

@@ -81,9 +81,9 @@ def test_a_rank_waits_for_the_others_shares_through_the_store_for_timeout_s_at_m
     monkeypatch.setenv("MASTER_PORT", str(port))
     assert watch.start_watch(0, 2, 600.0) is not None  # a peer silent for 600 s would end this process: not here
     try:
-        assert watch.gather("validation-1", 0, 2, timeout_s=1.0) is False
-        store.set("vbench-train/event/validation-1/1", "1")  # rank 1's share is done
-        assert watch.gather("validation-1", 0, 2, timeout_s=1.0) is True
+        assert watch.gather("validation-1", timeout_s=1.0) is False
+        store.set("vbench-train/post/validation-1/1", "1")  # rank 1's share is done
+        assert watch.gather("validation-1", timeout_s=1.0) is True
     finally:
         watch.stop_watch(finished=True)
 

@@ -131,8 +131,9 @@ def load_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimiz
     return state
 
 
-def consolidate(path: Path) -> dict[str, torch.Tensor]:
-    """The full weights of a checkpoint, reassembled from every rank's shard file (one process, no collectives)."""
+def consolidate(path: Path, prefix: str = _MODEL) -> dict[str, torch.Tensor]:
+    """The full weights of a checkpoint, reassembled from every rank's shard file (one process, no collectives).
+    `prefix` "optim/" gives the optimizer state instead, "" both (names keep their prefix unless it is "model/")."""
     from safetensors import safe_open
 
     path = Path(path)
@@ -142,7 +143,7 @@ def consolidate(path: Path) -> dict[str, torch.Tensor]:
         with safe_open(str(file), framework="pt") as f:
             info = json.loads((f.metadata() or {}).get("DCP_SHARDING_INFO", "{}"))
             for key in f.keys():
-                if key.startswith(_MODEL):
+                if key.startswith(prefix):
                     part = f.get_tensor(key)
                     parts.append((key, part, info.get(key, {}).get("saved_offsets", [0] * part.dim())))
     shapes: dict[str, list[int]] = {}
@@ -156,7 +157,7 @@ def consolidate(path: Path) -> dict[str, torch.Tensor]:
         full[key][tuple(slice(o, o + n) for o, n in zip(offsets, part.shape))] = part
     if not full:
         raise UserError(f"{path} holds no model weights")
-    return {k[len(_MODEL):]: v for k, v in full.items()}
+    return {k[len(_MODEL):]: v for k, v in full.items()} if prefix == _MODEL else full
 
 
 def find_resume(output_dir: Path, resume: str) -> Path | None:

@@ -3,8 +3,9 @@
 Nothing a single prompt does can stop the step: an item whose media cannot be loaded is skipped
 (`data/media_failed`), a prompt longer than the engine's window minus `max_tokens` is skipped before generation
 (`rollout/too_long`: it would be rejected, and with vLLM take the whole batch down with it), and a request the engine
-still rejects comes back as None (`rollout/failed`). All ranks then train on the same number of groups (the
-smallest any rank reached), because they must run the same number of forward/backward passes.
+still rejects comes back as None (`rollout/failed`). The groups kept on all ranks form one global pool, from which
+every rank receives exactly its share of the global batch (pool.py): ranks must run the same number of
+forward/backward passes, and the batch is the configured size whichever rank's prompts were dropped.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from ..errors import SampleError
 from . import algos
 from .config import TrainConfig
 from .data import DataOrder, MediaSource, TrainItem, rank_slice
-from .fsdp import DistInfo, all_reduce
+from .fsdp import DistInfo
 from .logger import Sums
 from .policy import encode
+from .pool import balance_plan, gather_costs, plan_pool, rank_loads, redistribute, round_counts
 from .rollout import Group, make_responses, mix_offline, rollout_seed, score
 
 log = logging.getLogger(__name__)
@@ -30,7 +32,20 @@ log = logging.getLogger(__name__)
 SUMS = ("rollout/responses", "reward/sum", "reward/accuracy_sum", "reward/format_sum", "reward/overlong_sum",
         "response/tokens", "rollout/online", "reward/online_sum", "response/finished", "rollout/groups",
         "rollout/dropped", "rollout/failed", "rollout/too_long", "rollout/offline", "data/media_failed",
-        "prompt/tokens", "time/media_s", "frames/decoded")
+        "prompt/tokens", "time/media_s", "frames/decoded", "rollout/short", "rollout/moved")
+
+
+def _tokens(group: Group) -> int:
+    """A group's forward cost: its sequences' tokens (prompt, media tokens included, + response)."""
+    return sum(len(group.encoded.input_ids) + len(r.token_ids) for r in group.responses)
+
+
+def engine_share(batch: list[int], rank: int, world: int, tp: int) -> tuple[list[int], range]:
+    """What this rank's engine rolls out (its TP group's shares together: every rank of the group sends the same
+    prompts) and the positions in it that are this rank's own share (the same share as without TP)."""
+    group = rank_slice(batch, rank // tp, world // tp)
+    per = len(group) // tp
+    return group, range(rank % tp * per, (rank % tp + 1) * per)
 
 
 class Collector:
@@ -41,35 +56,51 @@ class Collector:
         self.max_prompt = cfg.rollout.max_model_len - cfg.rollout.max_tokens
 
     def collect(self, step: int) -> tuple[list[Group], Sums]:
+        """This rank's share of the step's global batch of groups (pool.py: filled from all ranks' rollouts)."""
         c = self.cfg
-        per_rank = c.train.prompts_per_step // self.info.world
+        target = c.train.prompts_per_step
         sums = Sums(*SUMS)
         kept: list[Group] = []
+        counts: list[list[int]] = []
         rounds = 1 + (c.algorithm.max_sampling_tries if c.algorithm.dynamic_sampling else 0)
         for round_ in range(rounds):
-            mine = rank_slice(self.order.take(c.train.prompts_per_step), self.info.rank, self.info.world)
-            groups = self._round([self.items[i] for i in mine], step, round_, sums)
+            engine, own = engine_share(self.order.take(target), self.info.rank, self.info.world,
+                                       c.rollout.tensor_parallel_size)
+            groups = self._round([self.items[i] for i in engine], step, round_, sums, own)
             if c.algorithm.dynamic_sampling:
                 varied = [g for g in groups if algos.varied_groups(torch.tensor([g.rewards]))[0]]
                 sums.add("rollout/dropped", len(groups) - len(varied))
                 groups = varied
             kept.extend(groups)
-            if not c.algorithm.dynamic_sampling or all_reduce([len(kept)], self.info, "min")[0] >= per_rank:
+            counts.append(round_counts(len(groups), self.info))
+            if sum(map(sum, counts)) >= target:
                 break
-        kept = kept[:per_rank]
-        count = int(all_reduce([len(kept)], self.info, "min")[0])
-        if count < len(kept):
-            log.warning("rank %d trains on %d of its %d groups (another rank has fewer)", self.info.rank, count,
-                        len(kept))
-        return kept[:count], sums
+        plan = plan_pool(counts, target)
+        if c.train.balance_ranks and self.info.world > 1 and plan.share:  # the same decision on every rank
+            costs = gather_costs([float(_tokens(g)) for g in kept], self.info)
+            before = rank_loads(plan, costs)
+            plan = balance_plan(plan, costs, max_swaps=self.info.world * plan.share)
+            after = rank_loads(plan, costs)
+            for name, loads in (("rollout/balance_before", before), ("rollout/balance_after", after)):
+                mean = sum(loads) / len(loads)  # max over mean of the ranks' tokens; summed over ranks below
+                sums.add(name, (max(loads) / mean if mean else 1.0) / self.info.world)
+        if plan.total < target:
+            sums.add("rollout/short", (target - plan.total) / self.info.world)  # summed over ranks: the shortfall
+            if self.info.main:
+                log.warning("the global batch holds %d of %d groups after %d rollout round(s) (%d kept in all)",
+                            plan.total, target, len(counts), sum(map(sum, counts)))
+        sums.add("rollout/moved", sum(1 for m in plan.moves if m[0] == self.info.rank))
+        return redistribute(kept, plan, self.info), sums
 
-    def _requests(self, items: list[TrainItem], step: int, round_: int, sums: Sums) -> list[tuple[TrainItem, Any, Any]]:
-        """(item, request, encoded prompt) of every item that can be rolled out."""
+    def _requests(self, items: list[TrainItem], step: int, round_: int, sums: Sums,
+                  own: range) -> list[tuple[int, TrainItem, Any, Any]]:
+        """(position, item, request, encoded prompt) of every item that can be rolled out; skips are counted for this
+        rank's own positions only (the other ranks of its TP group count theirs)."""
         r = self.cfg.rollout
         k, gated = r.offline_per_group, r.offline_accuracy_threshold is not None
         decoded, media_s = self.media.decoded, 0.0
         out = []
-        for it in items:
+        for pos, it in enumerate(items):
             n = r.n - k if (k and it.offline and not gated) else r.n
             sampling = SamplingParams(temperature=r.temperature, top_p=r.top_p, top_k=r.top_k, max_tokens=r.max_tokens,
                                       seed=rollout_seed(self.cfg.seed, step, round_, it.index))
@@ -80,24 +111,27 @@ class Collector:
                 encoded = encode(self.rollout.inputs(req))
             except SampleError as exc:  # FrameError included: a video that cannot be decoded now
                 log.warning("skipping %s at step %d: %s: %s", it.sample.key, step + 1, exc.kind, exc)
-                sums.add("data/media_failed", 1)
+                sums.add("data/media_failed", pos in own)
                 continue
             if len(encoded.input_ids) > self.max_prompt:
                 log.warning("skipping %s: its prompt has %d tokens, more than rollout.max_model_len - max_tokens "
                             "= %d", it.sample.key, len(encoded.input_ids), self.max_prompt)
-                sums.add("rollout/too_long", 1)
+                sums.add("rollout/too_long", pos in own)
                 continue
-            out.append((it, req, encoded))
+            out.append((pos, it, req, encoded))
         sums.add("time/media_s", media_s)
         sums.add("frames/decoded", self.media.decoded - decoded)
         return out
 
-    def _round(self, items: list[TrainItem], step: int, round_: int, sums: Sums) -> list[Group]:
+    def _round(self, items: list[TrainItem], step: int, round_: int, sums: Sums, own: range) -> list[Group]:
+        """The groups of this rank's `own` positions of `items` (all of which its engine rolls out)."""
         r, a = self.cfg.rollout, self.cfg.algorithm
-        ready = self._requests(items, step, round_, sums)
-        rows_of = self.rollout.generate([req for _, req, _ in ready]) if ready else []
+        ready = self._requests(items, step, round_, sums, own)
+        rows_of = self.rollout.generate([req for _, _, req, _ in ready]) if ready else []
         groups = []
-        for (it, req, encoded), rows in zip(ready, rows_of):
+        for (pos, it, req, encoded), rows in zip(ready, rows_of):
+            if pos not in own:  # a TP peer's prompt: rolled out together, trained and counted there
+                continue
             if rows is None:
                 sums.add("rollout/failed", 1)
                 continue

@@ -57,6 +57,13 @@ class RolloutConfig:
     vllm_gpu_memory_utilization: float = 0.3
     vllm_sleep_level: int | None = 2  # between rollouts (GPU): 2 drops the weights too (they are re-synced anyway),
     # 1 keeps them in CPU memory, null never sleeps
+    tensor_parallel_size: int = 1  # vLLM TP: each run of this many consecutive ranks (inside one node) shares one
+    # engine sharded over their GPUs (TRL's vllm_tensor_parallel_size); they roll out their prompts together
+    max_num_seqs: int | None = None  # vLLM; null: every sequence of one engine call at once (prompts x n)
+    max_num_batched_tokens: int | None = None  # vLLM; null: max(8192, max_model_len), so any admitted prompt's
+    # video fits the encoder cache whole and a prompt prefills in one chunk
+    sync_bucket_mb: int = 512  # weight sync: shards are cast to the engine's dtype and gathered in all-gathers of
+    # at most this many MiB each (a larger tensor goes alone), instead of one collective per tensor
 
 
 @dataclass
@@ -95,6 +102,7 @@ class TrainLoopConfig:
     prompts_per_step: int = 8  # global, over all ranks; a multiple of the world size
     micro_batch_size: int = 8  # sequences per forward/backward ...
     max_tokens_per_micro_batch: int | None = None  # ... or a token budget (prompt + response, padded) instead
+    balance_ranks: bool = True  # swap groups between ranks so each runs about as many tokens (verl: balance_batch)
     logprob_chunk: int = 512  # response positions per log-softmax chunk (the full-vocab fp32 tensor never exists)
     attn_implementation: str = "auto"  # auto: flash_attention_2 on CUDA when flash-attn is installed, else sdpa
     packing: bool | None = None  # padding-free micro-batches; null: where attention is varlen (flash), else padded
@@ -114,6 +122,11 @@ class TrainLoopConfig:
 @dataclass
 class FSDPConfig:
     shard: str = "layer"  # layer: one FSDP2 unit per decoder layer and vision block; root: one unit
+    # Ranks each parameter is sharded over (verl's fsdp_size); the world splits into world / shard_size replicas
+    # (HSDP: a 2-D mesh, replicate x shard), so per-micro-batch collectives and the weight sync stay inside a
+    # replica. null: the ranks of one node (LOCAL_WORLD_SIZE) when the run spans several nodes with several ranks
+    # each, else every rank (plain FSDP). 1 = pure data parallel (every rank holds the whole model).
+    shard_size: int | None = None
     backend: str = "auto"  # gloo on CPU, nccl on GPU
     timeout_s: float = 1800.0  # collectives that wait longer fail instead of hanging
     peer_timeout_s: float = 45.0  # a rank that shows no sign of life for this long ends the run on every rank
@@ -189,8 +202,12 @@ class TrainConfig:
         d = self.to_dict()
         for volatile in ("logging", "checkpoint", "validation", "output_dir"):
             d.pop(volatile)
-        for layout in ("steps", "attn_implementation", "packing"):  # packing: the same update, laid out anew
+        # the same update, laid out anew (packing; balance_ranks: the same global batch, split otherwise)
+        for layout in ("steps", "attn_implementation", "packing", "balance_ranks"):
             d["train"].pop(layout)
+        d["fsdp"].pop("shard_size")  # the mesh: the same update on another layout (checkpoints reshard on load)
+        for engine_layout in ("sync_bucket_mb", "tensor_parallel_size", "max_num_seqs", "max_num_batched_tokens"):
+            d["rollout"].pop(engine_layout)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -383,6 +400,15 @@ def check_config(cfg: TrainConfig) -> None:
         raise UserError("train.max_tokens_per_micro_batch must be at least 1 (or null)")
     if t.logprob_chunk < 1:
         raise UserError("train.logprob_chunk must be at least 1")
+    if cfg.fsdp.shard_size is not None and cfg.fsdp.shard_size < 1:
+        raise UserError(f"fsdp.shard_size must be at least 1 (or null), got {cfg.fsdp.shard_size}")
+    if r.tensor_parallel_size < 1 or (r.max_num_seqs is not None and r.max_num_seqs < 1) or \
+            (r.max_num_batched_tokens is not None and r.max_num_batched_tokens < 1):
+        raise UserError("rollout.tensor_parallel_size, max_num_seqs and max_num_batched_tokens must be at least 1")
+    if r.tensor_parallel_size > 1 and r.engine == "hf":
+        raise UserError("rollout.tensor_parallel_size > 1 needs the vllm engine (rollout.engine: vllm or auto on GPU)")
+    if r.sync_bucket_mb < 1:
+        raise UserError(f"rollout.sync_bucket_mb must be at least 1, got {r.sync_bucket_mb}")
     if cfg.fsdp.peer_timeout_s <= 0 or cfg.validation.timeout_s <= 0:
         raise UserError("fsdp.peer_timeout_s and validation.timeout_s must be positive")
     if r.vllm_sleep_level not in (None, 1, 2):

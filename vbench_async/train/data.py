@@ -220,11 +220,17 @@ class MediaSource:
         self.workers = workers
         self.cache = FrameCache(Path(cache_dir)) if cache_dir else FrameCache.default()
         self.decoded = 0  # videos decoded during training (cache misses, or every video in decode mode)
+        self._owners: dict[tuple[Any, int], list[int]] = {}  # the last split computed (prepare, then uncached)
 
-    @staticmethod
-    def _share(items: list[TrainItem], rank: int, world: int) -> set[tuple[str, Any]]:
+    def _share(self, items: list[TrainItem], rank: int, world: int) -> set[tuple[str, Any]]:
+        """This rank's videos (with windows) to prepare: a split by decoding cost, the same on every rank."""
         jobs = sorted({(str(it.video), it.window) for it in items if it.video}, key=str)
-        return set(jobs[rank::world])
+        if world == 1:
+            return set(jobs)
+        key = (tuple(jobs), world)
+        if key not in self._owners:
+            self._owners = {key: split_by_cost(jobs, world)}
+        return {job for job, owner in zip(jobs, self._owners[key]) if owner == rank}
 
     def prepare(self, items: list[TrainItem], rank: int = 0, world: int = 1, progress: bool = False) -> Any:
         """Fill the cache with share `rank` of `world` of the videos (the other shares are other ranks' work).
@@ -290,6 +296,32 @@ class MediaSource:
 
     def close(self) -> None:
         self.cache.close()
+
+
+def split_by_cost(jobs: list[tuple[str, Any]], world: int) -> list[int]:
+    """The rank that prepares each (video, window): the frames its decoder reads through (the window's span in the
+    container header; the median of the known ones where a header cannot be read), longest first onto the
+    least-loaded rank (`sharding.balance`). A split by count gave one rank all the long videos."""
+    from ..frames.errors import FrameError
+    from ..frames.spec import frame_range, normalize_window
+    from ..sharding import balance, probe_all
+
+    probes = probe_all(Path(video) for video, _ in jobs)
+    spans: list[int | None] = []
+    for video, window in jobs:
+        probe = probes.get(Path(video))
+        span = None
+        if probe is not None:
+            try:
+                span = frame_range(probe.total_frames, probe.fps, normalize_window(window))[2]
+            except FrameError:  # a window outside the video: it fails fast when prepared
+                span = 1
+        spans.append(span)
+    known = sorted(s for s in spans if s is not None)
+    fallback = known[len(known) // 2] if known else 1
+    names = [f"{i:09d}" for i in range(len(jobs))]  # balance breaks ties by name: keep the sorted order
+    owner = balance({n: max(1, s if s is not None else fallback) for n, s in zip(names, spans)}, world)
+    return [owner[n] for n in names]
 
 
 def frame_spec(cfg: DataConfig, model: ModelRef) -> FrameSpec:

@@ -3,6 +3,9 @@
 `torchrun` sets RANK / WORLD_SIZE / MASTER_ADDR; a plain `python -m vbench_async.train` runs as a world of one.
 Sharding is FSDP2 (`fully_shard`): one unit per decoder layer and per vision block, one for the vision tower's
 remaining parameters, and the `Policy` wrapper as root, so all collectives happen inside `Policy.forward`.
+The mesh is 1-D (plain FSDP over every rank) or, over several nodes, 2-D (replicate x shard, HSDP): parameters are
+sharded over the ranks of a node and replicated across nodes, so the per-micro-batch all-gathers and reduce-scatters
+run over NVLink and only the gradient all-reduce between replicas crosses the network (`mesh_shape`).
 On GPU, parameters are kept in float32 and computed in bfloat16 (MixedPrecisionPolicy); on CPU everything is float32.
 
 With several ranks only rank 0 reads the checkpoint: every rank builds the model on the meta device (no memory),
@@ -17,13 +20,17 @@ import os
 import socket
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..errors import UserError
 from .config import FSDPConfig
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 log = logging.getLogger(__name__)
 
@@ -76,13 +83,36 @@ def _unit_classes(model: nn.Module) -> set[str]:
                      if type(m).__name__.endswith(("DecoderLayer", "VisionBlock"))}
 
 
-def shard(policy: nn.Module, cfg: FSDPConfig, info: DistInfo, mixed_precision: bool) -> nn.Module:
-    """Apply FSDP2 in place and return the policy (its parameters become sharded DTensors)."""
+def mesh_shape(cfg: FSDPConfig, info: DistInfo) -> tuple[int, int]:
+    """(replicas, ranks per shard group). torchrun numbers ranks node by node, so with a shard group of one node's
+    ranks the row-major 2-D mesh puts each shard group inside one node (the inner dimension is the shard one)."""
+    size = cfg.shard_size
+    if size is None:
+        spans_nodes = 1 < info.local_world < info.world and info.world % info.local_world == 0
+        size = info.local_world if spans_nodes else info.world
+    if size > info.world or info.world % size:
+        raise UserError(f"fsdp.shard_size ({size}) must divide the number of processes ({info.world})")
+    return info.world // size, size
+
+
+def build_mesh(cfg: FSDPConfig, info: DistInfo) -> DeviceMesh:
+    """The FSDP2 mesh: 1-D over all ranks, or 2-D ("replicate", "shard") for HSDP."""
     from torch.distributed.device_mesh import init_device_mesh
+
+    replicas, size = mesh_shape(cfg, info)
+    if replicas == 1:
+        return init_device_mesh(info.device.type, (size,), mesh_dim_names=("shard",))
+    log.info("hybrid sharding: %d replicas x %d ranks", replicas, size)
+    return init_device_mesh(info.device.type, (replicas, size), mesh_dim_names=("replicate", "shard"))
+
+
+def shard(policy: nn.Module, cfg: FSDPConfig, info: DistInfo, mixed_precision: bool,
+          mesh: DeviceMesh | None = None) -> nn.Module:
+    """Apply FSDP2 in place and return the policy (its parameters become sharded DTensors). A 2-D mesh makes
+    `fully_shard` shard over its inner dimension and replicate over the outer one (HSDP)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    mesh = init_device_mesh(info.device.type, (info.world,))
-    kwargs: dict = {"mesh": mesh}
+    kwargs: dict = {"mesh": mesh if mesh is not None else build_mesh(cfg, info)}
     if mixed_precision:
         kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     if cfg.shard == "layer":
@@ -95,15 +125,25 @@ def shard(policy: nn.Module, cfg: FSDPConfig, info: DistInfo, mixed_precision: b
     return policy
 
 
+def replica_sync(model: nn.Module, now: bool) -> None:
+    """Whether the next backward all-reduces gradients between HSDP replicas. Off for every micro-batch of an
+    optimizer step but the last: each still reduce-scatters inside its shard group (accumulating the sharded
+    gradient), and the last one all-reduces the sum, so the cross-node traffic is once per optimizer step instead of
+    once per micro-batch. No effect on a 1-D mesh."""
+    setter = getattr(model, "set_requires_all_reduce", None)  # an FSDPModule (after fully_shard)
+    if setter is not None:
+        setter(now)
+
+
 def load_sharded(policy: nn.Module, cfg: FSDPConfig, info: DistInfo, mixed_precision: bool,
-                 full: nn.Module | None) -> nn.Module:
+                 full: nn.Module | None, mesh: DeviceMesh | None = None) -> nn.Module:
     """Shard a policy built on the meta device, then fill it from `full` (the loaded model, on rank 0 only).
 
     Parameters and persistent buffers arrive through `set_model_state_dict(broadcast_from_rank0=True)`; buffers
     outside the state dict (rotary frequencies) are broadcast one by one."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
-    shard(policy, cfg, info, mixed_precision)
+    shard(policy, cfg, info, mixed_precision, mesh)
     policy.to_empty(device=info.device)
     state = {k: v.to(info.device) for k, v in full.state_dict().items()} if info.main and full is not None else {}
     set_model_state_dict(policy.model, state, options=StateDictOptions(full_state_dict=True,

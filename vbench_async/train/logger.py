@@ -129,10 +129,16 @@ def step_metrics(s: dict[str, float], world: int) -> dict[str, float]:
         "rollout/groups": s["rollout/groups"],
         "rollout/dropped": s["rollout/dropped"],
         "rollout/failed": s["rollout/failed"],
+        "rollout/short": s.get("rollout/short", 0.0),  # groups the global batch lacks after the last round
+        "rollout/moved": s.get("rollout/moved", 0.0),  # groups sent to another rank to fill its share
+        # the ranks' forward tokens, max over mean, before and after the pool's balancing swaps (1 = even)
+        "rollout/balance_before": s.get("rollout/balance_before", float("nan")),
+        "rollout/balance_after": s.get("rollout/balance_after", float("nan")),
         "rollout/too_long": s.get("rollout/too_long", 0.0),
         "data/media_failed": s.get("data/media_failed", 0.0),
         "reward/overlong": _ratio(s, "reward/overlong_sum", "rollout/responses"),
         "train/masked_truncated": s.get("train/masked_truncated", 0.0),
+        "train/padding_passes": s.get("train/padding_passes", 0.0),
         "rollout/offline_groups": s["rollout/offline"],
         "frames/decoded": s["frames/decoded"],
         "time/media_s": s["time/media_s"] / world,

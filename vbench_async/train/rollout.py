@@ -66,6 +66,7 @@ class RolloutEngine(Protocol):
     kind: str  # the evaluation backend kind it matches (vllm, hf): what validation on it records
     processor: Any
     ids: SpecialIds  # end-of-sequence, pad and media placeholder token ids
+    sync_dtype: torch.dtype  # the dtype the engine holds weights in: shards are cast to it before the gather
 
     def inputs(self, request: Request) -> Any:
         """The HF processor's encoding of a request's prompt (what the training forward consumes)."""
@@ -139,6 +140,7 @@ class HFRollout:
         asyncio.run(self.backend.start())
         self.processor = self.backend.processor
         self.ids = special_ids(model_dir)
+        self.sync_dtype = next(self.backend.model.parameters()).dtype  # what its weights are stored in
 
     def inputs(self, request: Request) -> Any:
         return self.backend.inputs(request)

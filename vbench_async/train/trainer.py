@@ -1,8 +1,9 @@
 """The training loop, in one readable place.
 
-Before step 1 the frame cache is filled (each rank its share) and items whose frames cannot be cached are dropped
-on every rank (`data/dropped_items`, OUTPUT/dropped_items.jsonl). Each step, on every rank:
-  1. sync     the FSDP weights into the rollout engine (a gathered full state dict)
+Before step 1 the frame cache is filled (each rank its share, split by decoding cost) and items whose frames cannot
+be cached are dropped on every rank (`data/dropped_items`, OUTPUT/dropped_items.jsonl); ranks that finish early wait
+on the store, not in a collective, so preparation may outlast `fsdp.timeout_s`. Each step, on every rank:
+  1. sync     the FSDP weights into the rollout engine (full tensors, cast and gathered in buckets: sync.py)
   2. rollout  this rank's share of the prompts, n samples each (collect.py: cached frames, the evaluation's
               `Request`, offline responses mixed in, rewards from the scorer library, DAPO refills)
   3. logprob  old / reference log-probs when the algorithm needs them
@@ -27,11 +28,12 @@ from .checkpoint import export_dir, export_hf, find_resume, gather_for_rank0, lo
 from .collect import Collector
 from .config import TrainConfig
 from .data import DataOrder, MediaSource, TrainItem, frame_spec, load_items
-from .fsdp import all_reduce, barrier, close_distributed, full_tensors, init_distributed, load_sharded, shard
+from .fsdp import all_reduce, barrier, build_mesh, close_distributed, init_distributed, load_sharded, shard
 from .logger import MetricsLogger, Sums, step_metrics
 from .packing import resolve_attention
 from .policy import Policy
 from .rollout import Group
+from .sync import SyncStats, bucketed_full_tensors
 from .update import Seq, Updater
 
 log = logging.getLogger(__name__)
@@ -47,6 +49,12 @@ class Trainer:
         model = models.resolve(cfg.model)
         self.info = init_distributed(cfg.fsdp)
         watch.start_watch(self.info.rank, self.info.world, cfg.fsdp.peer_timeout_s)
+        tp = cfg.rollout.tensor_parallel_size
+        if self.info.local_world % tp:
+            raise UserError(f"rollout.tensor_parallel_size ({tp}) must divide the processes per node "
+                            f"({self.info.local_world})")
+        if tp > 1 and not (self.info.device.type == "cuda" and cfg.rollout.engine in ("auto", "vllm")):
+            raise UserError("rollout.tensor_parallel_size > 1 needs the vllm engine on GPUs")
         if cfg.train.prompts_per_step % self.info.world:
             raise UserError(f"train.prompts_per_step ({cfg.train.prompts_per_step}) must be a multiple of the "
                             f"number of processes ({self.info.world})")
@@ -57,6 +65,7 @@ class Trainer:
         self.media = MediaSource(frame_spec(cfg.data, model), cfg.data.frame_source, cfg.data.cache_dir,
                                  cfg.data.decode_workers)
         self.dropped = self._prepare_media()
+        self.mesh = build_mesh(cfg.fsdp, self.info)  # one mesh (and its process groups) for policy and reference
         self.order = DataOrder(len(self.items), cfg.seed, cfg.data.shuffle)
         gpu = self.info.device.type == "cuda"
         self.mixed = gpu and cfg.train.dtype == "auto"
@@ -102,10 +111,16 @@ class Trainer:
         log.info("frame cache (rank %d): %s", info.rank, report.summary())
         mine = self.media.uncached(self.items, info.rank if shared else info.local_rank,
                                    info.world if shared else info.local_world)
-        flags = [0.0] * len(self.items)
-        for i in mine:
-            flags[i] = 1.0
-        failed = [i for i, f in enumerate(all_reduce(flags, info, "max")) if f] if info.world > 1 else mine
+        failed = mine
+        if info.world > 1:  # every rank's failures; waiting on the store, since a rank may still be decoding
+            posted = watch.exchange("uncached", json.dumps(mine))
+            if posted is not None:
+                failed = sorted({i for text in posted for i in json.loads(text)})
+            else:  # no store to wait on: a collective (bounded by fsdp.timeout_s)
+                flags = [0.0] * len(self.items)
+                for i in mine:
+                    flags[i] = 1.0
+                failed = [i for i, f in enumerate(all_reduce(flags, info, "max")) if f]
         dropped = [(self.items[i], self.media.why_uncached(self.items[i])) for i in failed]
         if dropped:
             gone = set(failed)
@@ -147,8 +162,8 @@ class Trainer:
         mixed = self.mixed and dtype == torch.float32
         policy = Policy(model, packing=self.cfg.train.packing)
         if self.info.world > 1:
-            return load_sharded(policy, self.cfg.fsdp, self.info, mixed, full)
-        return shard(policy.to(self.info.device), self.cfg.fsdp, self.info, mixed)
+            return load_sharded(policy, self.cfg.fsdp, self.info, mixed, full, self.mesh)
+        return shard(policy.to(self.info.device), self.cfg.fsdp, self.info, mixed, self.mesh)
 
     def _build_rollout(self, gpu: bool):
         engine = self.cfg.rollout.engine
@@ -157,8 +172,10 @@ class Trainer:
         if engine == "vllm":
             from .vllm_rollout import VLLMRollout
 
-            return VLLMRollout(self.model_dir, self.cfg.rollout, seed=self.cfg.seed + self.info.rank,
-                               world=self.info.world)
+            tp = self.cfg.rollout.tensor_parallel_size  # a TP group's ranks share one seed and one batch
+            return VLLMRollout(self.model_dir, self.cfg.rollout, seed=self.cfg.seed + self.info.rank // tp,
+                               world=self.info.world, prompts_per_call=self.cfg.train.prompts_per_step
+                               // self.info.world * tp)
         from .rollout import HFRollout
 
         return HFRollout(self.model_dir, self.info.device)
@@ -208,11 +225,16 @@ class Trainer:
             return True
         return False
 
+    def _sync_rollout(self, stats: SyncStats) -> None:
+        """The policy's current weights into the rollout engine: shards cast to its dtype, gathered in buckets."""
+        self.rollout.sync(bucketed_full_tensors(self.policy.model, self.rollout.sync_dtype,
+                                                self.cfg.rollout.sync_bucket_mb << 20, stats))
+
     def train_step(self) -> dict[str, float]:
         times = {"start": time.perf_counter()}
-        synced = [0, 0]  # bytes gathered and loaded into the rollout engine this step, tensors
+        synced = SyncStats()
         if not self._synced:
-            self.rollout.sync(_counted(full_tensors(self.policy.model), synced))
+            self._sync_rollout(synced)
         self._synced = False
         times["sync"] = time.perf_counter()
         groups, sums = self.collector.collect(self.step)
@@ -226,7 +248,7 @@ class Trainer:
                     rollout_logp=None if r.rollout_logp is None else torch.tensor(r.rollout_logp))
                 for i, g in enumerate(groups) for r, a in zip(g.responses, g.advantages)]
         sums.add("train/masked_truncated", sum(not s.trained for s in seqs))
-        if seqs:  # the group count is the minimum over ranks: every rank has sequences, or none has
+        if seqs:  # every rank holds its equal share of the global batch (pool.py): all have sequences, or none
             self.updater.logprobs(seqs, encoded)
         times["logprob"] = time.perf_counter()
         if seqs:
@@ -234,7 +256,9 @@ class Trainer:
         times["update"] = time.perf_counter()
         self._log_samples(groups)
         metrics = self._metrics(sums, times)
-        metrics["sync/bytes"], metrics["sync/tensors"] = float(synced[0]), float(synced[1])  # per rank
+        metrics.update({"sync/bytes": float(synced.bytes), "sync/tensors": float(synced.tensors),  # per rank
+                        "sync/collectives": float(synced.collectives),
+                        "sync/received_bytes": float(synced.received_bytes)})
         return metrics
 
     # -- metrics ----------------------------------------------------------------------------------------------------
@@ -283,21 +307,13 @@ class Trainer:
         from .validation import validate
 
         if not self._synced:  # the engine holds the weights from before this step's update: give it the new ones
-            self.rollout.sync(full_tensors(self.policy.model))
+            self._sync_rollout(SyncStats())
             self._synced = True  # ... which the next step's rollout then uses as they are
         return validate(self.cfg, self.step, self.info, self.rollout, str(self.model_dir), self.out)
 
     def close(self) -> None:
         self.rollout.close()
         close_distributed()
-
-
-def _counted(weights, count: list[int]):
-    """Pass `weights` through, adding each tensor's bytes to count[0] and one to count[1]."""
-    for name, tensor in weights:
-        count[0] += tensor.numel() * tensor.element_size()
-        count[1] += 1
-        yield name, tensor
 
 
 def train(cfg: TrainConfig) -> tuple[dict[str, float], Path | None]:

@@ -2,9 +2,12 @@
 
 Micro-batches hold `train.micro_batch_size` sequences, or as many as fit `train.max_tokens_per_micro_batch` tokens
 (what the forward really computes: rows x padded length, or the rows' total length when the policy packs them).
-Each forward is a series of FSDP collectives, so every rank must run the same number of them: a rank with fewer
-micro-batches runs extra ones on a copy of a sequence with no loss weight (`Seq.trained = False`; its gradient is
-exactly zero).
+Each forward is a series of FSDP collectives, so every rank must run the same number of them. A rank whose sequences
+fit in fewer micro-batches than another's splits its costliest ones (`even_out`) until the counts match, which also
+spreads its tokens evenly; every rank holds the same number of sequences (the group pool gives each rank its equal
+share of groups, n sequences each), so this always succeeds and no rank runs an idle pass. Only if a rank had fewer
+sequences than the count (not reachable from the trainer) would it run a pass on a copy of a sequence with no loss
+weight (`Seq.trained = False`; its gradient is exactly zero), counted as `train/padding_passes`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import torch
 
 from . import algos
 from .config import TrainConfig
-from .fsdp import DistInfo, all_reduce
+from .fsdp import DistInfo, all_reduce, replica_sync
 from .logger import Sums
 from .policy import Encoded, Policy, collate, forward_batch
 
@@ -58,10 +61,34 @@ def micro_batches(seqs: list[Seq], encoded: list[Encoded], size: int, max_tokens
     return out
 
 
+def _cost(micro: list[Seq], encoded: list[Encoded], packed: bool) -> int:
+    lengths = [len(encoded[s.prompt].input_ids) + len(s.ids) for s in micro]
+    return sum(lengths) if packed else len(lengths) * max(lengths)
+
+
+def even_out(micros: list[list[Seq]], wanted: int, encoded: list[Encoded], packed: bool = False) -> list[list[Seq]]:
+    """`micros` split into `wanted` micro-batches (or as many as there are sequences): the costliest micro-batch with
+    two rows or more is cut where its two halves cost the most alike (between two prompts' rows if it holds several
+    prompts), until the count is reached. Order is kept."""
+    out = [list(m) for m in micros]
+    while len(out) < wanted:
+        splittable = [i for i, m in enumerate(out) if len(m) > 1]
+        if not splittable:
+            break
+        i = max(splittable, key=lambda j: (_cost(out[j], encoded, packed), -j))
+        m = out[i]
+        # Between two prompts where possible: rows of one prompt in two micro-batches encode its video twice.
+        cuts = [c for c in range(1, len(m)) if m[c - 1].prompt != m[c].prompt] or list(range(1, len(m)))
+        cut = min(cuts, key=lambda c: (max(_cost(m[:c], encoded, packed), _cost(m[c:], encoded, packed)), c))
+        out[i: i + 1] = [m[:cut], m[cut:]]
+    return out
+
+
 class Updater:
     def __init__(self, cfg: TrainConfig, info: DistInfo, policy: Policy, ref: Policy | None,
                  optim: torch.optim.Optimizer, pad_id: int):
         self.cfg, self.info, self.policy, self.ref, self.optim, self.pad = cfg, info, policy, ref, optim, pad_id
+        self.padding_passes = 0  # forward passes run only to match another rank's count (none expected)
 
     @property
     def uses_old_logprobs(self) -> bool:
@@ -72,6 +99,8 @@ class Updater:
         micros = micro_batches(seqs, encoded, t.micro_batch_size, t.max_tokens_per_micro_batch,
                                self.policy.packed)
         wanted = int(all_reduce([len(micros)], self.info, "max")[0])
+        micros = even_out(micros, wanted, encoded, self.policy.packed)
+        self.padding_passes += wanted - len(micros)
         filler = dataclasses.replace(seqs[0], trained=False)
         return micros + [[filler] for _ in range(wanted - len(micros))]
 
@@ -117,9 +146,13 @@ class Updater:
                 trained = [s for s in mini if s.trained]
                 n_tokens, n_seqs = all_reduce([sum(len(s.ids) for s in trained), len(trained)], info)
                 self.optim.zero_grad(set_to_none=True)
-                for micro in self._micros(mini, encoded):
+                micros = self._micros(mini, encoded)
+                for i, micro in enumerate(micros):
+                    replica_sync(self.policy, i == len(micros) - 1)  # HSDP: one cross-node all-reduce per step
                     self._micro_step(micro, encoded, clip, use_old, int(n_seqs), int(n_tokens), sums)
                 self._optimizer_step(sums)
+        sums.add("train/padding_passes", self.padding_passes)  # this step's, log-prob passes included
+        self.padding_passes = 0
 
     def _micro_step(self, micro: list[Seq], encoded: list[Encoded], clip: algos.ClipSettings, use_old: bool,
                     n_seqs: int, n_tokens: int, sums: Sums) -> None:

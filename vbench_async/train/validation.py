@@ -56,7 +56,7 @@ def validate(cfg: TrainConfig, step: int, info: DistInfo, engine: RolloutEngine,
     except Exception as exc:  # noqa: BLE001 - this share's run as a whole: no merge, no scores, training goes on
         log.warning("validation at step %d (rank %d) failed: %s: %s", step, info.rank, type(exc).__name__, exc,
                     exc_info=not isinstance(exc, UserError))
-    if not watch.gather(f"validation-{step}", info.rank, info.world, cfg.validation.timeout_s):
+    if not watch.gather(f"validation-{step}", cfg.validation.timeout_s):
         log.warning("validation at step %d: another rank's share did not finish within validation.timeout_s "
                     "(%g s); training goes on without scores", step, cfg.validation.timeout_s)
         return {}

@@ -47,10 +47,18 @@ def sampled_logprobs(output: Any) -> list[float] | None:
     return [step[tok].logprob for tok, step in zip(output.token_ids, output.logprobs)]
 
 
+def engine_limits(cfg: RolloutConfig, prompts_per_call: int) -> dict[str, int]:
+    """The engine's batching limits from the step's plan, unless set: every sequence of one generate call in flight
+    at once (prompts x n; vLLM's default may be lower and serialise a step's rollouts), and a batched-token budget of
+    the whole window (an admitted prompt's video fits the encoder cache whole), at least vLLM's usual 8,192."""
+    return {"max_num_seqs": cfg.max_num_seqs or max(1, prompts_per_call * cfg.n),
+            "max_num_batched_tokens": cfg.max_num_batched_tokens or max(8192, cfg.max_model_len)}
+
+
 class VLLMRollout:
     kind = "vllm"
 
-    def __init__(self, model_dir: str, cfg: RolloutConfig, seed: int, world: int = 1):
+    def __init__(self, model_dir: str, cfg: RolloutConfig, seed: int, world: int = 1, prompts_per_call: int = 1):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # weights are passed by reference
         from transformers import AutoProcessor
         from vllm import LLM
@@ -66,15 +74,18 @@ class VLLMRollout:
         memory: dict[str, Any] = {"gpu_memory_utilization": cfg.vllm_gpu_memory_utilization}
         if current_platform.is_cpu():  # otherwise vLLM reserves most of the RAM for its KV cache
             memory = {"kv_cache_memory_bytes": 64 << 20, "enforce_eager": True}
-        if world > 1:  # one engine per torchrun rank (TP 1), inside the launcher's process group, as TRL does
+        if world > 1:  # engines inside the launcher's process group, as TRL does: one per rank, or one per
+            # `tensor_parallel_size` consecutive ranks (each runs one worker; all of them get the same prompts and seed)
             memory["distributed_executor_backend"] = "external_launcher"
+            memory["tensor_parallel_size"] = cfg.tensor_parallel_size
         # processed_logprobs: log-probs after temperature and penalties, i.e. of the distribution sampled from,
         # which is what the training forward computes (at the rollout temperature).
         self.llm = LLM(model=model_dir, dtype="bfloat16", seed=seed, enable_sleep_mode=self._sleep_level is not None,
                        logprobs_mode="processed_logprobs",
                        max_model_len=cfg.max_model_len, limit_mm_per_prompt={"video": 1, "image": 4},
-                       enable_prefix_caching=True, **memory)
+                       enable_prefix_caching=True, **engine_limits(cfg, prompts_per_call), **memory)
         self.ids = special_ids(model_dir)
+        self.sync_dtype = torch.bfloat16  # the engine's dtype (above): shards are cast before they are gathered
         self._sleeping: set[str] = set()  # the sleep tags not woken since the last sleep
         self._weights_lost = False  # a level-2 sleep discarded them and no sync has loaded them since
         self._held = False  # inside held_awake(): generate does not sleep

@@ -144,17 +144,27 @@ def wait_for(name: str, timeout_s: float) -> None:
         time.sleep(1.0)
 
 
-def gather(name: str, rank: int, world: int, timeout_s: float) -> bool:
-    """Every rank: mark that this rank reached `name`, then wait until all `world` ranks have, polling the store (no
-    collective: a rank busy for longer than the collective timeout, validating say, trips nothing). False when
-    `timeout_s` passes first; True at once without a watch (a world of one)."""
+def exchange(name: str, value: str, timeout_s: float | None = None) -> list[str] | None:
+    """Post this rank's `value` under `name` and return every rank's, in rank order, by waiting on the store: no
+    collective, so a long wait (one rank still preparing or validating) trips no collective timeout, and the watch
+    still ends this rank if a peer dies meanwhile. None without a watch (a world of one, or no reachable store)."""
     if _active is None:
-        return True
-    keys = [f"{_PREFIX}event/{name}/{r}" for r in range(world)]
-    _active.store.set(keys[rank], "1")
-    deadline = time.monotonic() + timeout_s
-    while not _active.store.check(keys):  # one call for all ranks' keys
-        if time.monotonic() > deadline:
-            return False
+        return None
+    keys = [f"{_PREFIX}post/{name}/{rank}" for rank in range(_active.world)]
+    _active.store.set(keys[_active.rank], value)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while not _active.store.check(keys):  # one call for all keys: O(world) per rank, not per peer
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"the other ranks did not post {name} within {timeout_s:g} s")
         time.sleep(0.5)
+    return [_active.store.get(key).decode() for key in keys]
+
+
+def gather(name: str, timeout_s: float) -> bool:
+    """Every rank: mark that this rank reached `name`, then wait until all ranks have (`exchange`). False when
+    `timeout_s` passes first; True at once without a watch (a world of one)."""
+    try:
+        exchange(name, "1", timeout_s)
+    except TimeoutError:
+        return False
     return True
