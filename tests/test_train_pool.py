@@ -58,6 +58,8 @@ def test_two_ranks_exchange_groups(tmp_path):
     assert rank0["counts"] == rank1["counts"] == [[3, 0]]
     assert [g["text"] for g in rank0["groups"]] == ["0/0"] and rank0["groups"][0]["videos"] == 1
     assert rank1["groups"] == [{"text": "0/1", "ids": [1, 2, 3, 4, 5], "pixels": 6.0, "videos": 0}]  # frames stay
+    assert rank0["exact"] == rank1["exact"] == [True]  # the received group is the sent one, field by field
+    assert rank0["costs"] == rank1["costs"] == [[0.0, 1.0, 2.0], [100.0]]  # uneven lengths, no objects
 
 
 def _records(path: Path) -> None:

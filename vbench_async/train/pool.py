@@ -13,20 +13,20 @@ The plan is a pure function of the per-round counts and the groups' costs (their
 once), which every rank knows, so all ranks agree on it; transfers run in one global order, which keeps the blocking
 sends and receives from deadlocking. With `train.balance_ranks`, groups are then swapped between the costliest and
 the cheapest rank while that lowers the costliest (`balance_plan`): sequence-length balancing across ranks, moving
-only the groups that buy it.
+only the groups that buy it. Nothing is pickled (object collectives would): costs travel as a padded float tensor,
+groups in the typed wire format of `wire.py` (safetensors + JSON).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import TypeVar
 
+import torch
 import torch.distributed as dist
 
 from .fsdp import DistInfo, all_reduce
-
-T = TypeVar("T")
+from .rollout import Group
+from .wire import recv_groups, send_groups
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,10 @@ def balance_plan(plan: PoolPlan, costs: list[list[float]], max_swaps: int) -> Po
     held: list[list[tuple[int, int]]] = [[(r, p) for p in plan.keep[r]] for r in range(world)]
     for src, pos, dst in plan.moves:
         held[dst].append((src, pos))
-    cost = lambda g: costs[g[0]][g[1]]  # noqa: E731
+
+    def cost(g: tuple[int, int]) -> float:
+        return costs[g[0]][g[1]]
+
     loads = [sum(map(cost, mine)) for mine in held]
     for _ in range(max_swaps):
         hi = max(range(world), key=lambda r: (loads[r], -r))
@@ -108,9 +111,16 @@ def gather_costs(costs: list[float], info: DistInfo) -> list[list[float]]:
     """Every rank's list of group costs (one small all-gather)."""
     if info.world == 1:
         return [costs]
-    out: list = [None] * info.world
-    dist.all_gather_object(out, costs)
-    return out
+    # Plain tensors, no objects (object collectives pickle): the lengths first, then the costs padded to the longest.
+    size = torch.tensor([len(costs)], dtype=torch.int64, device=info.device)
+    sizes = [torch.zeros_like(size) for _ in range(info.world)]
+    dist.all_gather(sizes, size)
+    counts = [int(s.item()) for s in sizes]
+    mine = torch.zeros(max(1, *counts), dtype=torch.float64, device=info.device)  # float64: token counts stay exact
+    mine[: len(costs)] = torch.tensor(costs, dtype=torch.float64)
+    rows = [torch.zeros_like(mine) for _ in range(info.world)]
+    dist.all_gather(rows, mine)
+    return [row[:n].tolist() for row, n in zip(rows, counts)]
 
 
 def round_counts(kept: int, info: DistInfo) -> list[int]:
@@ -120,7 +130,7 @@ def round_counts(kept: int, info: DistInfo) -> list[int]:
     return [int(v) for v in all_reduce(row, info)]
 
 
-def redistribute(groups: list[T], plan: PoolPlan, info: DistInfo) -> list[T]:
+def redistribute(groups: list[Group], plan: PoolPlan, info: DistInfo) -> list[Group]:
     """This rank's share: its kept groups, then those other ranks send it (point to point)."""
     out = [groups[pos] for pos in plan.keep[info.rank]]
     pairs: dict[tuple[int, int], list[int]] = {}  # one message per (sender, receiver), in the plan's order
@@ -128,17 +138,8 @@ def redistribute(groups: list[T], plan: PoolPlan, info: DistInfo) -> list[T]:
         pairs.setdefault((src, dst), []).append(pos)
     for (src, dst), positions in pairs.items():
         if info.rank == src:
-            dist.send_object_list([[_portable(groups[p]) for p in positions]], dst=dst, device=info.device)
+            send_groups([groups[p] for p in positions], dst, info)  # typed wire format, without the media
         elif info.rank == dst:
-            box: list = [None]
-            dist.recv_object_list(box, src=src, device=info.device)
-            out.extend(box[0])
+            out.extend(recv_groups(src, info))
     return out
 
-
-def _portable(group: T) -> T:
-    """A group without its request's frames and images (the receiver needs the encoded prompt, not the media)."""
-    request = getattr(group, "request", None)
-    if request is None:
-        return group
-    return dataclasses.replace(group, request=dataclasses.replace(request, videos=(), images=()))  # type: ignore
