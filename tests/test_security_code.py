@@ -1,5 +1,7 @@
 """No code execution from data: the code never deserialises with pickle, never runs what a record or a model wrote,
-and renders every template from files, never from data.
+and renders every template from files, never from data. That covers the training ranks too: torch.distributed's
+object collectives (`all_gather_object`, `send_object_list`, ...) pickle what they carry, so the ranks exchange
+tensors only (train/wire.py for whole groups), and nothing is written with torch.save (safetensors/JSON only).
 
 A static scan of every Python file of the project (package, tests, perf scripts) with the `ast` module, plus
 behaviour checks: hostile model outputs through every scorer, hostile questions through every prompt template.
@@ -31,10 +33,14 @@ UNSAFE_CALLS = {  # dotted call name -> why
     "yaml.full_load": "constructs Python objects",
     "pd.read_pickle": "unpickles",
     "pandas.read_pickle": "unpickles",
+    "torch.save": "pickles (safetensors or JSON instead)",
     "jinja2.Template": "a template built from a string (data) instead of a file",
 }
 UNSAFE_METHODS = {"from_string": "a jinja2 template built from a string (data) instead of a file",
                   "read_pickle": "unpickles"}
+# torch.distributed's collectives of Python objects: each pickles on one rank and unpickles on another.
+OBJECT_COLLECTIVES = {"all_gather_object", "gather_object", "broadcast_object_list", "scatter_object_list",
+                      "send_object_list", "recv_object_list", "all_to_all_object", "broadcast_object"}
 
 
 @dataclass(frozen=True)
@@ -73,10 +79,18 @@ def scan(source: str, file: str) -> list[Finding]:
                       if a.name.split(".")[0] in UNSAFE_MODULES]
         elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in UNSAFE_MODULES:
             found.append(Finding(file, line, f"imports from {node.module}"))
+        elif isinstance(node, ast.ImportFrom):
+            found += [Finding(file, line, f"imports {a.name}: an object collective pickles") for a in node.names
+                      if a.name in OBJECT_COLLECTIVES]
+        elif isinstance(node, ast.Attribute) and (node.attr in OBJECT_COLLECTIVES or (  # called or passed around
+                "_object" in node.attr and _dotted(node.value) in ("dist", "torch.distributed", "c10d"))):
+            found.append(Finding(file, line, f"{_dotted(node)}: an object collective pickles"))
         elif isinstance(node, ast.Call):
             name = _dotted(node.func)
             method = name.rsplit(".", 1)[-1]
-            if name in UNSAFE_CALLS:
+            if name in OBJECT_COLLECTIVES:  # imported under its own name
+                found.append(Finding(file, line, f"{name}: an object collective pickles"))
+            elif name in UNSAFE_CALLS:
                 found.append(Finding(file, line, f"{name}: {UNSAFE_CALLS[name]}"))
             elif "." in name and method in UNSAFE_METHODS:
                 found.append(Finding(file, line, f"{name}: {UNSAFE_METHODS[method]}"))
@@ -111,6 +125,13 @@ subprocess.run(cmd, shell=True)
 jinja2.Template(record["problem"])
 env.from_string(question)
 AutoModel.from_pretrained(path, trust_remote_code=True)
+dist.all_gather_object(out, costs)
+torch.distributed.send_object_list([groups], dst=1)
+from torch.distributed import recv_object_list
+recv_object_list(box, src=0)
+send = dist.broadcast_object_list
+dist.some_future_object_collective(x)
+torch.save(state, "x.pt")
 """
     good = """
 import json, ast, yaml, torch, numpy as np, re
@@ -122,8 +143,11 @@ ast.literal_eval(options)
 re.compile(pattern)
 model.eval()
 subprocess.run([sys.executable, "-m", "x"])
+dist.all_gather(out, tensor)
+dist.send(tensor, dst=1)
+safetensors.torch.save(tensors)
 """
-    assert {f.line for f in scan(bad, "bad.py")} == set(range(2, 15)) - {4}  # every line but the plain import
+    assert {f.line for f in scan(bad, "bad.py")} == set(range(2, 22)) - {4}  # every line but the plain import
     assert scan(good, "good.py") == []
 
 
