@@ -117,7 +117,7 @@ def gather_costs(costs: list[float], info: DistInfo) -> list[list[float]]:
     dist.all_gather(sizes, size)
     counts = [int(s.item()) for s in sizes]
     mine = torch.zeros(max(1, *counts), dtype=torch.float64, device=info.device)  # float64: token counts stay exact
-    mine[: len(costs)] = torch.tensor(costs, dtype=torch.float64)
+    mine[: len(costs)] = torch.tensor(costs, dtype=torch.float64, device=info.device)
     rows = [torch.zeros_like(mine) for _ in range(info.world)]
     dist.all_gather(rows, mine)
     return [row[:n].tolist() for row, n in zip(rows, counts)]
