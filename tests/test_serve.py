@@ -1,8 +1,8 @@
 """The evaluation server: jobs are checked before they queue, the HTTP layer keeps to loopback or a token, and a
-running `vbench-async serve` process takes two jobs (one from `run --server`, one from the client library) and writes
-two complete run directories, and cancels a third mid-run keeping a partial summary. The default tests send the
-jobs' requests to the shared vLLM server (no engine of their own); the slow test keeps an in-process engine across
-jobs and swaps it for another model."""
+running `vbench-async serve` process takes two jobs (one from `run --server`, one posted as JSON over HTTP) and writes
+two complete run directories, each with its site (written by the server, once), and cancels a third mid-run keeping a
+partial summary. The default tests send the jobs' requests to the shared vLLM server (no engine of their own); the
+slow test keeps an in-process engine across jobs and swaps it for another model."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import ENGINE_GROUP, REPO, SERVED, run_cli, stop
+from conftest import ENGINE_GROUP, REPO, SERVED, run_cli, stop, wait_for_site
 from test_cli_console import ENGINE_MARKERS
 from test_include import included_run_args, my_clips  # noqa: F401 - the session's clips, their frames cached
 
@@ -163,11 +163,15 @@ def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vll
         assert [m for m in ENGINE_MARKERS if m in first.stdout + first.stderr] == []  # `run`'s quiet console
         assert (tmp_path / "one" / "logs" / "engine.log").is_file()  # the job's log in its run directory
         assert re.search(r"my-clips\s.*\s4\s+0\s+complete", first.stdout), first.stdout
-        job = client.submit(url, {"selection": {"benchmarks": ["my-clips"], "include": [str(cards)],
-                                                "data_root": str(data)},
-                                  "sampling": {"max_tokens": 8}, "output_dir": str(tmp_path / "two")}, TOKEN)
+        body = {"selection": {"benchmarks": ["my-clips"], "include": [str(cards)], "data_root": str(data)},
+                "sampling": {"max_tokens": 8}, "output_dir": str(tmp_path / "two")}
+        posted = urllib.request.Request(f"{url}/jobs", data=json.dumps(body).encode(), method="POST", headers={
+            "Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})  # as curl posts it
+        with urllib.request.urlopen(posted, timeout=30) as answer:
+            job = json.loads(answer.read())["job"]
         second = client.wait(url, job["id"], TOKEN, poll_s=0.1)
         assert second["status"] == "done" and second["progress"] == {"done": 4, "total": 4}, second
+        assert second["site"] == str(tmp_path / "two" / "leaderboard" / "index.html")  # the server writes it
         assert_complete(tmp_path / "one", "my-clips", 4)
         assert_complete(tmp_path / "two", "my-clips", 4)
 
@@ -183,6 +187,12 @@ def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vll
         assert json.loads((tmp_path / "three" / "summary.json").read_text())["complete"] is False
         assert not (tmp_path / "four").exists()
         assert client.health(url, TOKEN)["jobs"] == {"queued": 0, "running": 0}
+
+        # Both finished jobs have their own site, written once, by the server: `run --server` writes none of its own.
+        assert wait_for_site(tmp_path / "two").is_file()
+        assert wait_for_site(tmp_path / "one").is_file()
+        shown = [line for line in first.stdout.splitlines() if line.startswith("leaderboard:")]
+        assert len(shown) == 1 and "by the server" in shown[0], first.stdout
     finally:
         stop(proc, 60)
     assert proc.returncode == 0
