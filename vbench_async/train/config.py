@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import yaml
 
 from ..errors import UserError
+from ..frames.preprocess import WORKERS as DECODE_WORKERS
 
 if TYPE_CHECKING:
     from ..backends.vllm import VLLMSettings
@@ -35,7 +36,7 @@ class DataConfig:
     frames: dict[str, Any] = field(default_factory=dict)  # FrameSpec fields: fps, max_frames, max_pixels, image_*
     frame_source: str = "cache"  # cache: frame cache (filled before step 1); decode: decode every time (baseline)
     cache_dir: str | None = None  # frame cache folder (default: $VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)
-    decode_workers: int = 2  # processes that fill the cache before training
+    decode_workers: int = DECODE_WORKERS  # processes that fill the cache before training (`run`'s default too)
     cache_scope: str = "shared"  # shared: one cache all nodes see (ranks split the videos); node: a node-local
     # cache per machine (each node's ranks split all the videos among themselves, so every node has every video)
     shuffle: bool = True
