@@ -8,6 +8,7 @@ docs/training.md gives the formula behind each field.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import json
 import types
@@ -44,9 +45,19 @@ class DataConfig:
     offline_field: str = "offline_response"  # record field holding offline response(s) (str or list of str)
 
 
+class RolloutEngine(enum.Enum):
+    """The rollout engine kinds `rollout.engine` names (besides auto); the trainer builds the one `kind` gives."""
+
+    HF = "hf"  # transformers' generate on the gathered weights
+    VLLM = "vllm"  # a colocated vLLM engine (GPU)
+
+
+AUTO_ENGINE = {True: RolloutEngine.VLLM, False: RolloutEngine.HF}  # rollout.engine auto: by whether a GPU is used
+
+
 @dataclass
 class RolloutConfig:
-    engine: str = "auto"  # hf (generate on gathered weights), vllm (colocated engine, GPU), auto: vllm on GPU
+    engine: str = "auto"  # a RolloutEngine's value, or auto: vllm on GPU, hf otherwise
     n: int = 8  # samples per prompt (the group)
     temperature: float = 1.0  # must be > 0: rollouts sample, and log-probs are taken at this temperature
     top_p: float = 1.0
@@ -65,6 +76,10 @@ class RolloutConfig:
     # video fits the encoder cache whole and a prompt prefills in one chunk
     sync_bucket_mb: int = 512  # weight sync: shards are cast to the engine's dtype and gathered in all-gathers of
     # at most this many MiB each (a larger tensor goes alone), instead of one collective per tensor
+
+    def kind(self, gpu: bool) -> RolloutEngine:
+        """The engine `engine` names; auto: vllm on a GPU, hf otherwise."""
+        return AUTO_ENGINE[gpu] if self.engine == "auto" else RolloutEngine(self.engine)
 
 
 @dataclass
@@ -234,7 +249,7 @@ KL_KINDS = ("none", "k1", "k3")
 CHOICES: dict[str, tuple[str, ...]] = {
     "data.frame_source": ("cache", "decode"),
     "data.cache_scope": ("shared", "node"),
-    "rollout.engine": ("auto", "hf", "vllm"),
+    "rollout.engine": ("auto", *(e.value for e in RolloutEngine)),
     "algorithm.name": tuple(PRESETS),
     "algorithm.advantage": ADVANTAGES,
     "algorithm.loss_agg": LOSS_AGGS,

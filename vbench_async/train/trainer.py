@@ -26,7 +26,7 @@ from ..errors import UserError
 from . import algos, watch
 from .checkpoint import export_dir, export_hf, find_resume, gather_for_rank0, load_checkpoint, save_checkpoint
 from .collect import Collector
-from .config import TrainConfig
+from .config import RolloutEngine, TrainConfig
 from .data import DataOrder, MediaSource, TrainItem, frame_spec, load_items
 from .fsdp import all_reduce, barrier, build_mesh, close_distributed, init_distributed, load_sharded, shard
 from .logger import MetricsLogger, Sums, step_metrics
@@ -166,10 +166,7 @@ class Trainer:
         return shard(policy.to(self.info.device), self.cfg.fsdp, self.info, mixed, self.mesh)
 
     def _build_rollout(self, gpu: bool):
-        engine = self.cfg.rollout.engine
-        if engine == "auto":
-            engine = "vllm" if gpu else "hf"
-        if engine == "vllm":
+        if self.cfg.rollout.kind(gpu) is RolloutEngine.VLLM:
             from .vllm_rollout import VLLMRollout
 
             tp = self.cfg.rollout.tensor_parallel_size  # a TP group's ranks share one seed and one batch
