@@ -6,6 +6,8 @@ slow test keeps an in-process engine across jobs and swaps it for another model.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -21,8 +23,11 @@ import pytest
 from conftest import ENGINE_GROUP, REPO, SERVED, run_cli, stop, wait_for_site
 from test_cli_console import ENGINE_MARKERS
 from test_include import included_run_args, my_clips  # noqa: F401 - the session's clips, their frames cached
+from test_run_settings import includes, open_card  # noqa: F401 - a card whose samples fail without an engine
 
+from vbench_async.backends.openai import ServerSettings
 from vbench_async.cli import main as cli_main
+from vbench_async.cli.serve import eval_server
 from vbench_async.errors import UserError
 from vbench_async.runner import RunConfig
 from vbench_async.serve import client
@@ -100,6 +105,42 @@ def test_the_http_layer_checks_the_token_and_reports_errors(http_server) -> None
     assert done["status"] == "failed" and "unknown benchmark 'no-such-bench'" in done["error"]
     with pytest.raises(UserError, match="cannot reach the evaluation server"):
         client.health("http://127.0.0.1:9", TOKEN)
+
+
+def test_a_job_posted_over_http_gets_its_site_from_the_server_and_run_server_writes_none(tmp_path,
+                                                                                         includes) -> None:  # noqa: F811
+    """`serve`'s worker (cli/serve.py's, with its site hook) behind a real HTTP server on 127.0.0.1: a job posted as
+    JSON, as curl posts it, ends with its own site; `run --server` prints the server's and writes none itself. The
+    jobs are of a card whose videos are gone: every sample fails at once, no engine starts."""
+    cards, data = open_card(tmp_path)
+    evals = eval_server(RunConfig(model="tiny-qwen2.5-vl", backend="openai",
+                                  server=ServerSettings(base_url="http://127.0.0.1:9/v1")))
+    httpd = make_http_server(evals, "127.0.0.1", 0, None)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    job = {"selection": {"benchmarks": ["my-open"], "include": [str(cards)], "data_root": str(data)},
+           "output_dir": str(tmp_path / "posted")}
+    try:
+        posted = urllib.request.Request(f"{url}/jobs", data=json.dumps(job).encode(), method="POST",
+                                        headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(posted, timeout=30) as answer:
+            record = client.wait(url, json.loads(answer.read())["job"]["id"], poll_s=0.05)
+        assert record["status"] == "done" and record["site"] == str(tmp_path / "posted" / "leaderboard" /
+                                                                    "index.html"), record
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = cli_main(["run", "--server", url, "--model", "tiny-qwen2.5-vl", "--include", str(cards),
+                             "--benchmarks", "my-open", "--data-root", str(data), "--output-dir",
+                             str(tmp_path / "client"), "--no-progress"])
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        evals.close()
+    assert code == 1  # its samples failed: recorded, the job itself done
+    assert wait_for_site(tmp_path / "posted").is_file()
+    assert wait_for_site(tmp_path / "client").is_file()  # the server's writer: its log says it is done
+    shown = [line for line in out.getvalue().splitlines() if line.startswith("leaderboard:")]
+    assert len(shown) == 1 and "by the server" in shown[0], out.getvalue()
 
 
 # -- a real `serve` process -------------------------------------------------------------------------------------------

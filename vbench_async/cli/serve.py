@@ -15,6 +15,7 @@ from .formatting import DefaultsHelpFormatter
 
 if TYPE_CHECKING:
     from ..run_config import RunConfig
+    from ..serve.server import EvalServer
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -90,13 +91,19 @@ def main(args: argparse.Namespace) -> int:
         return _serve(args, base)
 
 
-def _serve(args: argparse.Namespace, base: RunConfig) -> int:
-    from ..serve.api import TOKEN_ENV, make_http_server
+def eval_server(base: RunConfig) -> EvalServer:
+    """`serve`'s job worker: each finished job's run directory gets its own site, written as `run` writes a run's
+    (in the background, `logs/site.log`); the pages are this layer's, so the hook is passed from here."""
     from ..serve.server import EvalServer
     from .output import write_run_site_in_background
 
+    return EvalServer(base, write_site=write_run_site_in_background)
+
+
+def _serve(args: argparse.Namespace, base: RunConfig) -> int:
+    from ..serve.api import TOKEN_ENV, make_http_server
     token = args.token or os.environ.get(TOKEN_ENV) or None
-    evals = EvalServer(base, write_site=write_run_site_in_background)  # each job's site, as `run` writes it
+    evals = eval_server(base)
     try:
         httpd = make_http_server(evals, args.host, args.port, token, args.allow_host, args.allow_origin)
     except UserError:
