@@ -48,6 +48,7 @@ def test_explicit_values_win_over_the_preset_and_overrides_win_over_the_file(tmp
     ("data: {records: r.json}\nrollout: {max_tokens: 512, max_model_len: 512}\n", "no room is left for the prompt"),
     ("data: {records: r.json}\nalgorithm: {overlong_buffer: 300}\n", "overlong_buffer"),
     ("data: {records: r.json}\nrollout: {engine: sglang}\n", "rollout.engine is 'sglang'.*auto, hf, vllm"),
+    ("data: {records: r.json}\nrollout: {engine: hf, tensor_parallel_size: 2}\n", "needs the vllm engine"),
 ])
 def test_bad_configs_name_the_problem(tmp_path, text, message):
     with pytest.raises(UserError, match=message):

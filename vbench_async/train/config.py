@@ -421,7 +421,7 @@ def check_config(cfg: TrainConfig) -> None:
     if r.tensor_parallel_size < 1 or (r.max_num_seqs is not None and r.max_num_seqs < 1) or \
             (r.max_num_batched_tokens is not None and r.max_num_batched_tokens < 1):
         raise UserError("rollout.tensor_parallel_size, max_num_seqs and max_num_batched_tokens must be at least 1")
-    if r.tensor_parallel_size > 1 and r.engine == "hf":
+    if r.tensor_parallel_size > 1 and r.kind(gpu=True) is RolloutEngine.HF:  # hf named, not auto
         raise UserError("rollout.tensor_parallel_size > 1 needs the vllm engine (rollout.engine: vllm or auto on GPU)")
     if r.sync_bucket_mb < 1:
         raise UserError(f"rollout.sync_bucket_mb must be at least 1, got {r.sync_bucket_mb}")

@@ -53,7 +53,8 @@ class Trainer:
         if self.info.local_world % tp:
             raise UserError(f"rollout.tensor_parallel_size ({tp}) must divide the processes per node "
                             f"({self.info.local_world})")
-        if tp > 1 and not (self.info.device.type == "cuda" and cfg.rollout.engine in ("auto", "vllm")):
+        gpu = self.info.device.type == "cuda"
+        if tp > 1 and not (gpu and cfg.rollout.kind(gpu) is RolloutEngine.VLLM):
             raise UserError("rollout.tensor_parallel_size > 1 needs the vllm engine on GPUs")
         if cfg.train.prompts_per_step % self.info.world:
             raise UserError(f"train.prompts_per_step ({cfg.train.prompts_per_step}) must be a multiple of the "
@@ -67,7 +68,6 @@ class Trainer:
         self.dropped = self._prepare_media()
         self.mesh = build_mesh(cfg.fsdp, self.info)  # one mesh (and its process groups) for policy and reference
         self.order = DataOrder(len(self.items), cfg.seed, cfg.data.shuffle)
-        gpu = self.info.device.type == "cuda"
         self.mixed = gpu and cfg.train.dtype == "auto"
         self.load_dtype = torch.bfloat16 if cfg.train.dtype == "bfloat16" else torch.float32
         self.attention = resolve_attention(cfg.train.attn_implementation, self.info.device,
