@@ -4,11 +4,16 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import threading
 import time
 from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import ENGINE_GROUP, SERVED
+from conftest import ENGINE_GROUP, REPO, SERVED
 from test_leaderboard_runs import make_run
 
 from vbench_async.backends.openai import ServerSettings
@@ -181,3 +186,47 @@ def test_judge_pass_through_real_vllm_engine(vllm_server, tmp_path):
     assert time.monotonic() - t0 < 15
     assert len(read_results(files[0])) == 5 and sum(1 for _ in files[0].open()) == 5  # nothing appended
     assert again["benchmarks"]["vcrbench"]["judge"] == after["judge"]
+
+
+def test_sigterm_stops_judge_as_ctrl_c_does_even_as_a_background_job(tmp_path):
+    # A judge that never answers (a real HTTP server on 127.0.0.1): the pass is in flight when a scheduler's SIGTERM
+    # comes, to a `judge` started as a script's background job (SIGINT inherited ignored).
+    run_dir = make_run(tmp_path / "run", "model-oe", _answers, benchmarks=("vcrbench",),
+                       samples={"vcrbench": _open_ended(2)})
+    asked = threading.Event()
+
+    class Silent(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:  # no model listing: the backend skips its served-model check
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_POST(self) -> None:
+            asked.set()
+            time.sleep(60)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Silent)
+    httpd.daemon_threads, httpd.block_on_close = True, False
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vbench_async", "judge", str(run_dir), "--judge-model", SERVED, "--backend",
+             "openai", "--base-url", f"http://127.0.0.1:{httpd.server_address[1]}/v1", "--no-site"],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+        try:
+            assert asked.wait(120), proc.stderr.read() if proc.poll() is not None else "no judge request"
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert proc.returncode == 130, err  # Ctrl-C's exit, not death by the signal (-15)
+    assert "interrupted" in err and "verdicts so far are kept" in err, err

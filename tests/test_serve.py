@@ -1,11 +1,13 @@
 """The evaluation server: jobs are checked before they queue, the HTTP layer keeps to loopback or a token, and a
-running `vbench-async serve` process takes two jobs (one from `run --server`, one from the client library) and writes
-two complete run directories, and cancels a third mid-run keeping a partial summary. The default tests send the
-jobs' requests to the shared vLLM server (no engine of their own); the slow test keeps an in-process engine across
-jobs and swaps it for another model."""
+running `vbench-async serve` process takes two jobs (one from `run --server`, one posted as JSON over HTTP) and writes
+two complete run directories, each with its site (written by the server, once), and cancels a third mid-run keeping a
+partial summary. The default tests send the jobs' requests to the shared vLLM server (no engine of their own); the
+slow test keeps an in-process engine across jobs and swaps it for another model."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -18,11 +20,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import ENGINE_GROUP, REPO, SERVED, run_cli, stop
+from conftest import ENGINE_GROUP, REPO, SERVED, run_cli, stop, wait_for_site
 from test_cli_console import ENGINE_MARKERS
 from test_include import included_run_args, my_clips  # noqa: F401 - the session's clips, their frames cached
+from test_run_settings import includes, open_card  # noqa: F401 - a card whose samples fail without an engine
 
+from vbench_async.backends.openai import ServerSettings
 from vbench_async.cli import main as cli_main
+from vbench_async.cli.serve import eval_server
 from vbench_async.errors import UserError
 from vbench_async.runner import RunConfig
 from vbench_async.serve import client
@@ -102,6 +107,42 @@ def test_the_http_layer_checks_the_token_and_reports_errors(http_server) -> None
         client.health("http://127.0.0.1:9", TOKEN)
 
 
+def test_a_job_posted_over_http_gets_its_site_from_the_server_and_run_server_writes_none(tmp_path,
+                                                                                         includes) -> None:  # noqa: F811
+    """`serve`'s worker (cli/serve.py's, with its site hook) behind a real HTTP server on 127.0.0.1: a job posted as
+    JSON, as curl posts it, ends with its own site; `run --server` prints the server's and writes none itself. The
+    jobs are of a card whose videos are gone: every sample fails at once, no engine starts."""
+    cards, data = open_card(tmp_path)
+    evals = eval_server(RunConfig(model="tiny-qwen2.5-vl", backend="openai",
+                                  server=ServerSettings(base_url="http://127.0.0.1:9/v1")))
+    httpd = make_http_server(evals, "127.0.0.1", 0, None)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    job = {"selection": {"benchmarks": ["my-open"], "include": [str(cards)], "data_root": str(data)},
+           "output_dir": str(tmp_path / "posted")}
+    try:
+        posted = urllib.request.Request(f"{url}/jobs", data=json.dumps(job).encode(), method="POST",
+                                        headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(posted, timeout=30) as answer:
+            record = client.wait(url, json.loads(answer.read())["job"]["id"], poll_s=0.05)
+        assert record["status"] == "done" and record["site"] == str(tmp_path / "posted" / "leaderboard" /
+                                                                    "index.html"), record
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = cli_main(["run", "--server", url, "--model", "tiny-qwen2.5-vl", "--include", str(cards),
+                             "--benchmarks", "my-open", "--data-root", str(data), "--output-dir",
+                             str(tmp_path / "client"), "--no-progress"])
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        evals.close()
+    assert code == 1  # its samples failed: recorded, the job itself done
+    assert wait_for_site(tmp_path / "posted").is_file()
+    assert wait_for_site(tmp_path / "client").is_file()  # the server's writer: its log says it is done
+    shown = [line for line in out.getvalue().splitlines() if line.startswith("leaderboard:")]
+    assert len(shown) == 1 and "by the server" in shown[0], out.getvalue()
+
+
 # -- a real `serve` process -------------------------------------------------------------------------------------------
 
 
@@ -163,11 +204,15 @@ def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vll
         assert [m for m in ENGINE_MARKERS if m in first.stdout + first.stderr] == []  # `run`'s quiet console
         assert (tmp_path / "one" / "logs" / "engine.log").is_file()  # the job's log in its run directory
         assert re.search(r"my-clips\s.*\s4\s+0\s+complete", first.stdout), first.stdout
-        job = client.submit(url, {"selection": {"benchmarks": ["my-clips"], "include": [str(cards)],
-                                                "data_root": str(data)},
-                                  "sampling": {"max_tokens": 8}, "output_dir": str(tmp_path / "two")}, TOKEN)
+        body = {"selection": {"benchmarks": ["my-clips"], "include": [str(cards)], "data_root": str(data)},
+                "sampling": {"max_tokens": 8}, "output_dir": str(tmp_path / "two")}
+        posted = urllib.request.Request(f"{url}/jobs", data=json.dumps(body).encode(), method="POST", headers={
+            "Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})  # as curl posts it
+        with urllib.request.urlopen(posted, timeout=30) as answer:
+            job = json.loads(answer.read())["job"]
         second = client.wait(url, job["id"], TOKEN, poll_s=0.1)
         assert second["status"] == "done" and second["progress"] == {"done": 4, "total": 4}, second
+        assert second["site"] == str(tmp_path / "two" / "leaderboard" / "index.html")  # the server writes it
         assert_complete(tmp_path / "one", "my-clips", 4)
         assert_complete(tmp_path / "two", "my-clips", 4)
 
@@ -183,6 +228,12 @@ def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vll
         assert json.loads((tmp_path / "three" / "summary.json").read_text())["complete"] is False
         assert not (tmp_path / "four").exists()
         assert client.health(url, TOKEN)["jobs"] == {"queued": 0, "running": 0}
+
+        # Both finished jobs have their own site, written once, by the server: `run --server` writes none of its own.
+        assert wait_for_site(tmp_path / "two").is_file()
+        assert wait_for_site(tmp_path / "one").is_file()
+        shown = [line for line in first.stdout.splitlines() if line.startswith("leaderboard:")]
+        assert len(shown) == 1 and "by the server" in shown[0], first.stdout
     finally:
         stop(proc, 60)
     assert proc.returncode == 0

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from vbench_async.errors import UserError
-from vbench_async.train.config import TrainConfig, load_config
+from vbench_async.train.config import RolloutEngine, TrainConfig, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -47,10 +47,19 @@ def test_explicit_values_win_over_the_preset_and_overrides_win_over_the_file(tmp
     ("data: {records: r.json}\nrollout: {temperature: 0}\n", "rollout.temperature must be > 0"),
     ("data: {records: r.json}\nrollout: {max_tokens: 512, max_model_len: 512}\n", "no room is left for the prompt"),
     ("data: {records: r.json}\nalgorithm: {overlong_buffer: 300}\n", "overlong_buffer"),
+    ("data: {records: r.json}\nrollout: {engine: sglang}\n", "rollout.engine is 'sglang'.*auto, hf, vllm"),
+    ("data: {records: r.json}\nrollout: {engine: hf, tensor_parallel_size: 2}\n", "needs the vllm engine"),
 ])
 def test_bad_configs_name_the_problem(tmp_path, text, message):
     with pytest.raises(UserError, match=message):
         load_config(_write(tmp_path, text))
+
+
+def test_the_rollout_engine_is_a_declared_kind(tmp_path):
+    auto = load_config(_write(tmp_path, "data: {records: r.json}\n")).rollout
+    assert (auto.kind(gpu=True), auto.kind(gpu=False)) == (RolloutEngine.VLLM, RolloutEngine.HF)
+    hf = load_config(_write(tmp_path, "data: {records: r.json}\nrollout: {engine: hf}\n")).rollout
+    assert hf.kind(gpu=True) is RolloutEngine.HF  # a kind named is the kind used, on any device
 
 
 def test_bad_override_syntax(tmp_path):

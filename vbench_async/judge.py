@@ -15,7 +15,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .backends.base import Backend, Request, SamplingParams
 from .backends.factory import backend_field, backend_kind, make_backend
@@ -37,10 +37,8 @@ from .results.verdicts import (
     judge_store,
     read_verdicts,
 )
+from .run_config import JUDGE_MODEL_HELP, RunConfig
 from .scoring.judges import PROMPT_HASH, Ask, JudgeItem, JudgeProtocol, Outcome, judge_for
-
-if TYPE_CHECKING:
-    from .run_config import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +49,7 @@ log = logging.getLogger(__name__)
 class JudgeConfig:
     """A judge pass's settings, declared once (the fields with a `help` are `vbench-async judge`'s flags)."""
 
-    model: str = field(metadata={
-        "flag": "--judge-model", "help": "judge model: a model directory, hub id or tiny-* model (vllm, hf), or the "
-                                         "served model name (openai)"})
+    model: str = field(metadata={"flag": "--judge-model", "help": JUDGE_MODEL_HELP})  # `run --judge-model`'s
     backend: str = backend_field("where the judge runs: in-process vLLM, an OpenAI-compatible server, or "
                                  "transformers")
     engine: VLLMSettings = field(default_factory=VLLMSettings)  # backend vllm

@@ -31,6 +31,10 @@ MODEL_HELP = ("model directory, hub id, or a built-in tiny model: tiny-qwen2-vl,
               "tiny-internvl, tiny-llava-onevision, tiny-glm-4.1v (random weights, for testing the pipeline; "
               "`vbench-async list --models` shows the families)")
 _COUNT = {"min": 1}
+# What a judge model names, for `run --judge-model` and `judge --judge-model` (judge.JudgeConfig.model): the same
+# setting (the judge pass's model), read the same way by the backend kind that runs it.
+JUDGE_MODEL_HELP = ("judge model: a model directory, hub id or tiny-* model (vllm, hf), or the served model name "
+                    "(openai)")
 
 
 @dataclass
@@ -77,8 +81,8 @@ class RunConfig:
         "help": "the model's name in the summary, the tables and the leaderboard, and in the default run directory "
                 "(default: from --model: the folder name, or parent_checkpoint-N for a checkpoint)"})
     judge_model: str | None = field(default=None, metadata={
-        "help": "after the run, judge open-ended answers with this model (same backend kind and settings); see "
-                "`vbench-async judge`"})
+        "help": f"{JUDGE_MODEL_HELP}: after the run, judge the answers that wait for a judge with it (same backend "
+                "kind and settings as the run); see `vbench-async judge`"})
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form (a server job's body, training validation's run): `from_json` reads it back equal."""

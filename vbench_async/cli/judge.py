@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ..errors import UserError
+from ..process_exit import sigterm_as_ctrl_c
 from .formatting import DefaultsHelpFormatter
 from .include import add_include_option
 from .output import has_site, print_table, write_run_site
@@ -69,9 +71,15 @@ def main(args: argparse.Namespace) -> int:
     if not args.run_dir.is_dir():
         raise UserError(f"{args.run_dir} is not a result directory; evaluate a model into it first")
     use_run_cards(args.run_dir)  # before any engine starts: the run's own card folders, from its manifest
-    with engine_console(engine_log_path(args.run_dir), verbose=args.verbose,  # the judge engine's logs
-                        engine_in_process=kind.in_process):
-        summary = judge_run_dir(args.run_dir, cfg)
+    sigterm_as_ctrl_c()  # a long pass: a scheduler's SIGTERM closes the judge engine and keeps the verdicts, as Ctrl-C
+    try:
+        with engine_console(engine_log_path(args.run_dir), verbose=args.verbose,  # the judge engine's logs
+                            engine_in_process=kind.in_process):
+            summary = judge_run_dir(args.run_dir, cfg)
+    except KeyboardInterrupt:
+        print(f"verdicts so far are kept in {args.run_dir / 'judge'}; re-run the same command to judge the rest",
+              file=sys.stderr)
+        raise
     jp = summary["judge_pass"]
     earlier_failed = jp.get("n_skipped_failed", 0)
     print(f"judge {jp['judge_id']}: {jp['n_judged']} judged, {jp['n_judge_failed']} judge failure(s), "

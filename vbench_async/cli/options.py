@@ -88,6 +88,15 @@ def add_fields(group: argparse.ArgumentParser | argparse._ArgumentGroup, cls: ty
         group.add_argument(flag, **kwargs)  # last: the flag's own action is the one a parser lists for the field
 
 
+def add_shard_option(group: argparse.ArgumentParser | argparse._ArgumentGroup, does: str) -> None:
+    """`--shard K/N|auto` (`launcher.resolve_shard` reads it), one declaration for `run` and `preprocess`, which split
+    a workload the same way; `does`: what the command does with its shard."""
+    group.add_argument("--shard", metavar="K/N",
+                       help=f"{does}. K counts from 0; 'auto' reads it from the launcher: VBENCH_ASYNC_SHARD, "
+                            "torchrun's RANK/WORLD_SIZE, a Slurm array's SLURM_ARRAY_TASK_ID/COUNT, or srun's "
+                            "SLURM_PROCID/SLURM_NTASKS")
+
+
 def values_from_args(cls: type, args: argparse.Namespace, exclude: Collection[str] = (),
                      only: Collection[str] | None = None) -> dict[str, Any]:
     """The values of the flags `add_group`/`add_fields` added for `cls`, by field name."""

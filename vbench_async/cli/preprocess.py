@@ -36,7 +36,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
     from ..run_config import RunConfig
     from .formatting import bounded
     from .include import add_include_option
-    from .options import add_group
+    from .options import add_group, add_shard_option
 
     what = add_group(p, Selection, "what to preprocess")
     add_include_option(what)
@@ -49,10 +49,9 @@ def add_options(p: argparse.ArgumentParser) -> None:
                      help="video decoder: pyav (default), decord or opencv; does not change the cached frames' key")
     how.add_argument("--timeout", type=bounded(float, above=0), default=120.0,
                      help="seconds one video may take before its worker is killed and the video marked failed")
-    how.add_argument("--shard", metavar="K/N",
-                     help="decode only the videos of shard K of N (K from 0; 'auto' reads the launcher's variables, "
-                          "see `run --shard`), split as `run --shard K/N` splits them, so N machines can fill one "
-                          "shared cache together; concurrent writers are safe (entries appear atomically)")
+    add_shard_option(how, "decode only the videos of shard K of N, split as `run --shard K/N` splits them, so N "
+                          "machines can fill one shared cache together; concurrent writers are safe (entries appear "
+                          "atomically)")
 
     add_group(p, FrameOverrides, "frames (override the benchmark's preset; must match the later `run`)")
 

@@ -31,7 +31,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     from ..run_config import RunConfig
     from .console import add_verbose
     from .include import add_include_option
-    from .options import add_fields, add_group
+    from .options import add_fields, add_group, add_shard_option
 
     what = add_group(p, Selection)
     add_include_option(what)
@@ -52,12 +52,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     add_group(p, VLLMSettings)
 
     scale = p.add_argument_group("scale-out (docs/scale-out.md)")
-    scale.add_argument("--shard", metavar="K/N",
-                       help="evaluate only shard K of N (K counts from 0): a cost-balanced slice that keeps each "
-                            "video's questions together, written to its own result files in OUTPUT_DIR; the last "
-                            "shard to finish merges them (or run `vbench-async merge OUTPUT_DIR`). 'auto' reads it "
-                            "from the launcher: VBENCH_ASYNC_SHARD, torchrun's RANK/WORLD_SIZE, a Slurm array's "
-                            "SLURM_ARRAY_TASK_ID/COUNT, or srun's SLURM_PROCID/SLURM_NTASKS")
+    add_shard_option(scale, "evaluate only shard K of N: a cost-balanced slice that keeps each video's questions "
+                            "together, written to its own result files in OUTPUT_DIR; the last shard to finish merges "
+                            "them (or run `vbench-async merge OUTPUT_DIR`)")
     scale.add_argument("--gpus", default="auto", metavar="LIST|auto",
                        help="devices for this process's engine, tensor-parallel x data-parallel of them, e.g. 2,3 "
                             "(indices into CUDA_VISIBLE_DEVICES when that is set). auto: with several processes per "

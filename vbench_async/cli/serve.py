@@ -15,6 +15,7 @@ from .formatting import DefaultsHelpFormatter
 
 if TYPE_CHECKING:
     from ..run_config import RunConfig
+    from ..serve.server import EvalServer
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -90,12 +91,19 @@ def main(args: argparse.Namespace) -> int:
         return _serve(args, base)
 
 
+def eval_server(base: RunConfig) -> EvalServer:
+    """`serve`'s job worker: each finished job's run directory gets its own site, written as `run` writes a run's
+    (in the background, `logs/site.log`); the pages are this layer's, so the hook is passed from here."""
+    from ..serve.server import EvalServer
+    from .output import write_run_site_in_background
+
+    return EvalServer(base, write_site=write_run_site_in_background)
+
+
 def _serve(args: argparse.Namespace, base: RunConfig) -> int:
     from ..serve.api import TOKEN_ENV, make_http_server
-    from ..serve.server import EvalServer
-
     token = args.token or os.environ.get(TOKEN_ENV) or None
-    evals = EvalServer(base)
+    evals = eval_server(base)
     try:
         httpd = make_http_server(evals, args.host, args.port, token, args.allow_host, args.allow_origin)
     except UserError:
@@ -175,7 +183,7 @@ def job_progress(record: dict) -> str:
 def run_on_server(args: argparse.Namespace) -> int:
     """Submit the run as a job, print its progress and, when it ends, the table `run` prints; Ctrl-C cancels it."""
     from ..serve import client
-    from .output import print_table, write_run_site
+    from .output import print_table, site_log_path, write_run_site
 
     if args.mode == "preprocess":
         raise UserError("--server runs evaluations; fill the cache with `vbench-async preprocess`")
@@ -206,8 +214,12 @@ def run_on_server(args: argparse.Namespace) -> int:
     print_table(summary)
     print(f"\nresults: {job['run_dir']}/results/   summary: {job['run_dir']}/summary.json   "
           f"(job {job['id']}, {job['wall_s']} s on the server)")
-    if not args.no_site and Path(job["run_dir"]).is_dir():  # the run's own site, as `run` writes it
-        print(f"leaderboard: {write_run_site(Path(job['run_dir']))}")
+    run_dir = Path(job["run_dir"])
+    if job.get("site"):  # the server writes it: a second writer here would race it
+        print(f"leaderboard: {job['site']} (being written in the background by the server; "
+              f"{site_log_path(run_dir)} says when it is done)")
+    elif not args.no_site and run_dir.is_dir():  # a server that writes no site (a library's EvalServer, an older one)
+        print(f"leaderboard: {write_run_site(run_dir)}")
     failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
     if failed:
         print(f"{failed} sample(s) failed; their reasons are in the result files (field 'error').", file=sys.stderr)

@@ -70,5 +70,6 @@ def main(args: argparse.Namespace) -> int:
         return 0
     sys.stdout.flush()
     sys.stderr.flush()
+    # No sigterm_as_ctrl_c() here: this process becomes torchrun, which handles SIGTERM itself (it stops its workers).
     os.execv(cmd[0], cmd)
     return 0  # not reached

@@ -123,6 +123,7 @@ class Job:
     total: int | None = None  # samples still to run when the job started (from the run's plan)
     lines_before: int = 0  # result lines in the run directory when it started
     summary: dict[str, Any] | None = None
+    site: str | None = None  # the run's own index.html once the server has started writing it (clients write none)
     error: str | None = None
     cancel_requested: threading.Event = field(default_factory=threading.Event, repr=False)
 
@@ -143,7 +144,7 @@ class Job:
             "submitted_at": self.submitted_at, "started_at": self.started_at, "finished_at": self.finished_at,
             "wall_s": round(end - self.started_at, 3) if self.started_at else None,
             "run_dir": self.run_dir, "progress": {"done": self.done_count(), "total": self.total},
-            "summary": self.summary, "error": self.error,
+            "summary": self.summary, "site": self.site, "error": self.error,
         }
 
 

@@ -15,10 +15,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ..errors import EngineDead, UserError
 from ..redact import scrub
+from ..results.rundir import site_dir
 from ..run_config import RunConfig, run_dir_for
 from ..runner import run
 from .engine import EngineKeeper, JobCancelled
@@ -35,10 +36,14 @@ class _Running:
 
 
 class EvalServer:
-    """Jobs in, run directories out. `base` holds the server's settings (model, backend, engine, cache)."""
+    """Jobs in, run directories out. `base` holds the server's settings (model, backend, engine, cache).
+    `write_site(run_dir)` starts writing a finished job's own site and returns its index.html, as `run` does; it is
+    passed in because pages are the presentation layer's (`vbench-async serve` passes cli/output.py's)."""
 
-    def __init__(self, base: RunConfig, max_finished: int = 1000):
+    def __init__(self, base: RunConfig, max_finished: int = 1000,
+                 write_site: Callable[[Path], Path] | None = None):
         self.base = base
+        self._write_site = write_site
         self.keeper = EngineKeeper()
         self._jobs: dict[str, Job] = {}
         self._queue: queue.Queue[str | None] = queue.Queue()
@@ -146,10 +151,13 @@ class EvalServer:
                     from ..judge import judge_after_run
 
                     summary = {**judge_after_run(Path(job.run_dir), cfg, cfg.judge_model), "run_dir": job.run_dir}
+            job.site = self._site(Path(job.run_dir))  # before the status: a client seeing "done" sees the site too
             job.summary, job.status = summary, "done"
         except KeyboardInterrupt:  # JobCancelled, as the runner re-raises it after writing the partial summary
-            job.status = "cancelled"
             job.summary = _read_summary(job.run_dir)
+            if job.run_dir is not None and (site_dir(Path(job.run_dir)) / "index.html").exists():
+                job.site = self._site(Path(job.run_dir))  # as after `run`'s Ctrl-C: an old site must not stay
+            job.status = "cancelled"
         except UserError as exc:
             job.status, job.error = "failed", scrub(str(exc))  # a busy run directory's note names a command
         except EngineDead as exc:  # finished lines are kept; the next job starts a new engine
@@ -163,6 +171,16 @@ class EvalServer:
             job.finished_at = time.time()
             self._running = None
             log.info("job %s %s in %.1f s", job.id, job.status, job.finished_at - job.started_at)
+
+    def _site(self, run_dir: Path) -> str | None:
+        """Start the run directory's own site (in a process of its own); its index.html, or None without one."""
+        if self._write_site is None:
+            return None
+        try:
+            return str(self._write_site(run_dir))
+        except Exception:  # noqa: BLE001 - the job's results stand without their pages; the server's log says why
+            log.exception("the site of %s could not be started", run_dir)
+            return None
 
     def _forget_old(self) -> None:
         """Keep the records of at most `max_finished` finished jobs (their run directories stay on disk)."""

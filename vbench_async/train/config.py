@@ -8,6 +8,7 @@ docs/training.md gives the formula behind each field.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import json
 import types
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import yaml
 
 from ..errors import UserError
+from ..frames.preprocess import WORKERS as DECODE_WORKERS
 
 if TYPE_CHECKING:
     from ..backends.vllm import VLLMSettings
@@ -35,7 +37,7 @@ class DataConfig:
     frames: dict[str, Any] = field(default_factory=dict)  # FrameSpec fields: fps, max_frames, max_pixels, image_*
     frame_source: str = "cache"  # cache: frame cache (filled before step 1); decode: decode every time (baseline)
     cache_dir: str | None = None  # frame cache folder (default: $VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)
-    decode_workers: int = 2  # processes that fill the cache before training
+    decode_workers: int = DECODE_WORKERS  # processes that fill the cache before training (`run`'s default too)
     cache_scope: str = "shared"  # shared: one cache all nodes see (ranks split the videos); node: a node-local
     # cache per machine (each node's ranks split all the videos among themselves, so every node has every video)
     shuffle: bool = True
@@ -43,9 +45,19 @@ class DataConfig:
     offline_field: str = "offline_response"  # record field holding offline response(s) (str or list of str)
 
 
+class RolloutEngine(enum.Enum):
+    """The rollout engine kinds `rollout.engine` names (besides auto); the trainer builds the one `kind` gives."""
+
+    HF = "hf"  # transformers' generate on the gathered weights
+    VLLM = "vllm"  # a colocated vLLM engine (GPU)
+
+
+AUTO_ENGINE = {True: RolloutEngine.VLLM, False: RolloutEngine.HF}  # rollout.engine auto: by whether a GPU is used
+
+
 @dataclass
 class RolloutConfig:
-    engine: str = "auto"  # hf (generate on gathered weights), vllm (colocated engine, GPU), auto: vllm on GPU
+    engine: str = "auto"  # a RolloutEngine's value, or auto: vllm on GPU, hf otherwise
     n: int = 8  # samples per prompt (the group)
     temperature: float = 1.0  # must be > 0: rollouts sample, and log-probs are taken at this temperature
     top_p: float = 1.0
@@ -64,6 +76,10 @@ class RolloutConfig:
     # video fits the encoder cache whole and a prompt prefills in one chunk
     sync_bucket_mb: int = 512  # weight sync: shards are cast to the engine's dtype and gathered in all-gathers of
     # at most this many MiB each (a larger tensor goes alone), instead of one collective per tensor
+
+    def kind(self, gpu: bool) -> RolloutEngine:
+        """The engine `engine` names; auto: vllm on a GPU, hf otherwise."""
+        return AUTO_ENGINE[gpu] if self.engine == "auto" else RolloutEngine(self.engine)
 
 
 @dataclass
@@ -233,7 +249,7 @@ KL_KINDS = ("none", "k1", "k3")
 CHOICES: dict[str, tuple[str, ...]] = {
     "data.frame_source": ("cache", "decode"),
     "data.cache_scope": ("shared", "node"),
-    "rollout.engine": ("auto", "hf", "vllm"),
+    "rollout.engine": ("auto", *(e.value for e in RolloutEngine)),
     "algorithm.name": tuple(PRESETS),
     "algorithm.advantage": ADVANTAGES,
     "algorithm.loss_agg": LOSS_AGGS,
@@ -405,7 +421,7 @@ def check_config(cfg: TrainConfig) -> None:
     if r.tensor_parallel_size < 1 or (r.max_num_seqs is not None and r.max_num_seqs < 1) or \
             (r.max_num_batched_tokens is not None and r.max_num_batched_tokens < 1):
         raise UserError("rollout.tensor_parallel_size, max_num_seqs and max_num_batched_tokens must be at least 1")
-    if r.tensor_parallel_size > 1 and r.engine == "hf":
+    if r.tensor_parallel_size > 1 and r.kind(gpu=True) is RolloutEngine.HF:  # hf named, not auto
         raise UserError("rollout.tensor_parallel_size > 1 needs the vllm engine (rollout.engine: vllm or auto on GPU)")
     if r.sync_bucket_mb < 1:
         raise UserError(f"rollout.sync_bucket_mb must be at least 1, got {r.sync_bucket_mb}")

@@ -26,7 +26,7 @@ from ..errors import UserError
 from . import algos, watch
 from .checkpoint import export_dir, export_hf, find_resume, gather_for_rank0, load_checkpoint, save_checkpoint
 from .collect import Collector
-from .config import TrainConfig
+from .config import RolloutEngine, TrainConfig
 from .data import DataOrder, MediaSource, TrainItem, frame_spec, load_items
 from .fsdp import all_reduce, barrier, build_mesh, close_distributed, init_distributed, load_sharded, shard
 from .logger import MetricsLogger, Sums, step_metrics
@@ -53,7 +53,8 @@ class Trainer:
         if self.info.local_world % tp:
             raise UserError(f"rollout.tensor_parallel_size ({tp}) must divide the processes per node "
                             f"({self.info.local_world})")
-        if tp > 1 and not (self.info.device.type == "cuda" and cfg.rollout.engine in ("auto", "vllm")):
+        gpu = self.info.device.type == "cuda"
+        if tp > 1 and not (gpu and cfg.rollout.kind(gpu) is RolloutEngine.VLLM):
             raise UserError("rollout.tensor_parallel_size > 1 needs the vllm engine on GPUs")
         if cfg.train.prompts_per_step % self.info.world:
             raise UserError(f"train.prompts_per_step ({cfg.train.prompts_per_step}) must be a multiple of the "
@@ -67,7 +68,6 @@ class Trainer:
         self.dropped = self._prepare_media()
         self.mesh = build_mesh(cfg.fsdp, self.info)  # one mesh (and its process groups) for policy and reference
         self.order = DataOrder(len(self.items), cfg.seed, cfg.data.shuffle)
-        gpu = self.info.device.type == "cuda"
         self.mixed = gpu and cfg.train.dtype == "auto"
         self.load_dtype = torch.bfloat16 if cfg.train.dtype == "bfloat16" else torch.float32
         self.attention = resolve_attention(cfg.train.attn_implementation, self.info.device,
@@ -166,10 +166,7 @@ class Trainer:
         return shard(policy.to(self.info.device), self.cfg.fsdp, self.info, mixed, self.mesh)
 
     def _build_rollout(self, gpu: bool):
-        engine = self.cfg.rollout.engine
-        if engine == "auto":
-            engine = "vllm" if gpu else "hf"
-        if engine == "vllm":
+        if self.cfg.rollout.kind(gpu) is RolloutEngine.VLLM:
             from .vllm_rollout import VLLMRollout
 
             tp = self.cfg.rollout.tensor_parallel_size  # a TP group's ranks share one seed and one batch
