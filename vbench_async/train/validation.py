@@ -41,10 +41,12 @@ def validate(cfg: TrainConfig, step: int, info: DistInfo, engine: RolloutEngine,
 
     where = run_dir(out, step)
     started = time.perf_counter()
-    kind, engine_settings = engine.kind, None
-    if kind == "vllm":  # the rollout engine's own settings: the plan sizes prompts for its window; the manifest
-        from ..backends.vllm import VLLMSettings  # records what the engine really is
+    from ..backends.factory import backend_kind
+    from ..backends.vllm import VLLMSettings
 
+    kind, engine_settings = engine.kind, None
+    if backend_kind(kind).settings is VLLMSettings:  # the rollout engine's own settings: the plan sizes prompts for
+        # its window; the manifest records what the engine really is
         engine_settings = VLLMSettings(max_model_len=cfg.rollout.max_model_len, dtype="bfloat16",
                                        gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization)
     run_cfg = cfg.validation.run_config(model_dir, where, kind, (info.rank, info.world) if info.world > 1 else None,
