@@ -8,7 +8,7 @@ import time
 from dataclasses import replace
 
 import pytest
-from conftest import ENGINE_GROUP, SERVED
+from conftest import SERVED, SERVER_GROUP
 from test_leaderboard_runs import make_run
 
 from vbench_async.backends.openai import ServerSettings
@@ -137,7 +137,7 @@ def test_recorded_verdicts_drive_the_summary_and_the_site(tmp_path):
 
 
 @pytest.mark.vllm
-@ENGINE_GROUP
+@SERVER_GROUP
 def test_judge_pass_through_real_vllm_engine(vllm_server, tmp_path):
     run_dir = make_run(tmp_path / "run", "model-oe", _answers, benchmarks=("vcrbench",),
                        samples={"vcrbench": _open_ended(6)})
