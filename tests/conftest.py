@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +16,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+
+# A suite started as a background job of a non-interactive shell (`make test &`, nohup, some CI runners) inherits
+# SIGINT ignored, and so would every `vbench-async run` it starts: the Ctrl-C tests (and the interrupted demo run of
+# `qwen25_runs`) would see the run ignore Ctrl-C and finish. A handler here makes the children start with SIGINT at
+# its default (an exec resets handled signals, not ignored ones), as they would under a terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
