@@ -16,7 +16,8 @@ demo-rl: setup  ## evaluate the tiny model, RL-train it on the synthetic trainin
 	$(PY) scripts/demo_rl.py --out runs/demo-rl
 
 # Two workers: a vLLM engine core computes on one thread, so two of them (or one and the unit tests) fill 2 cores.
-# Tests sharing the demo runs and the vLLM server run on one worker (xdist_group "engine"), the rest spread.
+# Tests sharing the demo runs run on one worker (xdist_group "engine"), those sharing only the vLLM server on the other
+# ("server"), tests sharing a module fixture together (tests/conftest.py); the rest spread.
 TEST_WORKERS ?= 2
 
 # The browser (apt) and the venv (uv/pip) install side by side; either failing fails the target.

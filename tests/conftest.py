@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +16,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+
+# A suite started as a background job of a non-interactive shell (`make test &`, nohup, some CI runners) inherits
+# SIGINT ignored, and so would every `vbench-async run` it starts: the Ctrl-C tests (and the interrupted demo run of
+# `qwen25_runs`) would see the run ignore Ctrl-C and finish. A handler here makes the children start with SIGINT at
+# its default (an exec resets handled signals, not ignored ones), as they would under a terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
@@ -45,8 +53,9 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 600, cwd: Path
 
 
 # -- the demo suite through the real engine, shared by several test files ------------------------------------------
-# Every test that uses `qwen25_runs` or `vllm_server` carries this mark, so under `pytest -n N --dist loadgroup` they
-# all run on one worker and the runs and the server are made once (session fixtures are per worker).
+# Every test that uses `qwen25_runs` carries ENGINE_GROUP, every other test that uses `vllm_server` SERVER_GROUP, so
+# under `pytest -n N --dist loadgroup` each group runs on one worker and the runs are made once, the server once per
+# group (session fixtures are per worker).
 def wait_for_site(run_dir: Path, timeout: float = 600) -> Path:
     """The index.html of a run's own site, once the process that `run` left building it says it is done."""
     from vbench_async.cli.output import site_log_path
@@ -64,6 +73,11 @@ def wait_for_site(run_dir: Path, timeout: float = 600) -> Path:
 
 
 ENGINE_GROUP = pytest.mark.xdist_group("engine")
+# The tests that need `vllm_server` and not `qwen25_runs` run on another worker ("server"): the two engine-bound chains
+# then overlap instead of queueing on one worker while the other runs out of work. The few tests that need both (the
+# openai backend against the in-process run, the sharded runs against the unsharded one) stay in "engine", whose
+# worker starts a server of its own for them.
+SERVER_GROUP = pytest.mark.xdist_group("server")
 # One decoder process per run: two pytest workers already fill the 2 cores, and each decoder process costs ~6 CPU-s
 # of `import torch` to start.
 DEMO_ARGS = ("--suite", "demo", "--max-tokens", "12", "--no-progress", "--workers", "1")
@@ -176,3 +190,24 @@ def stop(proc: subprocess.Popen, timeout: float) -> None:
 def served_args(url: str) -> tuple[str, ...]:
     """`vbench-async run` options that send the requests to `vllm_server` instead of an in-process engine."""
     return ("--backend", "openai", "--base-url", url, "--served-model", SERVED)
+
+
+# -- one build per module-scoped fixture under --dist loadgroup ----------------------------------------------------
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group by module every test that uses a module- or session-scoped fixture of a test module (not of this file).
+
+    `--dist loadgroup` hands out an ungrouped test alone, so the tests sharing such a fixture (a torchrun launch, an
+    engine run, a tiny-model build, generated videos) would otherwise land on both workers and each worker would build
+    it. Tests already in an xdist_group keep theirs (xdist joins several group names into a new one)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        for name in info.names_closure:
+            defs = info.name2fixturedefs.get(name) or ()
+            if any(d.scope in ("module", "session") and d.baseid.endswith(".py") for d in defs):
+                item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+                break

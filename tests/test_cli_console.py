@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import DEMO_ARGS, ENGINE_GROUP, SERVED, run_cli
+from conftest import DEMO_ARGS, ENGINE_GROUP, SERVED, SERVER_GROUP, run_cli
 
 from vbench_async import cli
 from vbench_async.cli.failures import FIXES, print_failures
@@ -167,7 +167,7 @@ def test_preprocess_mode_output_names_the_cache(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@ENGINE_GROUP
+@SERVER_GROUP
 @pytest.mark.vllm
 def test_a_served_model_the_server_does_not_have_stops_before_the_run(vllm_server, tmp_path, capsys):
     """The real vLLM server's /v1/models is read before the first request: a wrong --served-model is one line (exit

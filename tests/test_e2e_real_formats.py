@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ENGINE_GROUP, run_cli, served_args
+from conftest import SERVER_GROUP, run_cli, served_args
 from support.videos import write_video
 from test_benchmarks_golden import build_data_root, load_fixture
 
 from vbench_async.benchmarks import get_benchmark
 
-pytestmark = [pytest.mark.vllm, ENGINE_GROUP]
+pytestmark = [pytest.mark.vllm, SERVER_GROUP]
 SOURCES = {"videomme@32f": "unified", "charades_sta@32f": "hub"}
 BENCHMARKS = tuple(SOURCES)
 

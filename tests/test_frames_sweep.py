@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ENGINE_GROUP, run_cli, served_args, wait_for_site
+from conftest import SERVER_GROUP, run_cli, served_args, wait_for_site
 from support.videos import frame_index, write_video
 
 from vbench_async.cli.run_options import frame_budgets
@@ -100,7 +100,7 @@ def test_a_sweep_runs_every_budget_into_its_own_run_directory(tmp_path):
 
 
 @pytest.mark.vllm
-@ENGINE_GROUP
+@SERVER_GROUP
 def test_a_sweep_runs_every_budget_on_one_engine(vllm_server, tmp_path):
     out = tmp_path / "sweep"
     proc = run_cli("run", "--model", "tiny-qwen2.5-vl", *served_args(vllm_server), "--benchmarks", "demo-mc",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ENGINE_GROUP, run_cli, served_args
+from conftest import SERVER_GROUP, run_cli, served_args
 from support.videos import write_video
 
 from vbench_async.benchmarks import get_benchmark, include, list_benchmarks, list_suites, resolve_benchmarks
@@ -177,7 +177,7 @@ def included_run_args(cards: Path, data: Path, cache: Path) -> tuple[str, ...]:
 
 
 @pytest.mark.vllm
-@ENGINE_GROUP
+@SERVER_GROUP
 def test_an_included_benchmark_validates_and_runs_end_to_end(vllm_server, my_clips, tmp_path: Path, capsys) -> None:
     data, recs, cache = my_clips
     cards = tmp_path / "cards"

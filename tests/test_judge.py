@@ -13,7 +13,7 @@ from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import ENGINE_GROUP, REPO, SERVED
+from conftest import REPO, SERVED, SERVER_GROUP
 from test_leaderboard_runs import make_run
 
 from vbench_async.backends.openai import ServerSettings
@@ -142,7 +142,7 @@ def test_recorded_verdicts_drive_the_summary_and_the_site(tmp_path):
 
 
 @pytest.mark.vllm
-@ENGINE_GROUP
+@SERVER_GROUP
 def test_judge_pass_through_real_vllm_engine(vllm_server, tmp_path):
     run_dir = make_run(tmp_path / "run", "model-oe", _answers, benchmarks=("vcrbench",),
                        samples={"vcrbench": _open_ended(6)})

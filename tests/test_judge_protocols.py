@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ENGINE_GROUP, SERVED
+from conftest import SERVED, SERVER_GROUP
 from test_leaderboard_runs import make_run
 
 from vbench_async.backends.openai import ServerSettings
@@ -337,7 +337,7 @@ def _judge_end_to_end(tmp_path, monkeypatch, cfg: JudgeConfig) -> None:
 
 
 @pytest.mark.vllm
-@ENGINE_GROUP
+@SERVER_GROUP
 def test_judge_protocols_through_real_vllm_server(vllm_server, tmp_path, monkeypatch):
     _judge_end_to_end(tmp_path, monkeypatch, JudgeConfig(model=SERVED, backend="openai", max_tokens=4, concurrency=4,
                                                          server=ServerSettings(base_url=vllm_server)))

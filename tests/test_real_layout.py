@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ENGINE_GROUP, run_cli, shared_dir
+from conftest import run_cli, shared_dir
 from support.real_layout import lay_out
 
 from vbench_async.benchmarks import resolve_benchmarks
 from vbench_async.results.lines import read_lines
 
-pytestmark = [pytest.mark.vllm, ENGINE_GROUP]
+# Its own engine run, shared by its tests (a group: one build), on whichever worker is free; not the shared one.
+pytestmark = [pytest.mark.vllm, pytest.mark.xdist_group("real_layout")]
 
 MODEL = "tiny-qwen3-vl"
 # Small queue: every distinct path is its own group, holding a 100 MB frame array while it waits.

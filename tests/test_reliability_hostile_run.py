@@ -12,14 +12,14 @@ import re
 from collections import Counter
 
 import pytest
-from conftest import ENGINE_GROUP, run_cli, served_args, wait_for_site
+from conftest import SERVER_GROUP, run_cli, served_args, wait_for_site
 from support.hostile import CACHE_CASES, CARD, JINJA, XSS, build_corpus, run_args, stale_temp_file
 
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.frames import FrameCache
 from vbench_async.models import family_ref
 
-pytestmark = [pytest.mark.vllm, ENGINE_GROUP]
+pytestmark = [pytest.mark.vllm, SERVER_GROUP]
 
 FRAMES = {"max_frames": 4, "max_pixels": 16384}  # what run_args asks for
 

@@ -9,7 +9,7 @@ import json
 import shutil
 
 import pytest
-from conftest import ENGINE_GROUP, SERVED, outputs, run_cli, serve
+from conftest import SERVED, SERVER_GROUP, outputs, run_cli, serve
 
 from vbench_async.backends.base import Request, SamplingParams, explicit_sampling
 
@@ -100,7 +100,7 @@ def test_a_hub_model_is_identified_by_its_revision(monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.vllm
-@ENGINE_GROUP
+@SERVER_GROUP
 def test_a_served_generation_config_does_not_change_answers(penalised_model, vllm_server, tmp_path):
     """vLLM's server fills every field a request leaves out from the checkpoint's generation_config: the openai
     backend's answers from a server of the penalised copy equal those from a server of the plain model."""

@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import ENGINE_GROUP, REPO, SERVED, run_cli, stop, wait_for_site
+from conftest import REPO, SERVED, SERVER_GROUP, run_cli, stop, wait_for_site
 from test_cli_console import ENGINE_MARKERS
 from test_include import included_run_args, my_clips  # noqa: F401 - the session's clips, their frames cached
 from test_run_settings import includes, open_card  # noqa: F401 - a card whose samples fail without an engine
@@ -182,7 +182,7 @@ def assert_complete(run_dir: Path, benchmark: str, n: int) -> None:
 
 
 @pytest.mark.vllm
-@ENGINE_GROUP
+@SERVER_GROUP
 def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vllm_server, my_clips,  # noqa: F811
                                                                               tmp_path: Path) -> None:
     data, recs, cache = my_clips  # the frames are cached by the include test when it ran first in this session
@@ -243,7 +243,7 @@ def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vll
 
 @pytest.mark.slow
 @pytest.mark.vllm
-@ENGINE_GROUP
+@SERVER_GROUP
 def test_the_server_keeps_its_engine_across_jobs_and_swaps_it_for_another_model(tmp_path: Path) -> None:
     console = tmp_path / "serve-console.txt"
     proc, url = start_serve("--model", "tiny-qwen2.5-vl", "--cache-dir", str(tmp_path / "cache"), "--workers", "1",

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ENGINE_GROUP, REPO, run_cli, served_args
+from conftest import REPO, SERVER_GROUP, run_cli, served_args
 from support.hostile import _good, run_args, unified_suite
 
 from vbench_async.launcher import gang_launcher
@@ -33,7 +33,7 @@ def test_which_launchers_stop_the_job_on_a_failed_process(env, expected):
 
 
 @pytest.mark.vllm
-@ENGINE_GROUP
+@SERVER_GROUP
 def test_a_torchrun_shard_with_a_failed_sample_leaves_its_siblings_running(tmp_path, vllm_server):
     data_map = unified_suite(tmp_path / "data", n_videos=4, questions_per_video=1, max_s=2.0)
     annotation = tmp_path / "data" / "annotations.json"
