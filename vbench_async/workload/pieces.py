@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 # Pre-tokenizer split patterns for which a cut after "\n" before a non-space character is a cut of the pattern:
 # every alternative that can hold a newline ( ?[^\s\p{L}\p{N}]+[\r\n]* , \s*[\r\n]+ , \s+(?!\S) , \s+ ) ends at the
@@ -57,17 +57,37 @@ class LineTokenizer:
             self.memo.clear()
         pieces = [_CUT.split(t) for t in texts]
         counts = Counter(p for ps in pieces for p in ps)
-        fresh = [p for p in counts if p not in self.memo]
+        # Lines that recur are tokenized alone (once); a run of lines that do not is tokenized as one text, as
+        # before (a call per line would cost more than it saves when the question and every option differ).
+        segments = [_segments(ps, lambda p: p in self.memo or counts[p] > 1) for ps in pieces]
+        fresh = list(dict.fromkeys(g for gs in segments for g in gs if g not in self.memo))
         ids = dict(zip(fresh, (e.ids for e in self.backend.encode_batch_fast(fresh, add_special_tokens=False))))
-        self.memo.update((p, ids[p]) for p in fresh if counts[p] > 1)  # a piece seen once is likely a question
+        self.memo.update((g, ids[g]) for g in fresh if counts.get(g, 0) > 1)  # a piece seen once: likely a question
         out = []
-        for ps in pieces:
+        for gs in segments:
             row: list[int] = []
-            for p in ps:
-                known = self.memo.get(p)
-                row += ids[p] if known is None else known
+            for g in gs:
+                known = self.memo.get(g)
+                row += ids[g] if known is None else known
             out.append(row)
         return out
+
+
+def _segments(pieces: list[str], shared: Callable[[str], bool]) -> list[str]:
+    """`pieces` with each run of consecutive pieces that are not `shared` joined into one."""
+    out: list[str] = []
+    run: list[str] = []
+    for p in pieces:
+        if shared(p):
+            if run:
+                out.append("".join(run))
+                run = []
+            out.append(p)
+        else:
+            run.append(p)
+    if run:
+        out.append("".join(run))
+    return out
 
 
 def _safe_config(backend: Any) -> bool:
