@@ -11,7 +11,7 @@ The idle fraction is the loop's own measure (manifest `loop.engine_idle_fraction
 first request to the last answer during which no request was at the engine, between two that were (it waited for
 frames). `queue_empty_fraction` says how often a request slot found no loaded sample waiting.
 
-    PYTHONPATH=. .venv/bin/python perf/starve.py [--videos 4] [--workdir DIR] [--codec zstd|raw]
+    PYTHONPATH=. .venv/bin/python perf/starve.py [--videos 18] [--workdir DIR] [--codec zstd|raw]
 
 Ends with one SUMMARY line.
 """
@@ -90,7 +90,7 @@ def _find(tree: object, key: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--videos", type=int, default=4)
+    ap.add_argument("--videos", type=int, default=18)  # 54 requests: more than the 16 slots and 32 queued
     ap.add_argument("--seconds", type=float, default=150.0)
     ap.add_argument("--codec", help="VBENCH_ASYNC_CACHE_CODEC for both runs (default: the cache's default)")
     ap.add_argument("--workdir", type=Path)
