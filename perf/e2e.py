@@ -9,8 +9,9 @@ written as a user's own card, `--include`) and the project's tiny Qwen3-VL, 1 fp
   vllm`, engine construction) and its generation (all requests submitted at once, to the last answer) apart;
 - cold: `vbench-async run` with an empty frame cache and a fresh output directory (process launch to exit);
 - warm: the same with the frame cache filled;
-- serve: the second job sent to a `vbench-async serve` whose engine the first job started (submission to result);
-  the server has no prompt-variant setting, so its jobs render the card's own prompt (a few tokens apart);
+- serve: the second job sent to a `vbench-async serve` whose engine the first job started (submission to result),
+  on a second workload of the same shape (other videos, other questions: nothing of the first job's prompts in the
+  engine's caches); the server has no prompt-variant setting, so its jobs render the card's own prompt;
 - sweep: `vbench-async run --max-frames 8,16,32` on a filled cache.
 
 Before the rounds an untimed set-up run fills the warm cache (every budget), builds the tiny model and records the
@@ -60,11 +61,13 @@ COLOURS = ["red", "green", "blue", "white"]
 
 
 # -- the workload --------------------------------------------------------------------------------------------------
-def build_workload(work: Path, n_videos: int = N_VIDEOS) -> tuple[Path, Path]:
-    """(data root, card folder), generated once per work folder and size."""
+def build_workload(work: Path, n_videos: int = N_VIDEOS, second: bool = False) -> tuple[Path, Path]:
+    """(data root, card folder), generated once per work folder and size. `second`: a workload of the same shape
+    (durations, sizes, question count) with other videos and other questions: serve's second job, which must not
+    find the first job's prompts or frames in the engine's prefix or encoder caches."""
     from videos import write_video  # tests/support/videos.py: real H.264 files
 
-    data, cards = work / f"data-{n_videos}", work / "cards"
+    data, cards = work / f"data-{n_videos}{'-second' if second else ''}", work / "cards"
     done = data / "questions.jsonl"
     if done.exists():
         return data, cards
@@ -74,11 +77,13 @@ def build_workload(work: Path, n_videos: int = N_VIDEOS) -> tuple[Path, Path]:
         width, height = (320, 240) if i % 2 == 0 else (640, 360)
         name = f"v{i:02d}.mp4"
         write_video(data / "videos" / name, seconds=seconds, fps=10, width=width, height=height, textured=True,
-                    seed=i)
+                    seed=i + (1000 if second else 0))
         for q in range(3):
-            rows.append({"problem_id": f"v{i:02d}-q{q}", "problem": f"Question {q}: which colour is shown most?",
-                         "problem_type": "multiple choice",
-                         "options": [f"{chr(65 + k)}. {c}" for k, c in enumerate(COLOURS)],
+            problem = (f"Question {q}: which colour is shown most?" if not second
+                       else f"Second job, question {q}: which colour do you see least often in this clip?")
+            colours = COLOURS if not second else COLOURS[::-1]
+            rows.append({"problem_id": f"v{i:02d}-q{q}", "problem": problem, "problem_type": "multiple choice",
+                         "options": [f"{chr(65 + k)}. {c}" for k, c in enumerate(colours)],
                          "solution": f"<answer>{chr(65 + (i + q) % 4)}</answer>", "path": name})
     cards.mkdir(parents=True, exist_ok=True)
     (cards / f"{BENCH}.yaml").write_text(json.dumps(CARD), encoding="utf-8")  # JSON is YAML
@@ -201,7 +206,9 @@ MODEL_PATH: list[str] = []  # the tiny model's directory, resolved once
 
 
 # -- serve ---------------------------------------------------------------------------------------------------------
-def serve_second(data: Path, cards: Path, cache: Path, work: Path) -> dict[str, float]:
+def serve_second(data: Path, second: Path, cards: Path, cache: Path, work: Path) -> dict[str, float]:
+    """The first job on `data` starts the engine; the second, timed, runs `second`: other videos and questions, so
+    nothing of it is in the engine's prefix or encoder caches (its frames are in the frame cache, as for warm)."""
     from vbench_async.serve import client
 
     proc = subprocess.Popen([sys.executable, "-m", "vbench_async", "serve", "--model", MODEL, "--port", "0",
@@ -213,9 +220,9 @@ def serve_second(data: Path, cards: Path, cache: Path, work: Path) -> dict[str, 
             raise SystemExit("serve did not start")
         url = match.group(1)
         times = []
-        for n in (1, 2):
+        for n, root in ((1, data), (2, second)):
             t0 = time.time()
-            selection = {"benchmarks": [BENCH], "include": [str(cards)], "data_root": str(data)}
+            selection = {"benchmarks": [BENCH], "include": [str(cards)], "data_root": str(root)}
             record = client.submit(url, {"selection": selection,
                                          "sampling": {"max_tokens": 16, "temperature": 0.0},
                                          "output_dir": str(work / f"job{n}")})
@@ -248,9 +255,11 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, help="keeps the generated workload between invocations")
     args = ap.parse_args()
     rounds = 1 if args.quick else args.rounds
+    t_sitting = time.time()
     arms = [a for a in args.arms.split(",") if a]
     work = args.workdir or Path(tempfile.mkdtemp(prefix="vbench-perf-e2e-"))
     data, cards = build_workload(work, args.videos)
+    second = build_workload(work, args.videos, second=True)[0] if "serve" in arms else data
     from vbench_async import models
 
     MODEL_PATH.append(models.resolve(MODEL).path)  # builds the tiny model before anything is timed
@@ -261,6 +270,8 @@ def main() -> None:
     timed_cli(run_args(data, cards, warm_cache, setup / "sweep", "--mode", "preprocess", "--max-frames",
                        ",".join(map(str, BUDGETS))))
     timed_cli(run_args(data, cards, warm_cache, setup / "run", "--no-site"))
+    if second != data:  # serve's second job finds its frames cached, as the warm run does
+        timed_cli(run_args(second, cards, warm_cache, setup / "second", "--mode", "preprocess"))
     settings = json.loads((setup / "run" / "manifest.json").read_text())["backend"]["options"]
 
     results: dict[str, list[Any]] = {a: [] for a in arms}
@@ -273,7 +284,7 @@ def main() -> None:
             "limit": lambda: limit(settings, data, cards, warm_cache, rdir / "limit.json"),
             "cold": lambda: timed_cli(run_args(data, cards, rdir / "cache-cold", rdir / "cold"), rdir / "cold.jsonl"),
             "warm": lambda: timed_cli(run_args(data, cards, warm_cache, rdir / "warm"), rdir / "warm.jsonl"),
-            "serve": lambda: serve_second(data, cards, warm_cache, rdir / "serve"),
+            "serve": lambda: serve_second(data, second, cards, warm_cache, rdir / "serve"),
             "sweep": lambda: timed_cli(run_args(data, cards, warm_cache, rdir / "sweep", "--max-frames",
                                                 ",".join(map(str, BUDGETS))))[0],
         }
@@ -281,9 +292,12 @@ def main() -> None:
             value = steps[arm]()
             results[arm].append(value)
             shown = value if not isinstance(value, tuple) else value[0]
-            print(f"round {r + 1}/{rounds} {arm}: {json.dumps(shown, default=lambda x: round(x, 2))}", flush=True)
+            load = "/".join(f"{x:.1f}" for x in os.getloadavg())
+            print(f"round {r + 1}/{rounds} {arm}: {json.dumps(shown, default=lambda x: round(x, 2))} (load {load})",
+                  flush=True)
 
     report(results, rounds, args.videos)
+    print(f"(the sitting took {time.time() - t_sitting:.0f} s, set-up included)")
 
 
 def report(results: dict[str, list[Any]], rounds: int, videos: int) -> None:

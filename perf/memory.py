@@ -125,14 +125,14 @@ def child(data_map: Path, out: Path, cache: Path, engine_imports: bool) -> dict:
 
 def _timed_plan(run_locked, out: list[float]):
     """Time from the start of the run (annotations loaded) to its plan being printed (`on_plan`): the whole plan."""
-    def wrapped(cfg, model, run_dir, t_start, on_plan):
+    def wrapped(cfg, model, run_dir, t_start, on_plan, *rest, **kw):
         t0, c0 = time.perf_counter(), time.process_time()
 
         def noted(*args):
             out.extend([round(time.perf_counter() - t0, 2), round(time.process_time() - c0, 2)])
             if on_plan is not None:
                 on_plan(*args)
-        return run_locked(cfg, model, run_dir, t_start, noted)
+        return run_locked(cfg, model, run_dir, t_start, noted, *rest, **kw)
     return wrapped
 
 

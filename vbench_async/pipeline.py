@@ -88,10 +88,20 @@ class LoopStats:
     starved_gets: int = 0  # a worker found the queue empty
     total_gets: int = 0
     first_request_at: float | None = None
+    last_answer_at: float | None = None
+    # No request at the engine, between two that were: the engine waited for frames (or for the loop itself).
+    engine_idle_s: float = 0.0
     wall_s: float = 0.0
     result_lines: int = 0  # written by the writer thread
     fsyncs: int = 0  # the fsyncs they took (several lines share one when they arrive together)
     failures: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def engine_span_s(self) -> float:
+        """First request sent to last answer received: the time the engine could have been busy."""
+        if self.first_request_at is None or self.last_answer_at is None:
+            return 0.0
+        return max(self.last_answer_at - self.first_request_at, 0.0)
 
     @property
     def lines_per_fsync(self) -> float:
@@ -108,6 +118,8 @@ class LoopStats:
             "frame_wait_s": round(self.frame_wait_s, 3),
             "engine_s": round(self.engine_s, 3),
             "queue_empty_fraction": round(self.starved_gets / max(self.total_gets, 1), 3),
+            "engine_idle_s": round(self.engine_idle_s, 3),
+            "engine_idle_fraction": round(self.engine_idle_s / self.engine_span_s, 4) if self.engine_span_s else 0.0,
             "lines_per_fsync": round(self.lines_per_fsync, 2),
             "failures_by_kind": dict(self.failures),
         }
@@ -158,6 +170,8 @@ class Pipeline:
         self.progress = progress
         self.stats = LoopStats()
         self._correct = 0.0
+        self._in_flight = 0  # requests at the backend now
+        self._idle_since: float | None = None  # when the last one in flight was answered
         self._scoring: ThreadPoolExecutor | None = None
         self._writer: ResultWriter | None = None
 
@@ -275,6 +289,7 @@ class Pipeline:
             if self.stats.first_request_at is None:
                 self.stats.first_request_at = time.perf_counter()
             _stop_if_cancelling()
+            self._sending()
             try:
                 completion = await self.backend.generate(request)
             except SampleError as exc:
@@ -284,6 +299,8 @@ class Pipeline:
             except Exception as exc:  # an exception type the backend did not expect, on one request: that sample's
                 log.exception("request %s failed", request.request_id)  # failure, not the whole run's
                 error = SampleError("engine_error", f"{type(exc).__name__}: {exc}")
+            finally:
+                self._answered()
         loop = asyncio.get_running_loop()
         result = await loop.run_in_executor(self._scoring, self._result, item, prompt, completion, error, seen)
         try:
@@ -294,6 +311,19 @@ class Pipeline:
                                                 SampleError("result_invalid", str(exc)), seen)
             await self._writer.write(item.store, result)
         self._count(result, completion)  # after the fsync: a sample counts only once its line is durable
+
+    def _sending(self) -> None:
+        now = time.perf_counter()
+        if self._in_flight == 0 and self._idle_since is not None:
+            self.stats.engine_idle_s += now - self._idle_since
+        self._idle_since = None
+        self._in_flight += 1
+
+    def _answered(self) -> None:
+        self._in_flight -= 1
+        self.stats.last_answer_at = time.perf_counter()
+        if self._in_flight == 0:
+            self._idle_since = self.stats.last_answer_at
 
     def _result(self, item: WorkItem, prompt: str, completion: Completion | None,
                 error: SampleError | None, seen: dict[str, Any] | None = None) -> Result:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import logging
 import os
 import threading
@@ -265,7 +264,7 @@ def _plan_benchmark(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_d
         selection.write_index(run_dir, benchmark.id, store.config_hash, config, [s.sample_id for s in samples])
         samples = selection.keep(benchmark.id, samples)
     done = store.completed_ids(retry_failed=cfg.retry_failed) if skip_done else set()
-    render = functools.partial(benchmark.render_prompt, thinking=cfg.thinking)
+    render = benchmark.prompt_renderer(cfg.thinking)
     data_root, outside = cfg.selection.data_root, cfg.selection.allow_outside_root
     video_of = _memo_video_path(benchmark, data_root, outside)
     entries = []

@@ -120,7 +120,9 @@ def parse_record(record: Any, benchmark: str, index: int) -> Sample:
     """
     if not isinstance(record, Mapping):
         raise SampleError("record_invalid", f"record #{index} is a {type(record).__name__}, not an object")
-    bad = [ascii(k) for k, v in record.items() if not _valid_text(k) or not _valid_text(v)]
+    # One walk of the whole record; the per-field one (for the message) only when it fails.
+    bad = [] if _valid_text(record) else [ascii(k) for k, v in record.items()
+                                          if not _valid_text(k) or not _valid_text(v)]
     if bad:
         raise SampleError("record_invalid", f"record #{index}: {', '.join(bad)} hold(s) text that is not valid UTF-8 "
                                             "(undecodable bytes, or a lone \\uD800-\\uDFFF escape)")

@@ -104,11 +104,18 @@ def letter_list(letters: list[str]) -> str:
     return ", ".join(letters[:-1]) + f", or {letters[-1]}"
 
 
-def render(template: str, sample: Sample, thinking: bool = False) -> str:
+def render(template: str, sample: Sample, thinking: bool = False,
+           loaded: dict[str, jinja2.Template] | None = None) -> str:
     """Render one sample with the named template (a card's template name, or a variant's file as `resolve` names
-    it). Raises SampleError for a sample the template cannot serve."""
-    if template not in _variant_files():
-        check_template(template)
+    it). Raises SampleError for a sample the template cannot serve. `loaded`: templates already looked up by this
+    caller (a plan renders 100,000 prompts; looking a template up again checks its file each time)."""
+    compiled = loaded.get(template) if loaded is not None else None
+    if compiled is None:
+        if template not in _variant_files():
+            check_template(template)
+        compiled = environment().get_template(f"{template}.jinja")
+        if loaded is not None:
+            loaded[template] = compiled
     from ..scoring.task_types import canonical_or_given
 
     task_type = canonical_or_given(sample.task_type)
@@ -128,7 +135,7 @@ def render(template: str, sample: Sample, thinking: bool = False) -> str:
         "task_type": task_type,
         "fields": dict(sample.fields),
     }
-    return environment().get_template(f"{template}.jinja").render(context)
+    return compiled.render(context)
 
 
 # "A. text", "A: text", "(A) text": the letter prefix of an option line (templates that letter options their own way)

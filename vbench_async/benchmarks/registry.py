@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import yaml
 
@@ -119,6 +119,20 @@ class Benchmark:
 
     def render_prompt(self, sample: Sample, thinking: bool = False) -> str:
         return prompts.render(self.template_for(sample, thinking), sample, thinking)
+
+    def prompt_renderer(self, thinking: bool = False) -> Callable[[Sample], str]:
+        """`render_prompt` for the many samples of one plan or run: the template of each task type is routed and
+        loaded once, with the prompt variant the benchmark has now (a plan of 100,000 questions renders them all)."""
+        routes: dict[str, str] = {}
+        loaded: dict[str, Any] = {}
+
+        def render(sample: Sample) -> str:
+            name = routes.get(sample.task_type)
+            if name is None:  # an unroutable task type raises here, for each of its samples
+                name = routes[sample.task_type] = self.template_for(sample, thinking)
+            return prompts.render(name, sample, thinking, loaded)
+
+        return render
 
     def prompt_templates(self) -> list[str]:
         """Every template file the benchmark can render with under its prompt variant."""

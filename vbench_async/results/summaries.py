@@ -139,6 +139,7 @@ def aggregate_readings(benchmark: Benchmark, lines: Sequence[Result | Mapping[st
         seen = reading_lines(results, reading)
         aggs[reading] = benchmark.aggregate(seen)
         ests[reading] = headline_estimate(seen, benchmark.card.aggregation) if seen else None
+        del seen  # one reading's copies of the lines at a time: at 100,000 lines each set is hundreds of MB
     guessed = sum(1 for r in results if not r.failed and (r.reading("official") or {}).get("guessed"))
     return ReadingAggregate(aggs["official"], aggs["robust"], ests, differing_ids(results), headline_reading(results),
                             guessed, chance_level(results))

@@ -11,7 +11,7 @@ import importlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
 from .base import UnknownTaskType
@@ -99,5 +99,10 @@ def canonical_task_type(problem_type: str) -> str:
 def canonical_or_given(problem_type: str) -> str:
     """The canonical type of a spelling, or the spelling itself when no scorer knows it (a card may route a task
     type of its own to a template; the scorer check reports it elsewhere)."""
-    found = _BY_SPELLING.get(_key(problem_type)) if isinstance(problem_type, str) else None
+    return _canonical_or_given(problem_type) if isinstance(problem_type, str) else problem_type
+
+
+@lru_cache(maxsize=4096)  # called per sample by rendering and scoring; a suite spells a few task types
+def _canonical_or_given(problem_type: str) -> str:
+    found = _BY_SPELLING.get(_key(problem_type))
     return found.name if found is not None else problem_type

@@ -20,11 +20,9 @@ def build_plan(model: Any, benchmarks: Sequence[tuple[Any, Any, Sequence[tuple[A
                max_num_batched_tokens: int | None = None, not_run: dict[str, str] | None = None) -> WorkloadPlan:
     """Plan `benchmarks` — (Benchmark, FrameSpec, [(work item, video path, window, image paths)]) — for `model`
     (models.ModelRef), with the frame cache `cache` (its decoder, fingerprints and entries)."""
-    import functools
-
     inputs = []
     for bench, spec, entries in benchmarks:
-        render = functools.partial(bench.render_prompt, thinking=thinking)
+        render = bench.prompt_renderer(thinking)
         inputs.append(BenchmarkInput(
             id=bench.id, spec=spec, presets=dict(bench.card.presets),
             entries=[PlanEntry(key=item.sample.key, sample=item.sample, prompt=render, video=video, window=window,

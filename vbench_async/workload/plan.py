@@ -207,6 +207,7 @@ class _Tally:
     entries: dict[str, int] = field(default_factory=dict)  # cache key -> raw frame bytes, of entries not yet cached
     loads: dict[str, int] = field(default_factory=dict)  # the same for every entry the benchmark loads
     headers: dict[str, VideoHeader] = field(default_factory=dict)  # the chunk in flight: sample key -> its header
+    keys: dict[tuple[str, Any], str] = field(default_factory=dict)  # (fingerprint, window) -> cache key
 
     def fail(self, kind: str) -> None:
         self.unplanned[kind] = self.unplanned.get(kind, 0) + 1
@@ -276,7 +277,9 @@ def _media(entry: PlanEntry, spec: FrameSpec, counter: PromptCounter, found: Map
                 raise header
             geometry = video_geometry(header, spec, entry.window)
             videos.append(geometry)
-            key = cache_key(header.fingerprint, spec, entry.window)
+            key = tally.keys.get((header.fingerprint, entry.window))
+            if key is None:  # the questions of one video share it (hashing per question cost 1 s per 100,000)
+                key = tally.keys[header.fingerprint, entry.window] = cache_key(header.fingerprint, spec, entry.window)
             if key not in tally.loads:
                 tally.loads[key] = geometry.frames * geometry.height * geometry.width * 3
                 if not entry_path(key).exists():

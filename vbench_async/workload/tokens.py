@@ -14,6 +14,7 @@ from .. import families
 from ..backends.base import chat_messages
 from ..families.base import VideoShape, count_runs
 from ..families.qwen_common import timestamps
+from .pieces import LineTokenizer
 
 SENTINEL = "\x00vbench-prompt\x00"
 # Texts a template that does more than insert the prompt would render differently: surrounding whitespace (trim),
@@ -82,8 +83,10 @@ class PromptCounter:
         self.video_target: tuple[int, ...] = tuple(self.rule.video_target)
         self.image_id = self.rule.image_id
         self._frames: dict[tuple[int, int], tuple[str, str] | None] = {}
+        self._lines: LineTokenizer | None | bool = False  # made on first use (False: not yet)
         # Per geometry, and per counter (a cache on the method would keep every counter and its processor alive).
         self._replacement = lru_cache(maxsize=65536)(self.rule.video_replacement)
+        self._video_tokens = lru_cache(maxsize=65536)(self.rule.video_tokens)
 
     # -- pieces ----------------------------------------------------------------------------------------------------
     def render(self, prompt: str, n_videos: int, n_images: int) -> str:
@@ -120,11 +123,15 @@ class PromptCounter:
         fast = getattr(backend, "encode_batch_fast", None)
         if fast is None:
             return self.tokenizer(texts)["input_ids"]
+        if self._lines is False:
+            self._lines = LineTokenizer.of(backend)
+        if isinstance(self._lines, LineTokenizer):  # shared lines tokenized once (pieces.py: the same ids)
+            return self._lines.encode(texts)
         return [e.ids for e in fast(texts, add_special_tokens=True)]
 
     def video_tokens(self, video: VideoGeometry) -> int:
         """Embeddings of one video (what its encoder output, and the encoder cache, hold)."""
-        return self.rule.video_tokens(video)
+        return self._video_tokens(video)
 
     def video_replacement(self, video: VideoGeometry) -> int:
         """Length of the token run that replaces the video's placeholder in the prompt."""
