@@ -6,6 +6,7 @@ and a full disk while the site is written is the usual one-line message and exit
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,25 @@ def test_a_full_disk_under_the_site_is_one_message(runs, tmp_path: Path, capsys)
         assert [p for p in small.rglob("*.tmp")] == []  # the file being written when the disk filled is gone
         lines = [x for x in err.splitlines() if x.strip()]
         assert len(lines) == 1 and "cannot write the site" in lines[0] and "free some space" in lines[0], err
+
+
+def test_builds_into_one_folder_take_turns(runs, tmp_path: Path) -> None:
+    """A run's shards can finish together, each starting its site in the background: two builds into one folder
+    must not remove each other's files (seen as "cannot write the site ... No such file or directory")."""
+    site, errors = tmp_path / "V", []
+
+    def build(which: list[Path]) -> None:
+        try:
+            build_site(which, site)
+        except BaseException as exc:  # noqa: BLE001 - reported below, with its thread's peer
+            errors.append(exc)
+
+    for _ in range(4):
+        threads = [threading.Thread(target=build, args=(which,)) for which in (runs, runs[:1], runs)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    listed = json.loads((site / MARKER).read_text())["files"]
+    assert "index.html" in listed and all((site / rel).is_file() for rel in listed)

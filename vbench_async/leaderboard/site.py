@@ -11,7 +11,11 @@ fetch it.
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +75,25 @@ def build_site(run_dirs: list[Path], out_dir: Path, cache_dirs: list[Path] | Non
     if not run_dirs:
         raise UserError("give at least one result directory")
     out_dir = Path(out_dir)
-    previous = _claim(out_dir)
+    _claim(out_dir)
+    with _one_writer(out_dir):  # the files the last build wrote are read once the folder is ours alone
+        return _build(run_dirs, out_dir, _listed(out_dir), cache_dirs, frames)
+
+
+@contextmanager
+def _one_writer(out_dir: Path) -> Iterator[None]:
+    """Builds into one folder take turns: a run's shards can finish together and each start its site, and two
+    builds at once remove each other's files. The lock is on the folder itself, so nothing is added to it."""
+    fd = os.open(out_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _build(run_dirs: list[Path], out_dir: Path, previous: set[Path], cache_dirs: list[Path] | None,
+           frames: bool) -> Path:
     runs = load_runs([Path(d) for d in run_dirs])
     writer = _Writer(out_dir)
     env = environment()
@@ -233,8 +255,8 @@ def _pretty(obj: Any) -> str:
     return "(none)" if obj is None else json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True, default=str)
 
 
-def _claim(out_dir: Path) -> set[Path]:
-    """Take `out_dir` for the site (it must be empty, new, or hold the marker); the files the last build wrote."""
+def _claim(out_dir: Path) -> None:
+    """Take `out_dir` for the site (it must be empty, new, or hold the marker)."""
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"{out_dir} exists and is not a folder")
     marker = out_dir / MARKER
@@ -247,7 +269,6 @@ def _claim(out_dir: Path) -> set[Path]:
             _write_marker(out_dir, [])
     except OSError as exc:
         raise _unwritable(out_dir, exc) from None
-    return _listed(out_dir)
 
 
 def _listed(root: Path) -> set[Path]:
