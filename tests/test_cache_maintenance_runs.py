@@ -105,8 +105,13 @@ def test_two_runs_share_one_cache_while_gc_compact_and_verify_loop(tmp_path: Pat
             maintenance = start_maintenance(cache, MAX_GB[r % len(MAX_GB)], here)
             argvs = [run_command(suite.data_map, here / codec, cache, server.url) for codec in CODECS]
             runs = [_run(argv, here / f"{codec}.log", codec) for argv, codec in zip(argvs, CODECS)]
-            codes = [p.wait(timeout=600) for p in runs]
-            log = stop_maintenance(*maintenance)
+            try:
+                codes = [p.wait(timeout=600) for p in runs]
+            finally:  # a failed wait must not leave a run or the maintenance loop behind
+                for p in runs:
+                    if p.poll() is None:
+                        p.kill()
+                log = stop_maintenance(*maintenance)
             passes.update(e["command"] for e in log)
             for e in log:  # what maintenance did to the runs' entries (counted across rounds, checked at the end)
                 for n in re.findall(r"(?:removed|rewrote) (\d+) entries", e["output"]):
