@@ -96,12 +96,11 @@ def rewrite_loop(root: Path, videos: list[Path], stop: threading.Event, tally: T
     cache.close()
 
 
-def maintenance_loop(root: Path, stop: threading.Event, tally: Tally, gc_days: float = 0) -> None:
-    """gc (entries older than `gc_days` count as old: by default every entry), compact to alternating codecs, and
-    verify --delete, over and over."""
+def maintenance_loop(root: Path, stop: threading.Event, tally: Tally) -> None:
+    """gc (every entry counts as old), compact to alternating codecs, and verify --delete, over and over."""
     i = 0
     while not stop.is_set():
-        for name, job in (("gc", lambda: gc_cache(root, older_than_days=gc_days, temp_age_s=3600)),
+        for name, job in (("gc", lambda: gc_cache(root, older_than_days=0, temp_age_s=3600)),
                           ("compact", lambda: compact_cache(root, ("zstd", "raw")[i % 2])),
                           ("verify", lambda: verify_cache(root, remove=True))):
             try:
