@@ -75,8 +75,14 @@ def build_site(run_dirs: list[Path], out_dir: Path, cache_dirs: list[Path] | Non
     if not run_dirs:
         raise UserError("give at least one result directory")
     out_dir = Path(out_dir)
-    _claim(out_dir)
-    with _one_writer(out_dir):  # the files the last build wrote are read once the folder is ours alone
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"{out_dir} exists and is not a folder")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)  # a new folder is an empty one: what the lock needs to exist
+    except OSError as exc:
+        raise _unwritable(out_dir, exc) from None
+    with _one_writer(out_dir):  # claimed, and the last build's files read, once the folder is ours alone
+        _claim(out_dir)
         return _build(run_dirs, out_dir, _listed(out_dir), cache_dirs, frames)
 
 
@@ -256,15 +262,12 @@ def _pretty(obj: Any) -> str:
 
 
 def _claim(out_dir: Path) -> None:
-    """Take `out_dir` for the site (it must be empty, new, or hold the marker)."""
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UserError(f"{out_dir} exists and is not a folder")
+    """Take the folder `out_dir` for the site (it must be empty or hold the marker)."""
     marker = out_dir / MARKER
-    if out_dir.is_dir() and not marker.exists() and any(out_dir.iterdir()):
+    if not marker.exists() and any(out_dir.iterdir()):
         raise UserError(f"{out_dir} is not empty and holds no vbench-async site (no {MARKER} file); choose an empty "
                         "or new folder")
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
         if not marker.exists():  # claimed before anything is written: a build stopped half-way is still ours
             _write_marker(out_dir, [])
     except OSError as exc:
