@@ -21,6 +21,9 @@ if rank == 1:  # the rank that wins the build lock is not global rank 0
         error = f"{type(exc).__name__}: {exc}"
 dist.barrier()
 path = ensure_tiny_model(name) if rank == 0 else None
-print(json.dumps({"rank": rank, "error": error, "files": sorted(os.listdir(path)) if path else None}), flush=True)
+# One write per line: both ranks share torchrun's stdout, and print's text and newline, written apart, interleave.
+line = json.dumps({"rank": rank, "error": error, "files": sorted(os.listdir(path)) if path else None}) + "\n"
+sys.stdout.write(line)
+sys.stdout.flush()
 dist.barrier()
 dist.destroy_process_group()
