@@ -127,10 +127,18 @@ def qwen25_runs(tmp_path_factory):
 SERVED = "tiny-qwen2.5-vl"  # the name `vllm_server` serves its model under
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def launcher_env() -> dict[str, str]:
+    """This environment without a launcher's variables (torchrun sets its own), one thread per rank."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(var, None)
+    return env
 
 
 @pytest.fixture(scope="session")
@@ -149,7 +157,7 @@ def vllm_server():
 @contextlib.contextmanager
 def serve(model: Path, name: str = SERVED):
     """A vLLM OpenAI-compatible server for `model` under `name`, until the block ends; gives its /v1 URL."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", "127.0.0.1",

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,22 +19,12 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
+from conftest import free_port, launcher_env
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH_TIMEOUT_S = 420
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _env() -> dict[str, str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(var, None)
-    return env
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +80,8 @@ def test_a_frozen_rank_ends_the_run_within_a_minute_with_a_message(data, tmp_pat
     config = _config(data, out, train={"steps": 200}, fsdp={"timeout_s": 1800, "peer_timeout_s": 20})
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            "-m", "vbench_async.train", "--config", str(config)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=launcher_env(),
+                            cwd=REPO)
     frozen = None
     try:
         deadline = time.monotonic() + LAUNCH_TIMEOUT_S
@@ -125,7 +115,7 @@ def test_the_peer_watch_relays_a_failure_and_notices_a_silent_peer(monkeypatch):
 
     from vbench_async.train.watch import PeerWatch
 
-    port = _free_port()
+    port = free_port()
     master = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", str(port))

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from conftest import free_port, launcher_env
 
 from vbench_async.train.checkpoint import consolidate
 
@@ -88,30 +88,19 @@ def _config(data: Path, out: Path, **extra) -> Path:
     return path
 
 
-def _env() -> dict[str, str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(var, None)
-    return env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _two_nodes(config: Path, data: Path) -> list[str]:
     """Two torchrun launches with --nnodes 2 (one rank each), node-local caches; returns their logs."""
-    port = _free_port()
+    port = free_port()
     nodes = []
     for node in (0, 1):
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank", str(node),
                "--nproc_per_node", "1", "--master_addr", "127.0.0.1", "--master_port", str(port),
                "-m", "vbench_async.train", "--config", str(config),
                "--set", f"data.cache_dir={data / f'cache-node{node}'}"]
-        nodes.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
-                                      cwd=REPO))
+        nodes.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      env=launcher_env(), cwd=REPO))
     logs = []
     try:
         for proc in nodes:
@@ -132,7 +121,8 @@ def _resume_launch(config: Path) -> subprocess.CompletedProcess:
     """`vbench-async train --nproc-per-node 2` (it execs torchrun --standalone)."""
     cmd = [sys.executable, "-m", "vbench_async", "train", "--nproc-per-node", "2", "--config", str(config)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S, env=_env(), cwd=REPO)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S, env=launcher_env(),
+                              cwd=REPO)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"torchrun hung for {LAUNCH_TIMEOUT_S} s: {str(exc.stderr)[-3000:]}")
     assert proc.returncode == 0, f"torchrun failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-6000:]}"

@@ -9,13 +9,12 @@ nodes x 2 ranks, where the default `fsdp.shard_size` picks the node-local 2 x 2 
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import free_port, launcher_env
 
 from vbench_async.errors import UserError
 from vbench_async.train.config import FSDPConfig
@@ -58,35 +57,29 @@ def test_chunk_rows_follows_torch_chunk():
             assert got == want + [0] * (parts - len(want))
 
 
-def _env() -> dict[str, str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(var, None)
-    return env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _launch(nodes: int, per_node: int, shard_size: str, out: Path) -> dict:
-    port = _free_port()
+    _run_nodes(nodes, per_node, [str(WORKER), shard_size, str(out)], timeout_s=240)
+    return json.loads(out.read_text())
+
+
+def _run_nodes(nodes: int, per_node: int, target: list[str], timeout_s: float) -> list[str]:
+    """torchrun on `nodes` simulated nodes of this machine, `per_node` ranks each; every node's log."""
+    port = free_port()
     procs = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nodes),
                                "--node_rank", str(node), "--nproc_per_node", str(per_node),
-                               "--master_addr", "127.0.0.1", "--master_port", str(port),
-                               str(WORKER), shard_size, str(out)],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), cwd=REPO)
+                               "--master_addr", "127.0.0.1", "--master_port", str(port), *target],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=launcher_env(), cwd=REPO)
              for node in range(nodes)]
     try:
-        logs = [p.communicate(timeout=240)[0] for p in procs]
+        logs = [p.communicate(timeout=timeout_s)[0] for p in procs]
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
     assert all(p.returncode == 0 for p in procs), "\n".join(log[-4000:] for log in logs)
-    return json.loads(out.read_text())
+    return logs
 
 
 def _check(figures: dict, mesh: list[int]) -> None:
@@ -132,19 +125,7 @@ def _train_launch(tmp_path: Path, name: str, shard_size: int | None) -> Path:
            "checkpoint": {"export": False}, "logging": {"progress": False}}
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    port = _free_port()
-    procs = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank", str(n),
-                               "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(port),
-                               "-m", "vbench_async.train", "--config", str(path)],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), cwd=REPO)
-             for n in (0, 1)]
-    try:
-        logs = [p.communicate(timeout=600)[0] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    assert all(p.returncode == 0 for p in procs), "\n".join(log[-4000:] for log in logs)
+    logs = _run_nodes(2, 2, ["-m", "vbench_async.train", "--config", str(path)], timeout_s=600)
     assert ("hybrid sharding: 2 replicas x 2 ranks" in logs[0]) == (shard_size is None)
     return out
 
