@@ -25,7 +25,7 @@ from .benchmarks.include import included
 from .errors import DataMissing, SampleError, UserError
 from .failure_kinds import EnvironmentFault
 from .phases import mark
-from .pipeline import Pipeline, PlanEntry, Progress, WorkItem, group_by_video
+from .pipeline import LoopStats, Pipeline, PlanEntry, Progress, WorkItem, group_by_video
 from .preflight import check_writable, no_data
 from .results.manifest import PlannedBenchmark, plain
 from .results.rundir_lock import RunDirLock
@@ -343,8 +343,6 @@ def _execute(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache:
 def _evaluate(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache, mode: str,
               jobs: Callable[[], Iterator[VideoJob]], stats: dict[str, Any],
               workload: WorkloadPlan | None = None, backends: BackendFactory = make_backend) -> dict[str, Any]:
-    from .frames import preprocess
-
     sendable = any(e.item.error is None for p in plans for e in p.entries)
     # Every pending sample already failed (missing videos, prompts that cannot fit): record them, start no engine.
     backend = _backend(cfg, model, plans, workload, backends) if sendable else NoRequests()
@@ -353,55 +351,95 @@ def _evaluate(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache
 
     async def main() -> dict[str, Any]:
         loop = asyncio.get_running_loop()
-        # Backends build their engine off the event loop, so frames are preprocessed while the engine starts.
+        # Backends build their engine off the event loop, so frames are decoded while the engine starts; on a cold
+        # cache the decoding goes on behind the loop, which starts once the engine is ready: an engine that had to
+        # wait for every video to be decoded first sat idle for the difference (a 150 s clip at a real frame budget
+        # takes seconds to decode; a suite of thousands takes longer than any engine start).
         starter = asyncio.create_task(backend.start())
-        if mode == "both":
-            stop = threading.Event()  # Ctrl-C: the decoding thread ends after the decodes in flight
-            # Its own thread, not the loop's default executor, which asyncio.run joins on the way out: Ctrl-C must
-            # not wait for a decode in flight.
-            thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preprocess")
-            try:
-                rep = await loop.run_in_executor(thread, lambda: preprocess(
-                    jobs(), cache, workers=cfg.decode_workers, progress=cfg.progress, stop=stop))
-            except asyncio.CancelledError:
-                stop.set()
-                raise
-            finally:
-                thread.shutdown(wait=False)
-            stats["preprocess"] = rep.to_dict()
-            mark("preprocessed")
-        await starter
-        mark("engine_started")
-        stats["startup_s"] = round(time.perf_counter() - t0, 3)
-        stats["backend"] = backend.describe()  # after start: describing vLLM imports it, which start did off-loop
-        groups = group_by_video([e for p in plans for e in p.entries])
-        total = sum(len(g.items) for g in groups)
-        bar = _progress_bar(total, cfg.progress)
-        pipeline = Pipeline(
-            backend=backend,
-            load_video=cache.get_or_decode,
-            load_image=_image_loader(model.family),
-            score=_scorer(),
-            sampling=cfg.sampling,
-            concurrency=cfg.concurrency,
-            loaders=cfg.loaders,
-            queue_size=cfg.queue_size,
-            progress=bar,
-        )
+        decoding = _decode_behind(loop, cfg, cache, jobs, stats) if mode == "both" else None
         try:
-            loop_stats = await pipeline.run(groups)
-            mark("loop_done")
-        finally:
-            if bar is not None:
-                bar.close()
-            await backend.close()
-            mark("engine_closed")
+            await starter
+            mark("engine_started")
+            stats["startup_s"] = round(time.perf_counter() - t0, 3)
+            stats["backend"] = backend.describe()  # after start: describing vLLM imports it, which start did off-loop
+            loop_stats = await _loop(cfg, model, plans, cache, backend, decoding)
+        except BaseException:
+            if decoding is not None:
+                decoding.stop.set()  # Ctrl-C or a failed start: the decodes in flight finish, nothing new starts
+            raise
+        if decoding is not None:  # its remaining keys were loaded by the loop already: it only confirms them
+            await decoding.future
         stats["loop"] = loop_stats.as_dict()
         if loop_stats.first_request_at is not None:
             stats["time_to_first_request_s"] = round(loop_stats.first_request_at - t0, 3)
         return stats
 
     return asyncio.run(main())
+
+
+@dataclasses.dataclass
+class _Decoding:
+    """The cold cache's decoding, in its own thread beside the evaluation loop."""
+
+    future: asyncio.Future[None]
+    stop: threading.Event
+
+
+def _decode_behind(loop: asyncio.AbstractEventLoop, cfg: RunConfig, cache: FrameCache,
+                   jobs: Callable[[], Iterator[VideoJob]], stats: dict[str, Any]) -> _Decoding:
+    """Decode every pending video into the cache, in the order the loop will ask for them, in a thread of its own:
+    the loop's loaders share the decode of a key in flight (FrameCache single-flight) and decode a key this thread
+    has not reached yet themselves (it then finds the entry made). Its own thread, not the loop's default executor,
+    which asyncio.run joins on the way out: Ctrl-C must not wait for a decode in flight."""
+    from .frames import preprocess
+
+    stop = threading.Event()
+    thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preprocess")
+
+    def run() -> None:
+        report = preprocess(jobs(), cache, workers=cfg.decode_workers, progress=cfg.progress, stop=stop)
+        stats["preprocess"] = report.to_dict()
+        mark("preprocessed")
+
+    future = loop.run_in_executor(thread, run)
+    thread.shutdown(wait=False)  # the submitted job runs on; the thread ends with it
+    return _Decoding(future, stop)
+
+
+async def _loop(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache, backend: Backend,
+                decoding: _Decoding | None) -> LoopStats:
+    """The evaluation loop over every pending entry; the engine is closed when it ends, however it ends. A failure of
+    the decoding behind it (the cache's disk, not a video) ends the loop with that failure."""
+    groups = group_by_video([e for p in plans for e in p.entries])
+    bar = _progress_bar(sum(len(g.items) for g in groups), cfg.progress)
+    pipeline = Pipeline(
+        backend=backend,
+        load_video=cache.get_or_decode,
+        load_image=_image_loader(model.family),
+        score=_scorer(),
+        sampling=cfg.sampling,
+        concurrency=cfg.concurrency,
+        loaders=cfg.loaders,
+        queue_size=cfg.queue_size,
+        progress=bar,
+    )
+    task = asyncio.ensure_future(pipeline.run(groups))
+    if decoding is not None:
+        decoding.future.add_done_callback(lambda f: task.cancel() if not f.cancelled() and f.exception() else None)
+    try:
+        stats = await task
+        mark("loop_done")
+        return stats
+    except asyncio.CancelledError:
+        failed = decoding is not None and decoding.future.done() and not decoding.future.cancelled()
+        if failed and decoding.future.exception() is not None:
+            raise decoding.future.exception() from None
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+        await backend.close()
+        mark("engine_closed")
 
 
 def engine_settings(cfg: RunConfig, plans: list[BenchmarkPlan], workload: WorkloadPlan | None = None) -> VLLMSettings:
