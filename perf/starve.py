@@ -9,7 +9,10 @@ filled by the cold run; its entries compressed by then, so loading is decompress
 
 The idle fraction is the loop's own measure (manifest `loop.engine_idle_fraction`): the share of the time from the
 first request to the last answer during which no request was at the engine, between two that were (it waited for
-frames). `queue_empty_fraction` says how often a request slot found no loaded sample waiting.
+frames). It does not see a wait before the first request, so `waited_fraction` adds it: the time from the engine
+being ready (`startup_s`) to the first request (`time_to_first_request_s`), plus the idle time, over the time from
+the engine being ready to the last answer. `queue_empty_fraction` says how often a request slot found no loaded sample
+waiting.
 
     PYTHONPATH=. .venv/bin/python perf/starve.py [--videos 18] [--workdir DIR] [--codec zstd|raw]
 
@@ -72,8 +75,14 @@ def run(data: Path, cards: Path, cache: Path, out: Path, codec: str | None) -> d
         raise SystemExit(f"run failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     stats = json.loads((out / "manifest.json").read_text())
     loop = _find(stats, "loop")
-    return {"wall_s": round(time.time() - t0, 1), **{k: loop.get(k) for k in (
-        "engine_idle_fraction", "engine_idle_s", "queue_empty_fraction", "loop_wall_s", "frame_wait_s", "engine_s")}}
+    through = stats["throughput"]
+    before_first = max(0.0, through["time_to_first_request_s"] - through["startup_s"])  # engine ready, nothing sent
+    waited = before_first + loop["engine_idle_s"]
+    return {"wall_s": round(time.time() - t0, 1), "startup_s": through["startup_s"],
+            "before_first_request_s": round(before_first, 1),
+            "waited_fraction": round(waited / max(loop["loop_wall_s"], 1e-9), 3),  # the loop starts at ready
+            **{k: loop.get(k) for k in ("engine_idle_fraction", "engine_idle_s", "queue_empty_fraction",
+                                        "loop_wall_s", "frame_wait_s", "engine_s")}}
 
 
 def _find(tree: object, key: str) -> dict:
@@ -108,6 +117,8 @@ def main() -> None:
         print(f"{arm}: {json.dumps(rows[arm])} (load {load})", flush=True)
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"SUMMARY starve videos={args.videos} seconds={args.seconds:.0f} codec={tag} "
+          f"cold_waited_fraction={rows['cold']['waited_fraction']} "
+          f"warm_waited_fraction={rows['warm']['waited_fraction']} "
           f"cold_idle_fraction={rows['cold']['engine_idle_fraction']} "
           f"warm_idle_fraction={rows['warm']['engine_idle_fraction']} "
           f"cold_queue_empty={rows['cold']['queue_empty_fraction']} "
