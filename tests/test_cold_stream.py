@@ -10,7 +10,6 @@ ends.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from conftest import run_cli
 from support.fault_server import ANSWER, FaultServer, openai_args

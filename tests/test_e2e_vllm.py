@@ -54,6 +54,8 @@ def test_shared_videos_are_decoded_once(qwen25_runs):
     # (test above) with the outputs of the unbounded run (test_greedy_runs_are_identical).
     assert pre["cached"] + pre["deferred"] == pre["unique"] and pre["deferred"] > 0
     assert 0 < len(list(CacheLayout(tmp / "cache").entries())) < pre["unique"]  # entries were evicted
+    # The loaders filled the queue while the engine started (on this cold cache, beside the preprocessing pass).
+    assert summary["run"]["loop"]["queued_at_ready"] > 0
     # The second run (its last start: tests/support/interruptions.py) finds every video cached and decodes nothing.
     second_summary = json.loads((tmp / "b" / "summary.json").read_text())
     assert second_summary["run"]["mode"] == "eval"

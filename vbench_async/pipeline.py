@@ -92,6 +92,7 @@ class LoopStats:
     # No request at the engine, between two that were: the engine waited for frames (or for the loop itself).
     engine_idle_s: float = 0.0
     wall_s: float = 0.0
+    queued_at_ready: int | None = None  # samples loaded and waiting when the engine became ready (None: it was)
     result_lines: int = 0  # written by the writer thread
     fsyncs: int = 0  # the fsyncs they took (several lines share one when they arrive together)
     failures: dict[str, int] = field(default_factory=dict)
@@ -121,6 +122,7 @@ class LoopStats:
             "engine_idle_s": round(self.engine_idle_s, 3),
             "engine_idle_fraction": round(self.engine_idle_s / self.engine_span_s, 4) if self.engine_span_s else 0.0,
             "lines_per_fsync": round(self.lines_per_fsync, 2),
+            "queued_at_ready": self.queued_at_ready,
             "failures_by_kind": dict(self.failures),
         }
 
@@ -174,8 +176,12 @@ class Pipeline:
         self._idle_since: float | None = None  # when the last one in flight was answered
         self._scoring: ThreadPoolExecutor | None = None
         self._writer: ResultWriter | None = None
+        self._ready_at: float | None = None  # when `run`'s `ready` was done
 
-    async def run(self, groups: list[VideoGroup]) -> LoopStats:
+    async def run(self, groups: list[VideoGroup], ready: asyncio.Future[Any] | None = None) -> LoopStats:
+        """Evaluate every group. `ready`: the backend's start, still under way; the loaders fill the queue meanwhile
+        (frames loaded while the engine starts are frames the engine does not wait for) and the first request goes
+        when it is done. The loop's wall time counts from then."""
         queue: asyncio.Queue = asyncio.Queue(maxsize=self.queue_size)
         pending = iter(groups)
         start = time.perf_counter()
@@ -187,7 +193,7 @@ class Pipeline:
             with self.writer() as self._writer:
                 async with asyncio.TaskGroup() as tg:
                     loaders = [tg.create_task(self._loader(pending, queue, pool)) for _ in range(self.loaders)]
-                    workers = [tg.create_task(self._worker(queue)) for _ in range(self.concurrency)]
+                    workers = [tg.create_task(self._worker(queue, ready)) for _ in range(self.concurrency)]
                     await asyncio.gather(*loaders)
                     for _ in workers:
                         await queue.put(_DONE)
@@ -201,7 +207,7 @@ class Pipeline:
             self._scoring.shutdown(wait=False, cancel_futures=True)
             if self._writer is not None:
                 self.stats.result_lines, self.stats.fsyncs = self._writer.lines, self._writer.fsyncs
-            self.stats.wall_s = time.perf_counter() - start
+            self.stats.wall_s = time.perf_counter() - (self._ready_at or start)
         return self.stats
 
     # -- stages ------------------------------------------------------------------------------------------------------
@@ -254,7 +260,11 @@ class Pipeline:
         prepare = getattr(self.backend, "prepare_image", None)
         return prepare(image) if prepare is not None else image
 
-    async def _worker(self, queue: asyncio.Queue) -> None:
+    async def _worker(self, queue: asyncio.Queue, ready: asyncio.Future[Any] | None) -> None:
+        if ready is not None:
+            await asyncio.shield(ready)  # shielded: a worker cancelled by a failed loop leaves the start to its owner
+            if self._ready_at is None:
+                self._ready_at, self.stats.queued_at_ready = time.perf_counter(), queue.qsize()
         while True:
             _stop_if_cancelling()  # also before waiting: a swallowed cancellation is never delivered again
             self.stats.total_gets += 1

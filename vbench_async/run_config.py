@@ -57,8 +57,8 @@ class RunConfig:
     mode: str = field(default="auto", metadata={
         "choices": MODES,
         "help": "preprocess: fill the frame cache only; eval: no preprocessing pass (misses are decoded in the "
-                "background); both: a preprocessing pass over every video, behind the evaluation, which starts as soon as "
-                "the engine is ready; auto: eval if >=90%% of videos are cached, else both"})
+                "background); both: a preprocessing pass over every video, behind the evaluation, which starts as "
+                "soon as the engine is ready; auto: eval if >=90%% of videos are cached, else both"})
     thinking: bool = field(default=False, metadata={"help": "use the reasoning prompt variant"})
     prompt: PromptSettings = field(default_factory=PromptSettings)  # which prompt variant each benchmark gets
     sampling: SamplingParams = field(default_factory=SamplingParams)

@@ -351,18 +351,21 @@ def _evaluate(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache
 
     async def main() -> dict[str, Any]:
         loop = asyncio.get_running_loop()
-        # Backends build their engine off the event loop, so frames are decoded while the engine starts; on a cold
-        # cache the decoding goes on behind the loop, which starts once the engine is ready: an engine that had to
-        # wait for every video to be decoded first sat idle for the difference (a 150 s clip at a real frame budget
-        # takes seconds to decode; a suite of thousands takes longer than any engine start).
-        starter = asyncio.create_task(backend.start())
-        decoding = _decode_behind(loop, cfg, cache, jobs, stats) if mode == "both" else None
-        try:
-            await starter
+
+        async def start() -> None:
+            await backend.start()  # backends build their engine off the event loop
             mark("engine_started")
             stats["startup_s"] = round(time.perf_counter() - t0, 3)
             stats["backend"] = backend.describe()  # after start: describing vLLM imports it, which start did off-loop
-            loop_stats = await _loop(cfg, model, plans, cache, backend, decoding)
+
+        # While the engine starts, the loop's loaders already fill its queue with frames, and on a cold cache the
+        # preprocessing pass decodes every video behind them; the first request goes when the engine is ready. (An
+        # engine that waited for every video to be decoded first sat idle for the difference: a 150 s clip at a real
+        # frame budget takes seconds to decode, and a suite of thousands longer than any engine start.)
+        starter = asyncio.create_task(start())
+        decoding = _decode_behind(loop, cfg, cache, jobs, stats) if mode == "both" else None
+        try:
+            loop_stats = await _loop(cfg, model, plans, cache, backend, decoding, starter)
         except BaseException:
             if decoding is not None:
                 decoding.stop.set()  # Ctrl-C or a failed start: the decodes in flight finish, nothing new starts
@@ -407,9 +410,10 @@ def _decode_behind(loop: asyncio.AbstractEventLoop, cfg: RunConfig, cache: Frame
 
 
 async def _loop(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache, backend: Backend,
-                decoding: _Decoding | None) -> LoopStats:
-    """The evaluation loop over every pending entry; the engine is closed when it ends, however it ends. A failure of
-    the decoding behind it (the cache's disk, not a video) ends the loop with that failure."""
+                decoding: _Decoding | None, started: asyncio.Task[None]) -> LoopStats:
+    """The evaluation loop over every pending entry, from while the backend is `started`; the engine is closed when the
+    loop ends, however it ends. A failure of the decoding behind it (the cache's disk, not a video) ends the loop with
+    that failure."""
     groups = group_by_video([e for p in plans for e in p.entries])
     bar = _progress_bar(sum(len(g.items) for g in groups), cfg.progress)
     pipeline = Pipeline(
@@ -423,7 +427,7 @@ async def _loop(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cac
         queue_size=cfg.queue_size,
         progress=bar,
     )
-    task = asyncio.ensure_future(pipeline.run(groups))
+    task = asyncio.ensure_future(pipeline.run(groups, ready=started))
     if decoding is not None:
         decoding.future.add_done_callback(lambda f: task.cancel() if not f.cancelled() and f.exception() else None)
     try:
@@ -438,8 +442,13 @@ async def _loop(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cac
     finally:
         if bar is not None:
             bar.close()
-        await backend.close()
-        mark("engine_closed")
+        # A loop that ended before the engine was ready (Ctrl-C, a full disk) lets the start finish, then closes it:
+        # an engine left half-built would outlive the run.
+        with contextlib.suppress(BaseException):
+            await asyncio.shield(started)
+        if started.done() and not started.cancelled() and started.exception() is None:
+            await backend.close()
+            mark("engine_closed")
 
 
 def engine_settings(cfg: RunConfig, plans: list[BenchmarkPlan], workload: WorkloadPlan | None = None) -> VLLMSettings:
