@@ -442,11 +442,13 @@ async def _loop(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cac
     finally:
         if bar is not None:
             bar.close()
-        # A loop that ended before the engine was ready (Ctrl-C, a full disk) lets the start finish, then closes it:
-        # an engine left half-built would outlive the run.
-        with contextlib.suppress(BaseException):
-            await asyncio.shield(started)
-        if started.done() and not started.cancelled() and started.exception() is None:
+        if not started.done():
+            # The loop ended before the engine was ready (Ctrl-C, a full disk): the backend stops its own start-up
+            # when cancelled, at once, rather than after a start that can take minutes.
+            started.cancel()
+            with contextlib.suppress(BaseException):
+                await started
+        elif not started.cancelled() and started.exception() is None:
             await backend.close()
             mark("engine_closed")
 

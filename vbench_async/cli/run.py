@@ -35,7 +35,8 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="evaluate a model on a suite or benchmarks",
         description=(
             "Evaluate MODEL on the benchmarks of a suite. Frames come from the content-addressed cache (decoded on a "
-            "miss, in a worker process, while the engine starts); results are appended per sample to "
+            "miss, in worker processes, from while the engine starts and behind the first requests); results are "
+            "appended per sample to "
             "OUTPUT_DIR/results/*.jsonl, so re-running the same command resumes where it stopped."
         ),
         formatter_class=DefaultsHelpFormatter,
