@@ -241,9 +241,8 @@ def plan_workload(
             chunk = bench.entries[start:start + CHUNK]
             media = [_media(e, bench.spec, counter, found, image_spec, tally, entry_path) for e in chunk]
             ready = [(e, m) for e, m in zip(chunk, media) if m is not None]
-            for (entry, (videos, images, _)), ids in zip(ready, counter.tokenize([m[2] for _, m in ready])):
-                prompt_tokens[entry.key] = _tally(entry, counter.count_ids(ids, videos, images), videos, counter,
-                                                  tally)
+            for (entry, (_, videos, _)), count in zip(ready, counter.counts([m for _, m in ready])):
+                prompt_tokens[entry.key] = _tally(entry, count, videos, counter, tally)
         tallies.append(tally)
     largest = max((max(t.prompts, default=0) for t in tallies), default=0)
     engine = size_engine(
@@ -264,7 +263,8 @@ def plan_workload(
 
 def _media(entry: PlanEntry, spec: FrameSpec, counter: PromptCounter, found: Mapping[Path, Any],
            image_spec: FrameSpec, tally: _Tally, entry_path: Callable[[str], Path]) -> tuple | None:
-    """(video geometries, image sizes, rendered prompt) of one entry, or None when it fails before the engine."""
+    """(prompt, video geometries, image sizes) of one entry, or None when it fails before the engine (a prompt the
+    chat template cannot render included)."""
     if entry.error is not None:
         tally.fail(entry.error.kind)
         return None
@@ -286,10 +286,10 @@ def _media(entry: PlanEntry, spec: FrameSpec, counter: PromptCounter, found: Map
                     tally.entries[key] = tally.loads[key]
         images = [image_spec.image_size(*image_size(p)) for p in entry.images]
         prompt = entry.prompt(entry.sample) if callable(entry.prompt) else entry.prompt
-        text = counter.render(prompt, len(videos), len(images))
+        counter.render(prompt, len(videos), len(images))  # its failure is this sample's (counts renders again)
         if videos:
             tally.headers[entry.key] = header
-        return videos, images, text
+        return prompt, videos, images
     except SampleError as exc:
         tally.fail(exc.kind)
     except Exception:  # noqa: BLE001 - the run records it (prompt_error and the like); the plan only counts it

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
+from typing import Sequence, cast
 
 from .. import families
 from ..backends.base import chat_messages
 from ..families.base import VideoShape, count_runs
 from ..families.qwen_common import timestamps
+from .counts import TextCounter, frame_tokens
 from .pieces import LineTokenizer
 
 SENTINEL = "\x00vbench-prompt\x00"
@@ -84,6 +85,8 @@ class PromptCounter:
         self.image_id = self.rule.image_id
         self._frames: dict[tuple[int, int], tuple[str, str] | None] = {}
         self._lines: LineTokenizer | None | bool = False  # made on first use (False: not yet)
+        self._texts: TextCounter | None | bool = False  # likewise
+        self._frame_counts: dict[tuple[int, int], int | None] = {}
         # Per geometry, and per counter (a cache on the method would keep every counter and its processor alive).
         self._replacement = lru_cache(maxsize=65536)(self.rule.video_replacement)
         self._video_tokens = lru_cache(maxsize=65536)(self.rule.video_tokens)
@@ -129,6 +132,23 @@ class PromptCounter:
             return self._lines.encode(texts)
         return [e.ids for e in fast(texts, add_special_tokens=True)]
 
+    def _text_counter(self) -> TextCounter | None:
+        if self._texts is False:
+            backend = getattr(self.tokenizer, "_tokenizer", None)
+            watched = {*self.video_target, self.image_id}
+            self._texts = TextCounter.of(backend, watched) if hasattr(backend, "encode_batch_fast") else None
+        return self._texts if isinstance(self._texts, TextCounter) else None
+
+    def _frame_tokens(self, n_videos: int, n_images: int) -> int | None:
+        """The frame's tokens for this media layout, placeholders not counted, when a text's count adds to it
+        (counts.frame_tokens); None: prompts of this layout are tokenized whole."""
+        layout = (n_videos, n_images)
+        if layout not in self._frame_counts:
+            frame, texts = self._frame(n_videos, n_images), self._text_counter()
+            self._frame_counts[layout] = None if frame is None or texts is None else frame_tokens(
+                texts.backend, frame[0], frame[1], self.video_target, self.image_id)
+        return self._frame_counts[layout]
+
     def video_tokens(self, video: VideoGeometry) -> int:
         """Embeddings of one video (what its encoder output, and the encoder cache, hold)."""
         return self._video_tokens(video)
@@ -148,11 +168,39 @@ class PromptCounter:
         (ids,) = self.tokenize([self.render(prompt, len(videos), len(images))])
         return self.count_ids(ids, videos, images)
 
+    def counts(self, prompts: Sequence[tuple[str, Sequence[VideoGeometry], Sequence[tuple[int, int]]]]
+               ) -> list[PromptCount]:
+        """`count` of each (prompt, videos, images), for many prompts at once (a plan's). Where the chat template's
+        frame around the text is cut off from it by added tokens (counts.frame_tokens), a prompt's length is the
+        frame's, counted once per media layout, plus the text's token count (TextCounter); the other prompts are
+        rendered and tokenized whole, in one batch."""
+        out: list[PromptCount | None] = []
+        slow: list[int] = []
+        texts = self._text_counter()
+        for prompt, videos, images in prompts:
+            base = self._frame_tokens(len(videos), len(images)) if texts and SENTINEL not in prompt else None
+            n = texts.count(prompt) if base is not None and texts is not None else None
+            if not n:  # no shortcut, or an empty text (the frame's halves then meet: counted whole)
+                slow.append(len(out))
+                out.append(None)
+            else:
+                out.append(self._expand(base + n, videos, images))
+        rendered = [self.render(prompts[i][0], len(prompts[i][1]), len(prompts[i][2])) for i in slow]
+        for i, ids in zip(slow, self.tokenize(rendered)):
+            out[i] = self.count_ids(ids, prompts[i][1], prompts[i][2])
+        return cast(list[PromptCount], out)  # every None was filled
+
     def count_ids(self, ids: Sequence[int], videos: Sequence[VideoGeometry] = (),
                   images: Sequence[tuple[int, int]] = ()) -> PromptCount:
         """The prompt's length once the engine expands the placeholders in `ids` (the tokenized rendered prompt)."""
         ids = list(ids)
-        total = len(ids) - count_runs(ids, self.video_target) * len(self.video_target) - ids.count(self.image_id)
+        return self._expand(len(ids) - count_runs(ids, self.video_target) * len(self.video_target)
+                            - ids.count(self.image_id), videos, images)
+
+    def _expand(self, unexpanded: int, videos: Sequence[VideoGeometry], images: Sequence[tuple[int, int]]
+                ) -> PromptCount:
+        """The count from the prompt's tokens other than the placeholders (`unexpanded`) and its media."""
+        total = unexpanded
         items = [self.video_tokens(v) for v in videos]
         total += sum(self.video_replacement(v) for v in videos)
         resize = not videos
