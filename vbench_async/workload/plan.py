@@ -17,6 +17,7 @@ from ..errors import SampleError
 from ..frames.budget import free_disk
 from ..frames.keys import cache_key
 from ..frames.spec import FrameSpec, frame_range
+from .memo import ProcessorMemo
 from .probe import HeaderStore, VideoHeader, image_size
 from .sizing import EnginePlan, size_engine
 from .tokens import ModelLimits, PromptCounter, VideoGeometry
@@ -160,23 +161,25 @@ def estimate_cache(cache_root: Path, raw_by_key: Mapping[str, int], new_keys: se
 # ----------------------------------------------------------------------------------------------- geometry
 
 
-def video_geometry(header: VideoHeader, spec: FrameSpec, window: Any) -> VideoGeometry:
+def video_geometry(header: VideoHeader, spec: FrameSpec, window: Any, memo: ProcessorMemo | None = None
+                   ) -> VideoGeometry:
     """Frames and frame size the cache will produce for this video (decode.py's rules; FrameError as it would).
-    Known per (header, spec, window): the questions of one video share it."""
+    Known per (header, spec, window): the questions of one video share it. `memo`: the model's plan memo, which
+    keeps the frame indices between plans (computing them imports torch for the Qwen families)."""
     key = (header, spec, window)
     found = _GEOMETRY.get(key)
     if found is None:
         if len(_GEOMETRY) > 65536:  # a long-lived process planning many suites: stay bounded
             _GEOMETRY.clear()
-        found = _GEOMETRY[key] = _video_geometry(header, spec, window)
+        found = _GEOMETRY[key] = _video_geometry(header, spec, window, memo)
     return found
 
 
-def _video_geometry(header: VideoHeader, spec: FrameSpec, window: Any) -> VideoGeometry:
+def _video_geometry(header: VideoHeader, spec: FrameSpec, window: Any, memo: ProcessorMemo | None) -> VideoGeometry:
     first, last, count = frame_range(header.total_frames, header.fps, window)
     n = spec.frame_count(count, header.fps).n
     height, width = spec.frame_size(header.height, header.width, n)
-    return VideoGeometry(frames=n, height=height, width=width, indices=tuple(_indices(spec, first, last, n)),
+    return VideoGeometry(frames=n, height=height, width=width, indices=tuple(_indices(spec, first, last, n, memo)),
                          fps=header.fps)
 
 
@@ -184,10 +187,14 @@ _INDICES: dict[tuple[str, int, int, int], list[int]] = {}
 _GEOMETRY: dict[tuple[VideoHeader, FrameSpec, Any], VideoGeometry] = {}
 
 
-def _indices(spec: FrameSpec, first: int, last: int, n: int) -> list[int]:
+def _indices(spec: FrameSpec, first: int, last: int, n: int, memo: ProcessorMemo | None = None) -> list[int]:
     key = (spec.family, first, last, n)  # the family decides the selection rule
     if key not in _INDICES:
-        _INDICES[key] = spec.indices(first, last, n)
+        if memo is None:
+            _INDICES[key] = spec.indices(first, last, n)
+        else:
+            _INDICES[key] = memo.get("indices", f"{spec.family},{first},{last},{n}",
+                                     lambda: list(spec.indices(first, last, n)))
     return _INDICES[key]
 
 
@@ -275,7 +282,7 @@ def _media(entry: PlanEntry, spec: FrameSpec, counter: PromptCounter, found: Map
             header = found[entry.video]
             if isinstance(header, SampleError):
                 raise header
-            geometry = video_geometry(header, spec, entry.window)
+            geometry = video_geometry(header, spec, entry.window, counter.memo)
             videos.append(geometry)
             key = tally.keys.get((header.fingerprint, entry.window))
             if key is None:  # the questions of one video share it (hashing per question cost 1 s per 100,000)
@@ -339,7 +346,8 @@ def suggest_fix(bench: BenchmarkInput, worst: PlanEntry | None, header: VideoHea
 
         def fits(spec: FrameSpec) -> bool:
             try:
-                return counter.count(prompt, [video_geometry(header, spec, worst.window)]).prompt_tokens < budget
+                geometry = video_geometry(header, spec, worst.window, counter.memo)
+                return counter.count(prompt, [geometry]).prompt_tokens < budget
             except (SampleError, ValueError):
                 return False
 
