@@ -59,9 +59,15 @@ def test_text_counts_are_the_tokenizers(qwen3: PromptCounter) -> None:
     assert _check_counts(counter, texts) > len(texts) // 2  # again, from the remembered lines and pieces
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+PLAIN = ["\t", "\n", "\r", *map(chr, range(0x20, 0x7F))]
+WORDS = ["Question", "A.", "(B)", "it's", "I'LL", "12", "3456", "?", "!!", ":", "\n", "\n\n", "\t", "x\n", "'s", "<b>"]
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=st.lists(st.sampled_from(PARTS), max_size=30).map("".join) | st.text(max_size=60)
-       | st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=80))
+       | st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=80)
+       | st.text(alphabet=st.sampled_from(PLAIN), max_size=80)
+       | st.lists(st.sampled_from(WORDS), max_size=25).map(" ".join))
 def test_any_text_counts_as_the_tokenizer_says(qwen3: PromptCounter, text: str) -> None:
     counter = qwen3._text_counter()
     assert counter is not None

@@ -3,12 +3,14 @@
 The plan needs each prompt's length, and ids only where a video or image placeholder sits (the chat template's frame
 around the text, tokenized once per media layout: tokens.py). Counting a text costs less than tokenizing it:
 
-- Lines (cut as pieces.py cuts them, where the tokenizer itself cuts) are counted once and remembered: the
-  instructions and shared option lines of a benchmark recur in every prompt.
-- A line not seen before, when it is plain printable ASCII with no added token's text in it, is cut into the
-  pre-tokenizer's own pieces by the same split pattern written for ASCII (below), and each piece's BPE length is
-  remembered: words, numbers and punctuation recur even when every question differs.
-- Any other line (non-ASCII, control characters, an added token's text) is tokenized by the tokenizer itself.
+- A plain text (printable ASCII, tabs and line ends, no added token's text) whose every space follows a character
+  that is not whitespace is cut before each space, a place where the pre-tokenizer's pattern always cuts (no piece
+  holds a space after its first character but a whitespace run, which cannot begin before that space). Each word's
+  count is remembered: words recur even when every question differs.
+- A word not seen before is cut into the pre-tokenizer's own pieces by the same split pattern written for ASCII
+  (below), and each piece's BPE length is remembered.
+- Other texts are counted by lines (cut as pieces.py cuts them, where the tokenizer itself cuts), remembered; plain
+  lines as above, any other line (non-ASCII, control characters, an added token's text) by the tokenizer itself.
 
 Why the ASCII split is the tokenizer's: the pipeline of the byte-level BPE tokenizers accepted here (pieces.py's
 `_safe_config`: NFC or no normalizer, a Split with one of the known patterns then ByteLevel without its own regex, a
@@ -25,7 +27,7 @@ tests/test_workload_counts.py on many random texts.
 from __future__ import annotations
 
 import re
-from typing import Any, Collection, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 from ..families.base import count_runs
 from .pieces import _CUT, _safe_config
@@ -50,6 +52,18 @@ _FRAME_PROBES = ("x", " x ", "\n", "\n\nQuestion?\nA. a\n\n", "  ", "\t", "e\u03
 MEMO_MAX = 1 << 16  # lines and pieces remembered; cleared beyond (a suite whose every line differs stays bounded)
 
 
+class _Memo(dict[str, int]):
+    """Counts of strings, each computed on first use (`count` of the string with `lead` before it)."""
+
+    def __init__(self, count: Callable[[str], int], lead: str = ""):
+        super().__init__()
+        self._count, self._lead = count, lead
+
+    def __missing__(self, key: str) -> int:
+        n = self[key] = self._count(self._lead + key)
+        return n
+
+
 class TextCounter:
     """Token counts of texts as the tokenizer would tokenize each alone (no tokens added around them)."""
 
@@ -61,9 +75,14 @@ class TextCounter:
         self._watched = frozenset(watched)
         added = sorted((a.content for a in backend.get_added_tokens_decoder().values()), key=len, reverse=True)
         self._added = re.compile("|".join(map(re.escape, added))) if added else None
+        starts = {a[0] for a in added if a}
+        plain = "".join(re.escape(c) for c in "\t\n\r" + "".join(map(chr, range(0x20, 0x7f))) if c not in starts)
+        self._plain_without_added = re.compile(f"[{plain}]*")
         self._bytes = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
         self._lines: dict[str, int] = {}
-        self._pieces: dict[str, int] = {}
+        self._pieces = _Memo(self._bpe)  # a pre-tokenizer piece -> its BPE length
+        self._first = _Memo(self._plain)  # a text's first word -> its count
+        self._words = _Memo(self._plain, " ")  # what follows a space, up to the next one -> " " + it, counted
 
     @classmethod
     def of(cls, backend: Any, watched: Collection[int] = ()) -> TextCounter | None:
@@ -95,6 +114,17 @@ class TextCounter:
         return [self.count(t) for t in texts]
 
     def count(self, text: str) -> int | None:
+        if self._is_plain(text) and _tight(text):
+            # Every space follows a character that is not whitespace: a place the pattern always cuts (no piece
+            # holds a space after its first character but whitespace runs, which cannot begin before it). So the
+            # text's count is its words' counts, and words recur (remembered) even when every question differs.
+            if len(self._words) >= MEMO_MAX:
+                self._words.clear()
+            first, _, rest = text.partition(" ")
+            return self._first[first] + (sum(map(self._words.__getitem__, rest.split(" "))) if rest else 0)
+        return self._by_lines(text)
+
+    def _by_lines(self, text: str) -> int | None:
         lines = self._lines
         total = 0
         for line in _CUT.split(text):
@@ -109,20 +139,31 @@ class TextCounter:
             total += n
         return total
 
+    def _is_plain(self, text: str) -> bool:
+        """Printable ASCII (with tab and line ends) without an added token's text."""
+        if self._plain_without_added.fullmatch(text) is not None:  # not even an added token's first character
+            return True
+        return _PLAIN.fullmatch(text) is not None and (self._added is None or self._added.search(text) is None)
+
     def _line(self, line: str) -> int | None:
-        if _PLAIN.fullmatch(line) and (self._added is None or self._added.search(line) is None):
-            pieces = self._pieces
-            if len(pieces) >= MEMO_MAX:
-                pieces.clear()
-            total = 0
-            for piece in self._split.findall(line):
-                n = pieces.get(piece)
-                if n is None:
-                    n = pieces[piece] = len(self.backend.model.tokenize(self._bytes.pre_tokenize_str(piece)[0][0]))
-                total += n
-            return total
+        if self._is_plain(line):
+            return self._plain(line)
         ids = self.backend.encode(line, add_special_tokens=False).ids
         return None if self._watched.intersection(ids) else len(ids)
+
+    def _plain(self, text: str) -> int:
+        """The count of a plain text (`_is_plain`): its pieces' BPE lengths."""
+        if len(self._pieces) >= MEMO_MAX:
+            self._pieces.clear()
+        return sum(map(self._pieces.__getitem__, self._split.findall(text)))
+
+    def _bpe(self, piece: str) -> int:
+        return len(self.backend.model.tokenize(self._bytes.pre_tokenize_str(piece)[0][0]))
+
+
+def _tight(text: str) -> bool:
+    """No space at the start or after whitespace (str operations: a regex search was slower)."""
+    return text[:1] != " " and "  " not in text and "\n " not in text and "\t " not in text and "\r " not in text
 
 
 def _ascii_split(backend: Any) -> re.Pattern[str] | None:
