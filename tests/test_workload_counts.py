@@ -29,6 +29,10 @@ PARTS = ["\n", "\n\n", " ", "  ", "   ", "\t", "\r", "\r\n", "\x0b", "\x0c", "\x
          "<|im_end", "|>", "Question:", "Answer with the letter.", " red", " (12)"]
 
 
+PLAIN = ["\t", "\n", "\r", *map(chr, range(0x20, 0x7F))]
+WORDS = ["Question", "A.", "(B)", "it's", "I'LL", "12", "3456", "?", "!!", ":", "\n", "\n\n", "\t", "x\n", "'s", "<b>"]
+
+
 @pytest.fixture(scope="module")
 def qwen3() -> PromptCounter:
     ref = models.resolve("tiny-qwen3-vl")
@@ -55,12 +59,11 @@ def test_text_counts_are_the_tokenizers(qwen3: PromptCounter) -> None:
     texts = ["".join(rnd.choice(PARTS) for _ in range(rnd.randint(0, 40))) for _ in range(4000)]
     texts += [f"Question {i}: which colour?\nA. red ({i})\nB. it's {i * 7919}\n\nThe best answer is:"
               for i in range(300)]
+    # Texts of words and single spaces (counted word by word), with any ending.
+    texts += [" ".join(rnd.choice(WORDS) for _ in range(rnd.randint(1, 12))) + rnd.choice(["", " ", "\n", " \n"])
+              for _ in range(3000)]
     assert _check_counts(counter, texts) > len(texts) // 2  # the rest hold a placeholder's text
     assert _check_counts(counter, texts) > len(texts) // 2  # again, from the remembered lines and pieces
-
-
-PLAIN = ["\t", "\n", "\r", *map(chr, range(0x20, 0x7F))]
-WORDS = ["Question", "A.", "(B)", "it's", "I'LL", "12", "3456", "?", "!!", ":", "\n", "\n\n", "\t", "x\n", "'s", "<b>"]
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -80,7 +83,7 @@ PROMPTS = ["Select the best answer.\nQuestion 3: which colour?\nA. red (3)\nB. g
            "\nQuestion: what?\nA: one\nB: two\n\nDo not generate any intermediate reasoning process.\n", "",
            " leading and trailing ", "caf\u00e9 e\u0301 \u4e2d\u6587\n\u00a0x", "a <|video_pad|> inside",
            "<|vision_start|><|video_pad|><|vision_end|> again", "<|im_end|>\n<|im_start|>assistant\n", "'s 's 'S\n\n\n",
-           "<think>\nreasoning\n</think>\n\nanswer", "x\x1c\x0by\r\n z", "\n", "  ", "12345 67 8"]
+           "<think>\nreasoning\n</think>\n\nanswer", "x\x1c\x0by\r\n z", "\n", "  ", "12345 67 8", "A ", "A.\nB: x "]
 
 
 @pytest.mark.parametrize("tiny", [f.tiny_model for f in families.registry().values()])

@@ -46,7 +46,7 @@ _PLAIN = re.compile(r"[\t\n\r -~]*")  # printable ASCII, tab, newline, carriage 
 _PROBES = ("", "Question 12: which colour is it?\nA. red (12)\nB. green\n\nThe best answer is:",
            "  two  spaces\t\ttabs \n\n\n  x  \r\n", "it's I'LL we'd they've 1234567 3.14 $5,000.00 (A) [b] {c}",
            "<|im_end|> inside\n<|video_pad|>", "caf\u00e9 e\u0301 \u4e2d\u6587 \u00a0nbsp\u2028sep\x1c\x0b",
-           "\n\nA\n\n")
+           "\n\nA\n\n", "a trailing space ", "A: x\nB: y ")
 # Texts put between a frame's halves to check that they tokenize apart from it (frame_tokens).
 _FRAME_PROBES = ("x", " x ", "\n", "\n\nQuestion?\nA. a\n\n", "  ", "\t", "e\u0301 caf\u00e9\u00a0", "<|im_end|>", "'s")
 MEMO_MAX = 1 << 16  # lines and pieces remembered; cleared beyond (a suite whose every line differs stays bounded)
@@ -120,8 +120,8 @@ class TextCounter:
             # text's count is its words' counts, and words recur (remembered) even when every question differs.
             if len(self._words) >= MEMO_MAX:
                 self._words.clear()
-            first, _, rest = text.partition(" ")
-            return self._first[first] + (sum(map(self._words.__getitem__, rest.split(" "))) if rest else 0)
+            first, space, rest = text.partition(" ")
+            return self._first[first] + (sum(map(self._words.__getitem__, rest.split(" "))) if space else 0)
         return self._by_lines(text)
 
     def _by_lines(self, text: str) -> int | None:
