@@ -215,6 +215,7 @@ class _Tally:
     loads: dict[str, int] = field(default_factory=dict)  # the same for every entry the benchmark loads
     headers: dict[str, VideoHeader] = field(default_factory=dict)  # the chunk in flight: sample key -> its header
     keys: dict[tuple[str, Any], str] = field(default_factory=dict)  # (fingerprint, window) -> cache key
+    videos: dict[tuple[Path, Any], tuple[VideoHeader, VideoGeometry]] = field(default_factory=dict)  # (path, window)
 
     def fail(self, kind: str) -> None:
         self.unplanned[kind] = self.unplanned.get(kind, 0) + 1
@@ -279,18 +280,11 @@ def _media(entry: PlanEntry, spec: FrameSpec, counter: PromptCounter, found: Map
     header = None
     try:
         if entry.video is not None:
-            header = found[entry.video]
-            if isinstance(header, SampleError):
-                raise header
-            geometry = video_geometry(header, spec, entry.window, counter.memo)
+            known = tally.videos.get((entry.video, entry.window))  # the questions of one video share it
+            if known is None:
+                known = _video(entry.video, entry.window, spec, counter, found, tally, entry_path)
+            header, geometry = known
             videos.append(geometry)
-            key = tally.keys.get((header.fingerprint, entry.window))
-            if key is None:  # the questions of one video share it (hashing per question cost 1 s per 100,000)
-                key = tally.keys[header.fingerprint, entry.window] = cache_key(header.fingerprint, spec, entry.window)
-            if key not in tally.loads:
-                tally.loads[key] = geometry.frames * geometry.height * geometry.width * 3
-                if not entry_path(key).exists():
-                    tally.entries[key] = tally.loads[key]
         images = [image_spec.image_size(*image_size(p)) for p in entry.images]
         prompt = entry.prompt(entry.sample) if callable(entry.prompt) else entry.prompt
         counter.render(prompt, len(videos), len(images))  # its failure is this sample's (counts renders again)
@@ -302,6 +296,25 @@ def _media(entry: PlanEntry, spec: FrameSpec, counter: PromptCounter, found: Map
     except Exception:  # noqa: BLE001 - the run records it (prompt_error and the like); the plan only counts it
         tally.fail("unplanned")
     return None
+
+
+def _video(video: Path, window: Any, spec: FrameSpec, counter: PromptCounter, found: Mapping[Path, Any],
+           tally: _Tally, entry_path: Callable[[str], Path]) -> tuple[VideoHeader, VideoGeometry]:
+    """The header and geometry of a video (window) the benchmark has not planned yet, its cache entry counted; raises
+    the SampleError that stops it (not remembered: each of its questions fails with it)."""
+    header = found[video]
+    if isinstance(header, SampleError):
+        raise header
+    geometry = video_geometry(header, spec, window, counter.memo)
+    key = tally.keys.get((header.fingerprint, window))
+    if key is None:  # the copies of one content share it (hashing per question cost 1 s per 100,000)
+        key = tally.keys[header.fingerprint, window] = cache_key(header.fingerprint, spec, window)
+    if key not in tally.loads:
+        tally.loads[key] = geometry.frames * geometry.height * geometry.width * 3
+        if not entry_path(key).exists():
+            tally.entries[key] = tally.loads[key]
+    tally.videos[video, window] = header, geometry
+    return header, geometry
 
 
 def _tally(entry: PlanEntry, count: Any, videos: list[VideoGeometry], counter: PromptCounter, tally: _Tally) -> int:
