@@ -140,3 +140,23 @@ def test_tokenizers_or_frames_it_cannot_vouch_for_get_no_shortcut(qwen3: PromptC
     assert frame_tokens(tok, before, "\n<|im_end|>", target, image) is None
     tok.add_special_tokens(["<|vision_end|>!"])
     assert frame_tokens(tok, before, after, target, image) is None
+
+
+def test_the_llama3_pattern_counts_digits_in_threes(qwen3: PromptCounter) -> None:
+    """The other accepted split pattern (\\p{N}{1,3}, the Llama-3 / GLM-4 kind) on the same vocabulary: counts are
+    the tokenizer's, and digits are not all counted as 0 (a run of three is one piece, its tokens depend on it)."""
+    from tokenizers import Regex, pre_tokenizers
+
+    from vbench_async.workload.counts import _ASCII_PATTERNS
+
+    pattern = next(p for p in _ASCII_PATTERNS if "{1,3}" in p)
+    tok = tokenizers.Tokenizer.from_file(str(Path(models.resolve("tiny-qwen3-vl").path) / "tokenizer.json"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    counter = TextCounter.of(tok, {*qwen3.video_target, qwen3.image_id})
+    assert counter is not None and counter._digits is None
+    rnd = random.Random(13)
+    texts = ["".join(rnd.choice(PARTS) for _ in range(rnd.randint(0, 30))) for _ in range(2000)]
+    texts += [f"Question {i}: {i * 7919} or {i}?\nA. {i}.5 ({i})" for i in range(0, 100000, 97)]
+    assert _check_counts(counter, texts) > len(texts) // 2

@@ -81,6 +81,11 @@ class TextCounter:
         self._bytes = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
         self._lines: dict[str, int] = {}
         self._pieces = _Memo(self._bpe)  # a pre-tokenizer piece -> its BPE length
+        # Where every digit is a piece of its own (the pattern's \p{N} without {1,3}: no other alternative holds a
+        # digit, and the pattern names no particular digit) and one token, digits can all be counted as 0: the
+        # words of numbered questions and options then recur.
+        single = "[0-9]|" in split.pattern and all(self._bpe(d) == 1 for d in "0123456789")
+        self._digits = bytes.maketrans(b"123456789", b"000000000") if single else None
         self._first = _Memo(self._plain)  # a text's first word -> its count
         self._words = _Memo(self._plain, " ")  # what follows a space, up to the next one -> " " + it, counted
 
@@ -120,6 +125,8 @@ class TextCounter:
             # text's count is its words' counts, and words recur (remembered) even when every question differs.
             if len(self._words) >= MEMO_MAX:
                 self._words.clear()
+            if self._digits is not None:  # plain: ASCII
+                text = text.encode("ascii").translate(self._digits).decode("ascii")
             first, space, rest = text.partition(" ")
             return self._first[first] + (sum(map(self._words.__getitem__, rest.split(" "))) if space else 0)
         return self._by_lines(text)

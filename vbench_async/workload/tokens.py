@@ -90,6 +90,7 @@ class PromptCounter:
         self._lines: LineTokenizer | None | bool = False  # made on first use (False: not yet)
         self._texts: TextCounter | None | bool = False  # likewise
         self._frame_counts: dict[tuple[int, int], int | None] = {}
+        self._one_video: dict[tuple[int, VideoGeometry], PromptCount] = {}  # PromptCount is immutable: shared
         # Per geometry, and per counter (a cache on the method would keep every counter and its processor alive).
         self._replacement = lru_cache(maxsize=65536)(self._remembered("video_replacement"))
         self._video_tokens = lru_cache(maxsize=65536)(self._remembered("video_tokens"))
@@ -223,9 +224,11 @@ class PromptCounter:
         out: list[PromptCount | None] = []
         slow: list[int] = []
         texts = self._text_counter()
+        frames = self._frame_counts
         for prompt, videos, images in prompts:
-            base = self._frame_tokens(len(videos), len(images)) if texts and SENTINEL not in prompt else None
-            n = texts.count(prompt) if base is not None and texts is not None else None
+            layout = (len(videos), len(images))
+            base = frames[layout] if layout in frames else self._frame_tokens(*layout)
+            n = texts.count(prompt) if base is not None and texts is not None and SENTINEL not in prompt else None
             if not n:  # no shortcut, or an empty text (the frame's halves then meet: counted whole)
                 slow.append(len(out))
                 out.append(None)
@@ -246,6 +249,17 @@ class PromptCounter:
     def _expand(self, unexpanded: int, videos: Sequence[VideoGeometry], images: Sequence[tuple[int, int]]
                 ) -> PromptCount:
         """The count from the prompt's tokens other than the placeholders (`unexpanded`) and its media."""
+        if len(videos) == 1 and not images:  # most prompts: one video (the general case below, spelt out)
+            key = (unexpanded, videos[0])
+            found = self._one_video.get(key)
+            if found is None:
+                if len(self._one_video) >= 65536:
+                    self._one_video.clear()
+                size = self.video_tokens(videos[0])
+                found = self._one_video[key] = PromptCount(
+                    visual_tokens=size, prompt_tokens=unexpanded + self.video_replacement(videos[0]),
+                    largest_item_tokens=size)
+            return found
         total = unexpanded
         items = [self.video_tokens(v) for v in videos]
         total += sum(self.video_replacement(v) for v in videos)
