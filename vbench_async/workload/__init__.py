@@ -33,7 +33,10 @@ def build_plan(model: Any, benchmarks: Sequence[tuple[Any, Any, Sequence[tuple[A
     headers = HeaderStore(cache.root, cache.decoder, workers=min(16, (os.cpu_count() or 1) * 4),
                           fingerprint=cache.fingerprint)
     # The processor's answers from the last plan of this model (memo.py): transformers is imported only for new ones.
-    memo = ProcessorMemo.at(cache.root / "plan", model.path, model.fingerprint, model.family)
+    # Not for a hub id whose revision is unknown: its files could change under the same fingerprint.
+    known = Path(model.path).is_dir() or not model.fingerprint.endswith("@unknown")
+    memo = ProcessorMemo.at(cache.root / "plan", model.path, model.fingerprint, model.family) if known else \
+        ProcessorMemo()
     counter = PromptCounter(model.path, model.family, memo)
     plan = plan_workload(
         inputs, counter, _limits(model.path, memo), headers,

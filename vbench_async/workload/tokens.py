@@ -6,6 +6,7 @@ the prompt lengths the engines report.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
@@ -113,7 +114,9 @@ class PromptCounter:
 
     def _remembered(self, name: str) -> Callable[[VideoGeometry], int]:
         def answer(video: VideoGeometry) -> int:
-            key = json.dumps([video.frames, video.height, video.width, list(video.indices), video.fps])
+            # A digest of the fields: hundreds of frame indices per key would make the memo file large.
+            fields = json.dumps([video.frames, video.height, video.width, list(video.indices), video.fps])
+            key = hashlib.blake2b(fields.encode(), digest_size=16).hexdigest()
             return self.memo.get(name, key, lambda: int(getattr(self.rule, name)(video)))
         return answer
 
