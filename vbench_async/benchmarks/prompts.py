@@ -161,7 +161,8 @@ class Prepared:
         assert template.filename is not None  # loaded from TEMPLATE_DIR
         tree = template.environment.parse(Path(template.filename).read_text(encoding="utf-8"))
         shares = any(True for _ in tree.find_all((nodes.Include, nodes.Extends)))
-        shares = shares or any(n.with_context for n in tree.find_all((nodes.Import, nodes.FromImport)))
+        shares = shares or any(getattr(n, "with_context", False)
+                               for n in tree.find_all((nodes.Import, nodes.FromImport)))
         reads = None if shares else frozenset(meta.find_undeclared_variables(tree))
         return cls(template, reads, dict(template.globals))
 
@@ -176,7 +177,7 @@ class Prepared:
 
         ctx = new_context(t.environment, t.name, t.blocks, context, False, self.globals, None)
         try:
-            return t.environment.concat(t.root_render_func(ctx))  # type: ignore[attr-defined]
+            return t.environment.concat(t.root_render_func(ctx))
         except Exception:  # as Template.render does: the template's own traceback
             t.environment.handle_exception()
             raise  # handle_exception always raises

@@ -207,7 +207,7 @@ def frame_tokens(backend: Any, before: str, after: str, target: Sequence[int], i
         if backend.encode(before + text + after, add_special_tokens=True).ids != head + alone + tail:
             return None
     placeholders = (count_runs(head, target) + count_runs(tail, target)) * len(target)
-    return len(head) + len(tail) - placeholders - head.count(image_id) - tail.count(image_id)
+    return int(len(head) + len(tail) - placeholders - head.count(image_id) - tail.count(image_id))
 
 
 def _bounded(part: str, edge: list[int], added: dict[int, Any], has: Any) -> bool:

@@ -17,7 +17,7 @@ import hashlib
 import json
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, TypeVar, cast
 
 from ..frames.layout import write_text_atomic
 
@@ -89,7 +89,7 @@ class ProcessorMemo:
                 rows.clear()
             rows[key] = compute()
             self.changed = True
-        return rows[key]
+        return cast(T, rows[key])
 
     @property
     def tokenizer_file(self) -> Path | None:

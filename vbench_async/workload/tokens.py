@@ -232,7 +232,7 @@ class PromptCounter:
             layout = (len(videos), len(images))
             base = frames[layout] if layout in frames else self._frame_tokens(*layout)
             n = texts.count(prompt) if base is not None and texts is not None and SENTINEL not in prompt else None
-            if not n:  # no shortcut, or an empty text (the frame's halves then meet: counted whole)
+            if base is None or not n:  # no shortcut, or an empty text (the frame's halves then meet: counted whole)
                 slow.append(len(out))
                 out.append(None)
             else:
