@@ -4,7 +4,9 @@ and its peak memory: 10,000 questions over 1,000 video paths (hard links to 20 d
 tokenizer, header store, frame rules) with the built-in tiny Qwen3-VL model (timestamps included).
 
 Cold and warm run in one fresh interpreter each, side by side in this run; the times are of `plan()` (wall and this
-process's CPU, which a loaded machine does not inflate); RSS is the process's peak (ru_maxrss).
+process's CPU, which a loaded machine does not inflate); RSS is the process's peak (ru_maxrss). Cold starts from an
+empty cache folder: it probes the headers and asks the processor (importing transformers and torch); warm reads both
+from the cache (the processor's answers: vbench_async/workload/memo.py).
 
     PYTHONPATH=. .venv/bin/python perf/plan.py [--records 10000] [--videos 1000] [--contents 20] [--workdir DIR]
 
@@ -98,7 +100,7 @@ def main() -> None:
           f"{', distinct options' if args.distinct_options else ''}), tiny "
           f"Qwen3-VL: cold {cold['seconds']} s ({cold['cpu_s']} s CPU), warm {warm['seconds']} s "
           f"({warm['cpu_s']} s CPU), target warm < 10 s CPU: {'PASS' if warm['cpu_s'] < 10 else 'FAIL'}, "
-          f"peak RSS {warm['rss_mib']} MiB (plan(), its imports of transformers and torch included), load {load}")
+          f"peak RSS {warm['rss_mib']} MiB (plan() and what it imports), load {load}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from vbench_async.benchmarks import get_benchmark, list_benchmarks
+from vbench_async.benchmarks.prompts import PROMPT_VARIANTS
+from vbench_async.errors import SampleError
 from vbench_async.samples import parse_record
 
 GOLDEN = Path(__file__).resolve().parent / "fixtures" / "prompts" / "golden.jsonl"
@@ -44,3 +46,24 @@ def test_every_benchmark_has_a_golden_prompt_or_a_named_exception() -> None:
     covered = {c["benchmark"].partition("@")[0] for c in CASES}
     assert covered.isdisjoint(EXCEPTIONS)
     assert real == covered | set(EXCEPTIONS), sorted(real - covered - set(EXCEPTIONS))
+
+
+@pytest.mark.parametrize("variant", PROMPT_VARIANTS)
+@pytest.mark.parametrize("thinking", [False, True])
+def test_a_plans_renderer_renders_as_render_prompt(variant: str, thinking: bool) -> None:
+    """`prompt_renderer` (each template prepared once: the context variables it reads, its globals merged once)
+    gives every golden record, under every variant, with and without thinking, the text `render_prompt` gives, and
+    the same refusals."""
+    for case in CASES:
+        bench = get_benchmark(case["benchmark"])
+        bench.prompt_variant = variant
+        sample = parse_record(case["record"], benchmark=bench.id, index=0)
+        render = bench.prompt_renderer(thinking)
+        try:
+            expected = bench.render_prompt(sample, thinking)
+        except SampleError:
+            with pytest.raises(SampleError):
+                render(sample)
+            continue
+        assert render(sample) == expected, (case["benchmark"], case["case"])
+        assert render(sample) == expected  # again, from the prepared template

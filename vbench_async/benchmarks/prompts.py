@@ -105,37 +105,82 @@ def letter_list(letters: list[str]) -> str:
 
 
 def render(template: str, sample: Sample, thinking: bool = False,
-           loaded: dict[str, jinja2.Template] | None = None) -> str:
+           loaded: dict[str, Prepared] | None = None) -> str:
     """Render one sample with the named template (a card's template name, or a variant's file as `resolve` names
-    it). Raises SampleError for a sample the template cannot serve. `loaded`: templates already looked up by this
-    caller (a plan renders 100,000 prompts; looking a template up again checks its file each time)."""
-    compiled = loaded.get(template) if loaded is not None else None
-    if compiled is None:
+    it). Raises SampleError for a sample the template cannot serve. `loaded`: templates already looked up and
+    prepared by this caller (a plan renders 100,000 prompts; looking a template up again checks its file each
+    time)."""
+    prepared = loaded.get(template) if loaded is not None else None
+    if prepared is None:
         if template not in _variant_files():
             check_template(template)
         compiled = environment().get_template(f"{template}.jinja")
+        prepared = Prepared.of(compiled) if loaded is not None else Prepared(compiled)
         if loaded is not None:
-            loaded[template] = compiled
+            loaded[template] = prepared
     from ..scoring.task_types import canonical_or_given
 
     task_type = canonical_or_given(sample.task_type)
     if not sample.options and (template.rpartition("/")[2] == "multiple_choice"
                                or (template.startswith("official/") and task_type == "multiple choice")):
         raise SampleError("record_invalid", f"{sample.key}: a multiple-choice question without options")
-    letters = sample.option_letters
+    reads = prepared.reads
     context: dict[str, Any] = {
         "question": sample.question,
         "options": list(sample.options),
-        "option_texts": [_OPTION_PREFIX.sub("", o, count=1) for o in sample.options],
-        "letters": letters,
-        "letter_list": letter_list(letters),
         "has_image": bool(sample.images),
         "thinking": bool(thinking),
         "task": sample.task_type,
         "task_type": task_type,
-        "fields": dict(sample.fields),
     }
-    return compiled.render(context)
+    # The costlier values only for a template that reads them (the rendered text is the same: it reads no other).
+    if reads is None or "option_texts" in reads:
+        context["option_texts"] = [_OPTION_PREFIX.sub("", o, count=1) for o in sample.options]
+    if reads is None or "letters" in reads or "letter_list" in reads:
+        letters = sample.option_letters
+        context["letters"] = letters
+        context["letter_list"] = letter_list(letters)
+    if reads is None or "fields" in reads:
+        context["fields"] = dict(sample.fields)
+    return prepared.render(context)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A template, and what rendering it many times needs once: the context variables it reads (None: any, for a
+    template that includes or extends another, or imports one with its context) and its globals as one dict."""
+
+    template: jinja2.Template
+    reads: frozenset[str] | None = None
+    globals: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, template: jinja2.Template) -> Prepared:
+        from jinja2 import meta, nodes
+
+        assert template.filename is not None  # loaded from TEMPLATE_DIR
+        tree = template.environment.parse(Path(template.filename).read_text(encoding="utf-8"))
+        shares = any(True for _ in tree.find_all((nodes.Include, nodes.Extends)))
+        shares = shares or any(getattr(n, "with_context", False)
+                               for n in tree.find_all((nodes.Import, nodes.FromImport)))
+        reads = None if shares else frozenset(meta.find_undeclared_variables(tree))
+        return cls(template, reads, dict(template.globals))
+
+    def render(self, context: dict[str, Any]) -> str:
+        """`Template.render(context)`. With the globals merged once: jinja merges its chain of globals (the
+        template's and the environment's) into a new dict and set on every render, a third of a short prompt's
+        rendering time."""
+        t = self.template
+        if self.globals is None:
+            return t.render(context)
+        from jinja2.runtime import new_context
+
+        ctx = new_context(t.environment, t.name, t.blocks, context, False, self.globals, None)
+        try:
+            return t.environment.concat(t.root_render_func(ctx))
+        except Exception:  # as Template.render does: the template's own traceback
+            t.environment.handle_exception()
+            raise  # handle_exception always raises
 
 
 # "A. text", "A: text", "(A) text": the letter prefix of an option line (templates that letter options their own way)

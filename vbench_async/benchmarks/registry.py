@@ -18,7 +18,7 @@ from ..samples import Sample
 from . import aggregate as _aggregate
 from . import prompts
 from .card_check import check_card
-from .cards import Card, apply_preset, load_card
+from .cards import Card, apply_preset, load_card_and_data
 from .include import added, include_dirs
 from .sources import Resolved, load_records, resolve, to_samples
 from .sources import data_root as data_root_of
@@ -189,12 +189,12 @@ def _card_files(folder: Path, checked: bool = False) -> dict[str, tuple[Card, di
     """The cards of one folder; `checked`: also held to `check_card` (an included folder, read once per process)."""
     cards: dict[str, tuple[Card, dict]] = {}
     for path in sorted(folder.glob("*.yaml")):
-        card = load_card(path)
+        card, data = load_card_and_data(path)
         if card.id in cards:
             raise UserError(f"{path}: id {card.id!r} is already used by {cards[card.id][0].file}")
         if checked:
             check_card(card)
-        cards[card.id] = (card, yaml.safe_load(path.read_text(encoding="utf-8")))
+        cards[card.id] = (card, data)
     return cards
 
 

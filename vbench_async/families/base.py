@@ -49,6 +49,15 @@ class VideoShape:
     indices: tuple[int, ...]
     fps: float
 
+    def __hash__(self) -> int:
+        """The fields' hash, computed once: a plan looks each question's video up in the token rules' caches, and
+        hashing its frame indices every time cost more than the look-up."""
+        try:
+            return self.__dict__["_hash"]  # type: ignore[no-any-return]
+        except KeyError:
+            value = self.__dict__["_hash"] = hash((self.frames, self.height, self.width, self.indices, self.fps))
+            return value
+
 
 class VisualTokens(Protocol):
     """A family's placeholder rule, bound to one checkpoint's processor."""

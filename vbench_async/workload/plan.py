@@ -17,6 +17,7 @@ from ..errors import SampleError
 from ..frames.budget import free_disk
 from ..frames.keys import cache_key
 from ..frames.spec import FrameSpec, frame_range
+from .memo import ProcessorMemo
 from .probe import HeaderStore, VideoHeader, image_size
 from .sizing import EnginePlan, size_engine
 from .tokens import ModelLimits, PromptCounter, VideoGeometry
@@ -160,23 +161,25 @@ def estimate_cache(cache_root: Path, raw_by_key: Mapping[str, int], new_keys: se
 # ----------------------------------------------------------------------------------------------- geometry
 
 
-def video_geometry(header: VideoHeader, spec: FrameSpec, window: Any) -> VideoGeometry:
+def video_geometry(header: VideoHeader, spec: FrameSpec, window: Any, memo: ProcessorMemo | None = None
+                   ) -> VideoGeometry:
     """Frames and frame size the cache will produce for this video (decode.py's rules; FrameError as it would).
-    Known per (header, spec, window): the questions of one video share it."""
+    Known per (header, spec, window): the questions of one video share it. `memo`: the model's plan memo, which
+    keeps the frame indices between plans (computing them imports torch for the Qwen families)."""
     key = (header, spec, window)
     found = _GEOMETRY.get(key)
     if found is None:
         if len(_GEOMETRY) > 65536:  # a long-lived process planning many suites: stay bounded
             _GEOMETRY.clear()
-        found = _GEOMETRY[key] = _video_geometry(header, spec, window)
+        found = _GEOMETRY[key] = _video_geometry(header, spec, window, memo)
     return found
 
 
-def _video_geometry(header: VideoHeader, spec: FrameSpec, window: Any) -> VideoGeometry:
+def _video_geometry(header: VideoHeader, spec: FrameSpec, window: Any, memo: ProcessorMemo | None) -> VideoGeometry:
     first, last, count = frame_range(header.total_frames, header.fps, window)
     n = spec.frame_count(count, header.fps).n
     height, width = spec.frame_size(header.height, header.width, n)
-    return VideoGeometry(frames=n, height=height, width=width, indices=tuple(_indices(spec, first, last, n)),
+    return VideoGeometry(frames=n, height=height, width=width, indices=tuple(_indices(spec, first, last, n, memo)),
                          fps=header.fps)
 
 
@@ -184,10 +187,14 @@ _INDICES: dict[tuple[str, int, int, int], list[int]] = {}
 _GEOMETRY: dict[tuple[VideoHeader, FrameSpec, Any], VideoGeometry] = {}
 
 
-def _indices(spec: FrameSpec, first: int, last: int, n: int) -> list[int]:
+def _indices(spec: FrameSpec, first: int, last: int, n: int, memo: ProcessorMemo | None = None) -> list[int]:
     key = (spec.family, first, last, n)  # the family decides the selection rule
     if key not in _INDICES:
-        _INDICES[key] = spec.indices(first, last, n)
+        if memo is None:
+            _INDICES[key] = spec.indices(first, last, n)
+        else:
+            _INDICES[key] = memo.get("indices", f"{spec.family},{first},{last},{n}",
+                                     lambda: list(spec.indices(first, last, n)))
     return _INDICES[key]
 
 
@@ -208,6 +215,7 @@ class _Tally:
     loads: dict[str, int] = field(default_factory=dict)  # the same for every entry the benchmark loads
     headers: dict[str, VideoHeader] = field(default_factory=dict)  # the chunk in flight: sample key -> its header
     keys: dict[tuple[str, Any], str] = field(default_factory=dict)  # (fingerprint, window) -> cache key
+    videos: dict[tuple[Path, Any], tuple[VideoHeader, VideoGeometry]] = field(default_factory=dict)  # (path, window)
 
     def fail(self, kind: str) -> None:
         self.unplanned[kind] = self.unplanned.get(kind, 0) + 1
@@ -241,9 +249,8 @@ def plan_workload(
             chunk = bench.entries[start:start + CHUNK]
             media = [_media(e, bench.spec, counter, found, image_spec, tally, entry_path) for e in chunk]
             ready = [(e, m) for e, m in zip(chunk, media) if m is not None]
-            for (entry, (videos, images, _)), ids in zip(ready, counter.tokenize([m[2] for _, m in ready])):
-                prompt_tokens[entry.key] = _tally(entry, counter.count_ids(ids, videos, images), videos, counter,
-                                                  tally)
+            for (entry, (_, videos, _)), count in zip(ready, counter.counts([m for _, m in ready])):
+                prompt_tokens[entry.key] = _tally(entry, count, videos, counter, tally)
         tallies.append(tally)
     largest = max((max(t.prompts, default=0) for t in tallies), default=0)
     engine = size_engine(
@@ -264,7 +271,8 @@ def plan_workload(
 
 def _media(entry: PlanEntry, spec: FrameSpec, counter: PromptCounter, found: Mapping[Path, Any],
            image_spec: FrameSpec, tally: _Tally, entry_path: Callable[[str], Path]) -> tuple | None:
-    """(video geometries, image sizes, rendered prompt) of one entry, or None when it fails before the engine."""
+    """(prompt, video geometries, image sizes) of one entry, or None when it fails before the engine (a prompt the
+    chat template cannot render included)."""
     if entry.error is not None:
         tally.fail(entry.error.kind)
         return None
@@ -272,29 +280,41 @@ def _media(entry: PlanEntry, spec: FrameSpec, counter: PromptCounter, found: Map
     header = None
     try:
         if entry.video is not None:
-            header = found[entry.video]
-            if isinstance(header, SampleError):
-                raise header
-            geometry = video_geometry(header, spec, entry.window)
+            known = tally.videos.get((entry.video, entry.window))  # the questions of one video share it
+            if known is None:
+                known = _video(entry.video, entry.window, spec, counter, found, tally, entry_path)
+            header, geometry = known
             videos.append(geometry)
-            key = tally.keys.get((header.fingerprint, entry.window))
-            if key is None:  # the questions of one video share it (hashing per question cost 1 s per 100,000)
-                key = tally.keys[header.fingerprint, entry.window] = cache_key(header.fingerprint, spec, entry.window)
-            if key not in tally.loads:
-                tally.loads[key] = geometry.frames * geometry.height * geometry.width * 3
-                if not entry_path(key).exists():
-                    tally.entries[key] = tally.loads[key]
         images = [image_spec.image_size(*image_size(p)) for p in entry.images]
         prompt = entry.prompt(entry.sample) if callable(entry.prompt) else entry.prompt
-        text = counter.render(prompt, len(videos), len(images))
+        counter.render(prompt, len(videos), len(images))  # its failure is this sample's (counts renders again)
         if videos:
             tally.headers[entry.key] = header
-        return videos, images, text
+        return prompt, videos, images
     except SampleError as exc:
         tally.fail(exc.kind)
     except Exception:  # noqa: BLE001 - the run records it (prompt_error and the like); the plan only counts it
         tally.fail("unplanned")
     return None
+
+
+def _video(video: Path, window: Any, spec: FrameSpec, counter: PromptCounter, found: Mapping[Path, Any],
+           tally: _Tally, entry_path: Callable[[str], Path]) -> tuple[VideoHeader, VideoGeometry]:
+    """The header and geometry of a video (window) the benchmark has not planned yet, its cache entry counted; raises
+    the SampleError that stops it (not remembered: each of its questions fails with it)."""
+    header = found[video]
+    if isinstance(header, SampleError):
+        raise header
+    geometry = video_geometry(header, spec, window, counter.memo)
+    key = tally.keys.get((header.fingerprint, window))
+    if key is None:  # the copies of one content share it (hashing per question cost 1 s per 100,000)
+        key = tally.keys[header.fingerprint, window] = cache_key(header.fingerprint, spec, window)
+    if key not in tally.loads:
+        tally.loads[key] = geometry.frames * geometry.height * geometry.width * 3
+        if not entry_path(key).exists():
+            tally.entries[key] = tally.loads[key]
+    tally.videos[video, window] = header, geometry
+    return header, geometry
 
 
 def _tally(entry: PlanEntry, count: Any, videos: list[VideoGeometry], counter: PromptCounter, tally: _Tally) -> int:
@@ -339,7 +359,8 @@ def suggest_fix(bench: BenchmarkInput, worst: PlanEntry | None, header: VideoHea
 
         def fits(spec: FrameSpec) -> bool:
             try:
-                return counter.count(prompt, [video_geometry(header, spec, worst.window)]).prompt_tokens < budget
+                geometry = video_geometry(header, spec, worst.window, counter.memo)
+                return counter.count(prompt, [geometry]).prompt_tokens < budget
             except (SampleError, ValueError):
                 return False
 

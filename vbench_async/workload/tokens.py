@@ -6,14 +6,19 @@ the prompt lengths the engines report.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Sequence
+from functools import cached_property, lru_cache
+from typing import Any, Callable, Sequence, cast
 
 from .. import families
 from ..backends.base import chat_messages
 from ..families.base import VideoShape, count_runs
 from ..families.qwen_common import timestamps
+from . import snapshot
+from .counts import TextCounter, frame_tokens
+from .memo import ProcessorMemo
 from .pieces import LineTokenizer
 
 SENTINEL = "\x00vbench-prompt\x00"
@@ -71,22 +76,70 @@ class PromptCount:
 
 
 class PromptCounter:
-    """Counts prompt tokens exactly as the engine will, from the model directory's processor files."""
+    """Counts prompt tokens exactly as the engine will, from the model directory's processor files. `memo`: the
+    processor's answers from an earlier plan of this model (memo.py); the processor is loaded only for what it lacks."""
 
-    def __init__(self, model_path: str, family: str):
+    def __init__(self, model_path: str, family: str, memo: ProcessorMemo | None = None):
+        self.model_path = model_path
+        self.family = family
+        self.memo = memo if memo is not None else ProcessorMemo()
+        self.video_target: tuple[int, ...] = tuple(self.memo.get("rule", "video_target",
+                                                                 lambda: list(self.rule.video_target)))
+        self.image_id: int = self.memo.get("rule", "image_id", lambda: int(self.rule.image_id))
+        self._frames: dict[tuple[int, int], tuple[str, str] | None] = {}
+        self._backend: Any = False  # the fast tokenizer (a `tokenizers.Tokenizer`), or None; False: not yet known
+        self._lines: LineTokenizer | None | bool = False  # made on first use (False: not yet)
+        self._texts: TextCounter | None | bool = False  # likewise
+        self._frame_counts: dict[tuple[int, int], int | None] = {}
+        self._one_video: dict[tuple[int, VideoGeometry], PromptCount] = {}  # PromptCount is immutable: shared
+        # Per geometry, and per counter (a cache on the method would keep every counter and its processor alive).
+        self._replacement = lru_cache(maxsize=65536)(self._remembered("video_replacement"))
+        self._video_tokens = lru_cache(maxsize=65536)(self._remembered("video_tokens"))
+        self._image_tokens = lru_cache(maxsize=65536)(self._image_rule)
+
+    # -- the processor, loaded when the memo lacks an answer -------------------------------------------------------
+    @cached_property
+    def processor(self) -> Any:
         from transformers import AutoProcessor
 
-        self.family = family
-        self.processor = AutoProcessor.from_pretrained(model_path)
-        self.tokenizer = self.processor.tokenizer
-        self.rule = families.get(family).visual_tokens(self.processor)
-        self.video_target: tuple[int, ...] = tuple(self.rule.video_target)
-        self.image_id = self.rule.image_id
-        self._frames: dict[tuple[int, int], tuple[str, str] | None] = {}
-        self._lines: LineTokenizer | None | bool = False  # made on first use (False: not yet)
-        # Per geometry, and per counter (a cache on the method would keep every counter and its processor alive).
-        self._replacement = lru_cache(maxsize=65536)(self.rule.video_replacement)
-        self._video_tokens = lru_cache(maxsize=65536)(self.rule.video_tokens)
+        return AutoProcessor.from_pretrained(self.model_path)
+
+    @cached_property
+    def tokenizer(self) -> Any:
+        return self.processor.tokenizer
+
+    @cached_property
+    def rule(self) -> families.VisualTokens:
+        return families.get(self.family).visual_tokens(self.processor)
+
+    def _remembered(self, name: str) -> Callable[[VideoGeometry], int]:
+        def answer(video: VideoGeometry) -> int:
+            # A digest of the fields: hundreds of frame indices per key would make the memo file large.
+            fields = json.dumps([video.frames, video.height, video.width, list(video.indices), video.fps])
+            key = hashlib.blake2b(fields.encode(), digest_size=16).hexdigest()
+            return self.memo.get(name, key, lambda: int(getattr(self.rule, name)(video)))
+        return answer
+
+    def _image_rule(self, height: int, width: int, resize: bool) -> int:
+        return self.memo.get("image_tokens", f"{height},{width},{int(resize)}",
+                             lambda: int(self.rule.image_tokens(height, width, resize)))
+
+    def fast_tokenizer(self) -> Any:
+        """The processor's fast tokenizer (`tokenizers.Tokenizer`), from the memo's copy of its state when there is
+        one; None for a tokenizer without one."""
+        if self._backend is False:
+            self._backend = snapshot.load(self.memo.tokenizer_file) if self.memo.tokenizer_file else None
+            if self._backend is None:
+                self._backend = getattr(self.tokenizer, "_tokenizer", None)
+                if not hasattr(self._backend, "encode_batch_fast"):
+                    self._backend = None
+                elif self.memo.tokenizer_file is not None:
+                    snapshot.save(self._backend, self.memo.tokenizer_file)
+        return self._backend
+
+    def save(self) -> None:
+        """Keep what the processor answered for the next plan (memo.py)."""
+        self.memo.save()
 
     # -- pieces ----------------------------------------------------------------------------------------------------
     def render(self, prompt: str, n_videos: int, n_images: int) -> str:
@@ -106,28 +159,45 @@ class PromptCounter:
         None: every prompt goes through the template. Rendering the template per prompt cost more than tokenizing."""
         layout = (n_videos, n_images)
         if layout not in self._frames:
-            parts = self._render(SENTINEL, n_videos, n_images).split(SENTINEL)
-            frame = (parts[0], parts[1]) if len(parts) == 2 else None
-            if frame is not None and any(self._render(t, n_videos, n_images) != frame[0] + t + frame[1]
-                                         for t in _PROBES):
-                frame = None
-            self._frames[layout] = frame
+            found = self.memo.get("frame", f"{n_videos},{n_images}", lambda: self._find_frame(n_videos, n_images))
+            self._frames[layout] = (found[0], found[1]) if found is not None else None
         return self._frames[layout]
+
+    def _find_frame(self, n_videos: int, n_images: int) -> list[str] | None:
+        parts = self._render(SENTINEL, n_videos, n_images).split(SENTINEL)
+        if len(parts) != 2 or any(self._render(t, n_videos, n_images) != parts[0] + t + parts[1] for t in _PROBES):
+            return None
+        return parts
 
     def tokenize(self, texts: list[str]) -> list[list[int]]:
         """Token ids of rendered prompts, as the engine's processor tokenizes them (one batched call). The fast
         tokenizer's own batch call, without the offsets and wrappers transformers adds (the same ids)."""
         if not texts:
             return []
-        backend = getattr(self.tokenizer, "_tokenizer", None)
-        fast = getattr(backend, "encode_batch_fast", None)
-        if fast is None:
+        backend = self.fast_tokenizer()
+        if backend is None:
             return self.tokenizer(texts)["input_ids"]
         if self._lines is False:
             self._lines = LineTokenizer.of(backend)
         if isinstance(self._lines, LineTokenizer):  # shared lines tokenized once (pieces.py: the same ids)
             return self._lines.encode(texts)
-        return [e.ids for e in fast(texts, add_special_tokens=True)]
+        return [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=True)]
+
+    def _text_counter(self) -> TextCounter | None:
+        if self._texts is False:
+            backend = self.fast_tokenizer()
+            self._texts = TextCounter.of(backend, {*self.video_target, self.image_id}) if backend else None
+        return self._texts if isinstance(self._texts, TextCounter) else None
+
+    def _frame_tokens(self, n_videos: int, n_images: int) -> int | None:
+        """The frame's tokens for this media layout, placeholders not counted, when a text's count adds to it
+        (counts.frame_tokens); None: prompts of this layout are tokenized whole."""
+        layout = (n_videos, n_images)
+        if layout not in self._frame_counts:
+            frame, texts = self._frame(n_videos, n_images), self._text_counter()
+            self._frame_counts[layout] = None if frame is None or texts is None else frame_tokens(
+                texts.backend, frame[0], frame[1], self.video_target, self.image_id)
+        return self._frame_counts[layout]
 
     def video_tokens(self, video: VideoGeometry) -> int:
         """Embeddings of one video (what its encoder output, and the encoder cache, hold)."""
@@ -140,7 +210,7 @@ class PromptCounter:
     def image_tokens(self, height: int, width: int, resize: bool) -> int:
         """Embeddings of one image of this (already loaded and resized) size; `resize`: the engine's processor resizes
         it again (it does when the request has no video, whose do_resize=False would cover images too)."""
-        return self.rule.image_tokens(height, width, resize)
+        return self._image_tokens(height, width, resize)
 
     # -- a whole prompt --------------------------------------------------------------------------------------------
     def count(self, prompt: str, videos: Sequence[VideoGeometry] = (),
@@ -148,11 +218,52 @@ class PromptCounter:
         (ids,) = self.tokenize([self.render(prompt, len(videos), len(images))])
         return self.count_ids(ids, videos, images)
 
+    def counts(self, prompts: Sequence[tuple[str, Sequence[VideoGeometry], Sequence[tuple[int, int]]]]
+               ) -> list[PromptCount]:
+        """`count` of each (prompt, videos, images), for many prompts at once (a plan's). Where the chat template's
+        frame around the text is cut off from it by added tokens (counts.frame_tokens), a prompt's length is the
+        frame's, counted once per media layout, plus the text's token count (TextCounter); the other prompts are
+        rendered and tokenized whole, in one batch."""
+        out: list[PromptCount | None] = []
+        slow: list[int] = []
+        texts = self._text_counter()
+        frames = self._frame_counts
+        for prompt, videos, images in prompts:
+            layout = (len(videos), len(images))
+            base = frames[layout] if layout in frames else self._frame_tokens(*layout)
+            n = texts.count(prompt) if base is not None and texts is not None and SENTINEL not in prompt else None
+            if base is None or not n:  # no shortcut, or an empty text (the frame's halves then meet: counted whole)
+                slow.append(len(out))
+                out.append(None)
+            else:
+                out.append(self._expand(base + n, videos, images))
+        rendered = [self.render(prompts[i][0], len(prompts[i][1]), len(prompts[i][2])) for i in slow]
+        for i, ids in zip(slow, self.tokenize(rendered)):
+            out[i] = self.count_ids(ids, prompts[i][1], prompts[i][2])
+        return cast(list[PromptCount], out)  # every None was filled
+
     def count_ids(self, ids: Sequence[int], videos: Sequence[VideoGeometry] = (),
                   images: Sequence[tuple[int, int]] = ()) -> PromptCount:
         """The prompt's length once the engine expands the placeholders in `ids` (the tokenized rendered prompt)."""
         ids = list(ids)
-        total = len(ids) - count_runs(ids, self.video_target) * len(self.video_target) - ids.count(self.image_id)
+        return self._expand(len(ids) - count_runs(ids, self.video_target) * len(self.video_target)
+                            - ids.count(self.image_id), videos, images)
+
+    def _expand(self, unexpanded: int, videos: Sequence[VideoGeometry], images: Sequence[tuple[int, int]]
+                ) -> PromptCount:
+        """The count from the prompt's tokens other than the placeholders (`unexpanded`) and its media."""
+        if len(videos) == 1 and not images:  # most prompts: one video (the general case below, spelt out)
+            key = (unexpanded, videos[0])
+            found = self._one_video.get(key)
+            if found is None:
+                if len(self._one_video) >= 65536:
+                    self._one_video.clear()
+                size = self.video_tokens(videos[0])
+                found = self._one_video[key] = PromptCount(
+                    visual_tokens=size, prompt_tokens=unexpanded + self.video_replacement(videos[0]),
+                    largest_item_tokens=size)
+            return found
+        total = unexpanded
         items = [self.video_tokens(v) for v in videos]
         total += sum(self.video_replacement(v) for v in videos)
         resize = not videos
