@@ -25,7 +25,7 @@ def build_plan(model: Any, benchmarks: Sequence[tuple[Any, Any, Sequence[tuple[A
         render = bench.prompt_renderer(thinking)
         inputs.append(BenchmarkInput(
             id=bench.id, spec=spec, presets=dict(bench.card.presets),
-            entries=[PlanEntry(key=item.sample.key, sample=item.sample, prompt=render, video=video, window=window,
+            entries=[PlanEntry(sample=item.sample, prompt=render, video=video, window=window,
                                images=tuple(images or ()), error=item.error)
                      for item, video, window, images in entries]))
     headers = HeaderStore(cache.root, cache.decoder, workers=min(16, (os.cpu_count() or 1) * 4),
