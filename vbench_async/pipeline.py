@@ -64,7 +64,7 @@ class PlanEntry:
     video: Path | None = None
     spec: FrameSpec | None = None  # set with `video`
     window: Window | None = None
-    images: list[Path] = field(default_factory=list)
+    images: tuple[Path, ...] = ()  # a tuple: the empty one is shared by the many entries without images
 
 
 @dataclass
@@ -75,7 +75,7 @@ class VideoGroup:
     spec: FrameSpec | None
     window: Window | None
     items: list[WorkItem]
-    images: dict[str, list[Path]] = field(default_factory=dict)  # sample key -> extra images
+    images: dict[str, tuple[Path, ...]] = field(default_factory=dict)  # sample key -> extra images
 
 
 @dataclass

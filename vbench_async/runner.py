@@ -278,13 +278,13 @@ def _plan_benchmark(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_d
         if s.sample_id in done:
             continue
         item = WorkItem(sample=s, prompt=render, store=store)  # the prompt is rendered when the request is built
-        video, images = None, []
+        video, images = None, ()
         try:
             video = video_of(s) if s.video else None
-            images = benchmark.image_paths(s, data_root, allow_outside=outside) if s.images else []
+            images = tuple(benchmark.image_paths(s, data_root, allow_outside=outside)) if s.images else ()
         except SampleError as exc:
             item.error = exc
-        entries.append(PlanEntry(item, video, spec if video else None, s.window if video else None, images or []))
+        entries.append(PlanEntry(item, video, spec if video else None, s.window if video else None, images))
     return BenchmarkPlan(benchmark, store, spec, config, n_total=len(samples), entries=entries,
                          sample_ids=frozenset(s.sample_id for s in samples))
 
