@@ -202,7 +202,7 @@ def workload_plan(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], c
     sized = backend_kind(cfg.backend).sizes_context
     try:
         return build_plan(
-            model, [(p.benchmark, p.spec, [(e.item, e.video, e.window, e.images) for e in p.entries]) for p in plans],
+            model, [(p.benchmark, p.spec, p.entries) for p in plans],
             cache, thinking=cfg.thinking, max_tokens=cfg.sampling.max_tokens,
             concurrency=min(cfg.concurrency, engine.max_num_seqs or cfg.concurrency),  # sequences held at once
             max_model_len=engine.max_model_len if sized else None,

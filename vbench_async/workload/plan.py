@@ -92,7 +92,7 @@ class _Pairs(ItemsView[str, int]):
 class BenchmarkInput:
     id: str
     spec: FrameSpec
-    entries: list[PlanEntry]
+    entries: Sequence[PlanEntry]
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # the card's, for the suggested fix
 
 
