@@ -29,7 +29,7 @@ from ..failure_kinds import is_final
 from ..result import READINGS, Result
 from ..scoring.chance import chance_level
 from .current import complete_count
-from .lines import BadLine, read_lines
+from .lines import BadLine, iter_lines
 from .stats import Estimate, headline_estimate
 from .summaries import ReadingAggregate, guessed, official_read, reading_basis, readings_differ, summary_block
 from .verdicts import (
@@ -52,6 +52,9 @@ log = logging.getLogger(__name__)
 _FINAL, _DIFFER, _OFFICIAL, _ROBUST, _GUESSED, _NEEDS_JUDGE = 1, 2, 4, 8, 16, 32
 _OUTCOMES = {None: 0, JUDGED: 64, JUDGE_FAILED: 128, UNJUDGED: 192}  # two bits: what the judge did to the line
 _OUTCOME_MASK = 192
+# Aggregation kinds that parse a line's answer and extraction again (benchmarks/aggregate.py `_stvg_item`, for lines
+# written before the scorer stored its IoUs): only their lines keep those texts.
+_REPARSED = frozenset({"stvg"})
 
 
 @dataclass
@@ -79,31 +82,76 @@ def streamed_aggregate(run_dir: Path, benchmark: Benchmark, results_path: Path,
         return (current_ids is None or sid in current_ids) and sid not in listed
 
     bad: list[BadLine] = []
-    facts = read_lines(results_path, view=lambda rec: _facts(rec, judge), problems=bad)
+    facts, skip = _read_facts(results_path, judge, current, bad)
     stale = [sid for sid in facts if current_ids is not None and sid not in current_ids]
     if block is not None:
         stale = list(block.get("stale_ids") or ())
     elif stale:
         log.warning("%s: %d line(s) of samples no longer in the annotation file left out: %s", results_path,
                     len(stale), ", ".join(stale[:10]) + (" ..." if len(stale) > 10 else ""))
-    kept = [(sid, bits) for sid, bits in facts.items() if current(sid)]
+    tally = _Tally.of(facts, current)
     del facts
     aggs: dict[str, dict[str, Any]] = {}
     ests: dict[str, Estimate | None] = {}
     chance = None
+    texts = benchmark.card.aggregation.kind in _REPARSED
     for reading in READINGS:  # one reading's lines in memory at a time
-        seen = _seen(results_path, reading, judge, current)
+        seen = _seen(results_path, reading, judge, skip, texts)
         aggs[reading] = benchmark.aggregate(seen)
         ests[reading] = headline_estimate(seen, benchmark.card.aggregation) if seen else None
         if reading == READINGS[0]:
             chance = chance_level(seen)  # task types and option counts: the same under either reading
         del seen
-    readings = ReadingAggregate(
-        aggs["official"], aggs["robust"], ests, [sid for sid, bits in kept if bits & _DIFFER],
-        reading_basis(any(bits & _OFFICIAL for _, bits in kept), any(bits & _ROBUST for _, bits in kept)),
-        sum(1 for _, bits in kept if bits & _GUESSED), chance)
-    return StreamedAggregate(summary_block(readings.block(), judge.info(kept), stale, bad),
-                             sum(1 for _, bits in kept if bits & _FINAL))
+    readings = ReadingAggregate(aggs["official"], aggs["robust"], ests, tally.differing,
+                                reading_basis(tally.any_official, tally.any_robust), tally.n_guessed, chance)
+    return StreamedAggregate(summary_block(readings.block(), judge.info(tally), stale, bad), tally.n_final)
+
+
+@dataclass
+class _Tally:
+    """The facts of the current lines, summed (the per-line flags are dropped before any reading is read)."""
+
+    differing: list[str]  # ids whose readings differ, in file order
+    any_official: bool
+    any_robust: bool
+    n_guessed: int
+    n_final: int
+    any_needs_judge: bool
+    outcomes: dict[str, int]  # what the judge did: JUDGED, JUDGE_FAILED, UNJUDGED -> lines
+
+    @classmethod
+    def of(cls, facts: Mapping[str, int], current: Callable[[str], bool]) -> _Tally:
+        t = cls([], False, False, 0, 0, False, {name: 0 for name in _OUTCOMES if name is not None})
+        by_flag = {flag: name for name, flag in _OUTCOMES.items() if name is not None}
+        for sid, packed in facts.items():
+            if not current(sid):
+                continue
+            bits = packed & 0xFF
+            if bits & _DIFFER:
+                t.differing.append(sid)
+            t.any_official = t.any_official or bool(bits & _OFFICIAL)
+            t.any_robust = t.any_robust or bool(bits & _ROBUST)
+            t.n_guessed += bool(bits & _GUESSED)
+            t.n_final += bool(bits & _FINAL)
+            t.any_needs_judge = t.any_needs_judge or bool(bits & _NEEDS_JUDGE)
+            if bits & _OUTCOME_MASK:
+                t.outcomes[by_flag[bits & _OUTCOME_MASK]] += 1
+        return t
+
+
+def _read_facts(path: Path, judge: _Judge, current: Callable[[str], bool], bad: list[BadLine]
+                ) -> tuple[dict[str, int], set[int]]:
+    """Sample id -> the number of its latest line << 8 | that line's flags (`_facts`), in `read_lines`' order; and the
+    numbers of the lines the readings leave out: replaced by a later line of their sample, or not current."""
+    facts: dict[str, int] = {}
+    skip: set[int] = set()
+    for lineno, line in iter_lines(path, bad):
+        earlier = facts.pop(line["sample_id"], None)
+        if earlier is not None:
+            skip.add(earlier >> 8)
+        facts[line["sample_id"]] = lineno << 8 | _facts(line, judge)
+    skip.update(packed >> 8 for sid, packed in facts.items() if not current(sid))
+    return facts, skip
 
 
 def _facts(line: dict[str, Any], judge: _Judge) -> int:
@@ -115,11 +163,12 @@ def _facts(line: dict[str, Any], judge: _Judge) -> int:
             | _OUTCOMES[outcome])
 
 
-def _seen(path: Path, reading: str, judge: _Judge, current: Callable[[str], bool]) -> list[Result]:
-    """The current lines of `path`, judged, as `reading` scores them, shrunk (`_Shrink`), in file order."""
-    shrink = _Shrink()
-    lines = read_lines(path, view=lambda line: shrink(judge(Result.read(line))[0].seen_as(reading)))
-    return [r for sid, r in lines.items() if current(sid)]
+def _seen(path: Path, reading: str, judge: _Judge, skip: Collection[int], texts: bool) -> list[Result]:
+    """The lines of `path` but those numbered in `skip`, judged, as `reading` scores them, shrunk (`_Shrink`), in file
+    order: `read_lines`' lines and order (each sample's latest line), with no dict of them all."""
+    shrink = _Shrink(texts)
+    return [shrink(judge(Result.read(line))[0].seen_as(reading))
+            for lineno, line in iter_lines(path) if lineno not in skip]
 
 
 class _Judge:
@@ -138,35 +187,36 @@ class _Judge:
             self._verdicts = verdicts_to_apply(self.store)
         return judge_line(r, self._verdicts or {})
 
-    def info(self, kept: list[tuple[str, int]]) -> dict[str, Any] | None:
+    def info(self, tally: _Tally) -> dict[str, Any] | None:
         """The summary's "judge" block over the current lines (`verdicts.apply_active_judge`'s): None when no judge
         ran or no current line needs one."""
-        if self.identity is None or self.store is None or not any(bits & _NEEDS_JUDGE for _, bits in kept):
+        if self.identity is None or self.store is None or not tally.any_needs_judge:
             return None
-        counts = {name: sum(1 for _, bits in kept if (bits & _OUTCOME_MASK) == flag)
-                  for name, flag in _OUTCOMES.items() if name is not None}
-        info = judge_info(self.identity, counts)
+        info = judge_info(self.identity, tally.outcomes)
         info["file"] = str(self.store.path.relative_to(self.run_dir))
         return info
 
 
 class _Shrink:
     """A line seen through one reading, cut to what aggregation reads: the prompt, question, output and frames are
-    dropped (of the options only their count stays: the chance level reads it), the completion's counts too; short
-    strings are interned and the small dicts (fields, details, readings, error) shared between lines that hold the
-    same ones, so a line costs its record, its id and little else."""
+    dropped (of the options only their count stays: the chance level reads it), the completion's counts too, and the
+    reference answer and the extracted one unless the aggregation parses them again (`texts`); short strings are
+    interned and the small dicts (fields, details, readings, error) shared between lines that hold the same ones, so a
+    line costs its record, its id and little else."""
 
     _BOUND = 65536  # shared dicts kept at most (a file whose every line differs must not grow the table without end)
 
-    def __init__(self) -> None:
+    def __init__(self, texts: bool = True) -> None:
+        self.texts = texts
         self._dicts: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._options: dict[int, list[str]] = {}
 
     def __call__(self, r: Result) -> Result:
         return replace(
             r, benchmark=_text(r.benchmark), config_hash=_text(r.config_hash), task_type=_text(r.task_type),
-            question="", options=self._blank_options(len(r.options)), answer=_text(r.answer), video=_text(r.video),
-            fields=self._dict(r.fields), prompt="", output=None, extracted=_text(r.extracted), score=_number(r.score),
+            question="", options=self._blank_options(len(r.options)), answer=_text(r.answer) if self.texts else "",
+            video=_text(r.video), fields=self._dict(r.fields), prompt="", output=None,
+            extracted=_text(r.extracted) if self.texts else None, score=_number(r.score),
             details=self._dict(r.details), official=self._dict(r.official), robust=self._dict(r.robust),
             error=self._dict(r.error), frames=None, prompt_tokens=None, output_tokens=None, finish_reason=None,
             latency_s=None, line_score=_number(r.line_score))
