@@ -57,14 +57,18 @@ class WorkItem:
 
 
 @dataclass(slots=True)
-class PlanEntry:
-    """One pending sample of a plan with its media: the video to load (None without one) and its extra images."""
+class PlanEntry(WorkItem):
+    """One pending sample of a plan: its work item with its media, the video to load (None without one) and its extra
+    images. The entry is its own work item (`item`): a plan holds one object per question, not two."""
 
-    item: WorkItem
     video: Path | None = None
     spec: FrameSpec | None = None  # set with `video`
     window: Window | None = None
     images: tuple[Path, ...] = ()  # a tuple: the empty one is shared by the many entries without images
+
+    @property
+    def item(self) -> WorkItem:
+        return self
 
 
 @dataclass
