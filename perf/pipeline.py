@@ -62,7 +62,7 @@ async def loop_vs_engine(home: Path, cache_dir: Path, max_tokens: int, concurren
     from vbench_async.backends.vllm import VLLMBackend, VLLMSettings
     from vbench_async.benchmarks import resolve_benchmarks
     from vbench_async.frames import FrameCache
-    from vbench_async.pipeline import Pipeline, PlanEntry, WorkItem, group_by_video
+    from vbench_async.pipeline import Pipeline, PlanEntry, group_by_video
     from vbench_async.results.store import ResultStore
     from vbench_async.scoring import score
 
@@ -80,8 +80,9 @@ async def loop_vs_engine(home: Path, cache_dir: Path, max_tokens: int, concurren
         store = ResultStore(tmp, bench.id, "perf")
         for s in bench.load_samples(None):
             video = bench.video_path(s, None)
-            item = WorkItem(sample=s, prompt=bench.render_prompt(s), store=store)
-            entries.append(PlanEntry(item, video, spec, s.window))
+            item = PlanEntry(sample=s, prompt=bench.render_prompt(s), store=store, video=video, spec=spec,
+                             window=s.window)
+            entries.append(item)
             cv = cache.get(video, spec, s.window)
             preloaded[s.key] = Request(request_id=s.key, prompt=item.prompt, sampling=sampling,
                                        videos=(VideoInput(cv.frames, cv.hf_metadata(), cv.key),))
@@ -160,7 +161,7 @@ def writer_side_by_side(work: Path, questions: int, concurrency: int, reps: int 
     """(w): the same loop with the old inline writer and scorer, and with the threads; best of `reps` each."""
     from vbench_async.backends.base import SamplingParams
     from vbench_async.benchmarks import get_benchmark, score_sample
-    from vbench_async.pipeline import Pipeline, PlanEntry, WorkItem, group_by_video
+    from vbench_async.pipeline import Pipeline, PlanEntry, group_by_video
     from vbench_async.results.store import ResultStore
     from vbench_async.samples import Sample
 
@@ -178,7 +179,7 @@ def writer_side_by_side(work: Path, questions: int, concurrency: int, reps: int 
 
     async def one(cls, out: Path) -> dict:
         store = ResultStore(out, "mmvu", "perf")
-        entries = [PlanEntry(WorkItem(s, bench.render_prompt(s), store)) for s in samples]
+        entries = [PlanEntry(s, bench.render_prompt(s), store) for s in samples]
         lags: list[float] = []
         done = asyncio.Event()
 

@@ -39,7 +39,7 @@ def _cached(tmp_path: Path):
 def _run(tmp_path: Path, backend, cache, video, spec, n: int, score=None):
     from vbench_async.backends.base import SamplingParams
     from vbench_async.benchmarks import get_benchmark, score_sample
-    from vbench_async.pipeline import Pipeline, PlanEntry, WorkItem, group_by_video
+    from vbench_async.pipeline import Pipeline, PlanEntry, group_by_video
     from vbench_async.results.store import ResultStore
     from vbench_async.samples import Sample
 
@@ -47,7 +47,7 @@ def _run(tmp_path: Path, backend, cache, video, spec, n: int, score=None):
     store = ResultStore(tmp_path / "run", "mmvu", "cfg")
     samples = [Sample(benchmark="mmvu", sample_id=f"q{i}", task_type="multiple choice", question=f"[{i}] Colour?",
                       options=["A. red", "B. green"], answer="A", video="clip.mp4") for i in range(n)]
-    entries = [PlanEntry(WorkItem(s, bench.render_prompt(s), store), video, spec) for s in samples]
+    entries = [PlanEntry(s, bench.render_prompt(s), store, video=video, spec=spec) for s in samples]
     pipeline = Pipeline(backend, cache.get_or_decode, lambda p: None, score or score_sample, SamplingParams(),
                         concurrency=8)
 

@@ -88,7 +88,7 @@ from vbench_async.runner import RunConfig, plan
 w = plan(RunConfig(model=sys.argv[1], selection=Selection(suite="demo"), cache_dir=Path(sys.argv[2])))
 d = w.to_dict()
 d.pop("free_disk_bytes")
-print(json.dumps({"plan": d, "prompt_tokens": w.prompt_tokens,
+print(json.dumps({"plan": d, "prompt_tokens": dict(w.prompt_tokens),
                   "imported": sorted(m for m in ("torch", "transformers") if m in sys.modules)}))
 """
 

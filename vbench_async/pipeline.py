@@ -57,14 +57,18 @@ class WorkItem:
 
 
 @dataclass(slots=True)
-class PlanEntry:
-    """One pending sample of a plan with its media: the video to load (None without one) and its extra images."""
+class PlanEntry(WorkItem):
+    """One pending sample of a plan: its work item with its media, the video to load (None without one) and its extra
+    images. The entry is its own work item (`item`): a plan holds one object per question, not two."""
 
-    item: WorkItem
     video: Path | None = None
     spec: FrameSpec | None = None  # set with `video`
     window: Window | None = None
-    images: list[Path] = field(default_factory=list)
+    images: tuple[Path, ...] = ()  # a tuple: the empty one is shared by the many entries without images
+
+    @property
+    def item(self) -> WorkItem:
+        return self
 
 
 @dataclass
@@ -75,7 +79,7 @@ class VideoGroup:
     spec: FrameSpec | None
     window: Window | None
     items: list[WorkItem]
-    images: dict[str, list[Path]] = field(default_factory=dict)  # sample key -> extra images
+    images: dict[str, tuple[Path, ...]] = field(default_factory=dict)  # sample key -> extra images
 
 
 @dataclass

@@ -25,7 +25,7 @@ from .benchmarks.include import included
 from .errors import DataMissing, SampleError, UserError
 from .failure_kinds import EnvironmentFault
 from .phases import mark
-from .pipeline import LoopStats, Pipeline, PlanEntry, Progress, WorkItem, group_by_video
+from .pipeline import LoopStats, Pipeline, PlanEntry, Progress, group_by_video
 from .preflight import check_writable, no_data
 from .results.manifest import PlannedBenchmark, plain
 from .results.rundir_lock import RunDirLock
@@ -202,7 +202,7 @@ def workload_plan(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], c
     sized = backend_kind(cfg.backend).sizes_context
     try:
         return build_plan(
-            model, [(p.benchmark, p.spec, [(e.item, e.video, e.window, e.images) for e in p.entries]) for p in plans],
+            model, [(p.benchmark, p.spec, p.entries) for p in plans],
             cache, thinking=cfg.thinking, max_tokens=cfg.sampling.max_tokens,
             concurrency=min(cfg.concurrency, engine.max_num_seqs or cfg.concurrency),  # sequences held at once
             max_model_len=engine.max_model_len if sized else None,
@@ -273,18 +273,19 @@ def _plan_benchmark(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_d
             if s.sample_id in done:
                 continue
             stub = Sample(benchmark=benchmark.id, sample_id=s.sample_id, task_type="invalid", question="", answer="")
-            entries.append(PlanEntry(WorkItem(stub, "", store, error=s)))
+            entries.append(PlanEntry(stub, "", store, error=s))
             continue
         if s.sample_id in done:
             continue
-        item = WorkItem(sample=s, prompt=render, store=store)  # the prompt is rendered when the request is built
-        video, images = None, []
+        entry = PlanEntry(sample=s, prompt=render, store=store)  # the prompt is rendered when the request is built
         try:
-            video = video_of(s) if s.video else None
-            images = benchmark.image_paths(s, data_root, allow_outside=outside) if s.images else []
+            entry.video = video_of(s) if s.video else None
+            entry.images = tuple(benchmark.image_paths(s, data_root, allow_outside=outside)) if s.images else ()
         except SampleError as exc:
-            item.error = exc
-        entries.append(PlanEntry(item, video, spec if video else None, s.window if video else None, images or []))
+            entry.error = exc
+        if entry.video is not None:
+            entry.spec, entry.window = spec, s.window
+        entries.append(entry)
     return BenchmarkPlan(benchmark, store, spec, config, n_total=len(samples), entries=entries,
                          sample_ids=frozenset(s.sample_id for s in samples))
 

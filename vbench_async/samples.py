@@ -163,7 +163,7 @@ def parse_record(record: Any, benchmark: str, index: int) -> Sample:
         task_type=sys.intern(problem_type.strip()),
         question=question,
         answer=_interned(solution),  # "<answer>B</answer>" and the like recur across a suite
-        options=_parse_options(record.get("options")),
+        options=_shared_options(_parse_options(record.get("options"))),
         video=sys.intern(path.strip()) if path else None,  # shared by the questions on one video
         window=window,
         images=images,
@@ -189,6 +189,22 @@ def _shared_fields(extras: dict[str, Any]) -> dict[str, Any]:
         if len(_FIELDS) >= 65536:  # a bound, for suites whose every record is different
             _FIELDS.clear()
         shared = _FIELDS[key] = {sys.intern(k): _interned(v) for k, v in extras.items()}
+    return shared
+
+
+_OPTIONS: dict[tuple[str, ...], tuple[str, ...]] = {}  # shared option tuples, as `_FIELDS` shares fields
+
+
+def _shared_options(options: tuple[str, ...]) -> tuple[str, ...]:
+    """One tuple per distinct list of options: yes/no and "A. 1 / B. 2 / ..." options recur across a suite's questions,
+    and a plan holds every sample (a question's four options are ~300 bytes)."""
+    if not options:
+        return ()
+    shared = _OPTIONS.get(options)
+    if shared is None:
+        if len(_OPTIONS) >= 65536:  # a bound, for suites whose every question has its own options
+            _OPTIONS.clear()
+        shared = _OPTIONS[options] = options
     return shared
 
 

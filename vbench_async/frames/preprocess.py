@@ -75,7 +75,7 @@ def preprocess(
     report = PreprocessReport()
     todo: dict[str, tuple[VideoJob, int]] = {}  # key -> (first job, number of jobs)
     bad_paths: dict[tuple[str, str], tuple[FrameError, int]] = {}
-    labels: dict[str, list[str]] = {}
+    labels: dict[str, set[str]] = {}  # a set: one key per question would be a list of 100,000 new strings
     for job in jobs:
         report.jobs += 1
         try:
@@ -87,7 +87,7 @@ def preprocess(
         first, count = todo.get(key, (job, 0))
         todo[key] = (first, count + 1)
         if job.benchmark:
-            labels.setdefault(job.benchmark, []).append(key)
+            labels.setdefault(job.benchmark, set()).add(key)
     for benchmark, keys in labels.items():
         record_labels(cache.layout, benchmark, keys)
     report.unique = len(todo) + len(bad_paths)

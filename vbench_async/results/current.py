@@ -34,4 +34,9 @@ def drop_stale(results: Iterable[Result], block: Mapping[str, Any]) -> list[Resu
 
 def is_complete(results: Iterable[Result], n_expected: int, stored: bool = True) -> bool:
     """Every expected sample has a final line; `stored` False (an interrupted run) keeps it incomplete."""
-    return bool(stored) and sum(1 for r in results if is_final(r)) >= n_expected
+    return complete_count(sum(1 for r in results if is_final(r)), n_expected, stored)
+
+
+def complete_count(n_final: int, n_expected: int, stored: bool = True) -> bool:
+    """`is_complete` from the number of final lines (a summary counts them as it reads the file)."""
+    return bool(stored) and n_final >= n_expected

@@ -14,7 +14,7 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TypeVar, overload
+from typing import Any, Callable, Iterator, TypeVar, overload
 
 from ..result import error_problem, record_problem, result_problem, score_problem
 
@@ -99,9 +99,20 @@ def read_lines(path: Path, view: Callable[[dict[str, Any]], Any] | None = None,
     too (torn by a crash mid-write, or edited by hand): a complete valid one still counts, with a warning naming file
     and line, and anything else is left out like any bad line (the next run into the directory cuts it, store.py)."""
     out: dict[str, Any] = {}
+    for _, rec in iter_lines(path, problems):
+        sid = rec["sample_id"]
+        out.pop(sid, None)  # keep insertion order of the latest line
+        out[sid] = view(rec) if view is not None else rec
+    return out
+
+
+def iter_lines(path: Path, problems: list[BadLine] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, line) of every valid line of `path`, in file order, retried samples' earlier lines included:
+    `read_lines` without its dict, for a reader that picks the lines itself (results/streamed.py). Lines left out are
+    reported as `read_lines` reports them, once the file is read to its end."""
     bad: list[BadLine] = []
     if not path.exists():
-        return out
+        return
     with open(path, encoding="utf-8", errors="replace") as fh:
         for lineno, line in enumerate(fh, 1):
             last = not line.endswith("\n")  # only the last line can lack its newline
@@ -118,14 +129,11 @@ def read_lines(path: Path, view: Callable[[dict[str, Any]], Any] | None = None,
                 continue
             if last:
                 _warn_once(path, lineno, "the last line has no newline (edited by hand?); it is whole and counted")
-            sid = rec["sample_id"]
-            out.pop(sid, None)  # keep insertion order of the latest line
-            out[sid] = view(rec) if view is not None else rec
+            yield lineno, rec
     if bad:
         _report(path, bad)
         if problems is not None:
             problems.extend(bad)
-    return out
 
 
 _REPORTED: set[tuple[str, int, str]] = set()  # one warning per bad line per process, however often it is read

@@ -257,6 +257,22 @@ def cluster_of(r: Result) -> str:
     return f"video:{r.video}" if r.video else f"sample:{r.sample_id}"
 
 
+def clusters_of(results: Iterable[Result]) -> list[str]:
+    """`cluster_of` of each result, one string per video however many questions share it (a new one per line would be
+    100,000 strings for a suite of a few thousand videos)."""
+    known: dict[str, str] = {}
+    out = []
+    for r in results:
+        if r.video:
+            found = known.get(r.video)
+            if found is None:
+                found = known[r.video] = cluster_of(r)
+            out.append(found)
+        else:
+            out.append(cluster_of(r))
+    return out
+
+
 def values_by_id(lines: Iterable[Line]) -> tuple[dict[str, float], dict[str, str]]:
     """(sample id -> contribution, sample id -> cluster) of a run's results."""
     vals, groups = {}, {}
@@ -275,7 +291,7 @@ def headline_estimate(lines: Sequence[Line], aggregation: Any = None, level: flo
     params = getattr(aggregation, "params", {}) or {}
     results = [r for r in results if not r.dropped or r.failed]  # as the aggregation leaves them out
     ys = [value(r) for r in results]
-    cl = [cluster_of(r) for r in results]
+    cl = clusters_of(results)
     if kind in ("micro", "by_field", "temporal_grounding"):
         return estimate(ys, cl, level=level, bounds=unit)
     if kind == "macro":

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Mapping, Sequence
 
 from ..result import READINGS, Result, as_results
 from ..scoring.chance import chance_level
-from .current import drop_stale, is_complete, split_current
+from .current import drop_stale, split_current
 from .lines import BadLine, mark_bad_lines
 from .manifest import PlannedBenchmark, manifest
 from .rundir import ShardId, manifest_path, read_json, read_manifest, read_summary, summary_path, write_json
@@ -33,17 +32,6 @@ log = logging.getLogger(__name__)
 
 # What a recomputed summary keeps of the block it replaces (set when the run was planned, not by aggregation).
 _PLANNED = ("n_expected", "results_file", "config_hash", "subset")
-
-
-def aggregate_view(result: Result) -> Result:
-    """A result line reduced to what aggregation needs: prompts and outputs stay on disk, so summarising a large run
-    holds a few hundred bytes per sample (answer and extracted stay: the spatio-temporal metrics re-parse them;
-    video: the interval's clusters). Lines awaiting an LLM judge stay whole (its answer hash reads the output)."""
-    if result.needs_judge():
-        return result
-    # Of the options only their count stays: the chance level reads it.
-    return replace(result, question="", options=[""] * len(result.options), prompt="", output=None, frames=None,
-                   fields={sys.intern(k): v for k, v in result.fields.items()})
 
 
 # ----------------------------------------------------------------------------------------------- the two readings
@@ -63,31 +51,46 @@ def reading_lines(results: Iterable[Result | Mapping[str, Any]], reading: str) -
     return [Result.of(r).seen_as(reading) for r in results]
 
 
+def readings_differ(r: Result) -> bool:
+    """The line's official and robust readings give different scores (both readings present, both scored; a failed
+    sample counts 0 under both)."""
+    if r.failed or r.reading("official") is None or r.reading("robust") is None:
+        return False
+    o, b = r.value_under("official"), r.value_under("robust")
+    return o is not None and b is not None and not math.isclose(o, b, abs_tol=1e-9)
+
+
 def differing_ids(results: Iterable[Result | Mapping[str, Any]]) -> list[str]:
-    """Sample ids of the lines whose official and robust readings give different scores (both readings present,
-    both scored; a failed sample counts 0 under both). The sample browser lists these per benchmark."""
-    out = []
-    for r in as_results(results):
-        if r.failed or r.reading("official") is None or r.reading("robust") is None:
-            continue
-        o, b = r.value_under("official"), r.value_under("robust")
-        if o is not None and b is not None and not math.isclose(o, b, abs_tol=1e-9):
-            out.append(r.sample_id)
-    return out
+    """Sample ids of the lines whose readings give different scores (`readings_differ`). The sample browser lists
+    these per benchmark."""
+    return [r.sample_id for r in as_results(results) if readings_differ(r)]
+
+
+def official_read(r: Result) -> bool:
+    """The line has an official value, or its official reading waits for the judge."""
+    rd = r.reading("official")
+    return rd is not None and (rd.get("value") is not None or bool(rd.get("needs_judge")))
+
+
+def reading_basis(any_official: bool, any_robust: bool) -> str | None:
+    """`headline_reading` from what the lines hold: some an official reading (`official_read`), some a robust one."""
+    return "official" if any_official else "robust" if any_robust else None
 
 
 def headline_reading(results: Iterable[Result]) -> str | None:
     """Which reading the headline rests on: "official" when any line has an official value (or waits for the
     official judge), "robust" when only the careful grader read the outputs (no official code), None for lines
     written before the two readings."""
-    seen = None
+    any_official = any_robust = False
     for r in results:
-        rd = r.reading("official")
-        if rd is not None and (rd.get("value") is not None or rd.get("needs_judge")):
-            return "official"
-        if r.reading("robust") is not None:
-            seen = "robust"
-    return seen
+        any_official = any_official or official_read(r)
+        any_robust = any_robust or r.reading("robust") is not None
+    return reading_basis(any_official, any_robust)
+
+
+def guessed(r: Result) -> bool:
+    """The official protocol guessed the line's answer (it found none to read) and the sample did not fail."""
+    return not r.failed and bool((r.reading("official") or {}).get("guessed"))
 
 
 def _interval(est: Estimate | None, score: Any) -> dict[str, Any] | None:
@@ -140,9 +143,8 @@ def aggregate_readings(benchmark: Benchmark, lines: Sequence[Result | Mapping[st
         aggs[reading] = benchmark.aggregate(seen)
         ests[reading] = headline_estimate(seen, benchmark.card.aggregation) if seen else None
         del seen  # one reading's copies of the lines at a time: at 100,000 lines each set is hundreds of MB
-    guessed = sum(1 for r in results if not r.failed and (r.reading("official") or {}).get("guessed"))
     return ReadingAggregate(aggs["official"], aggs["robust"], ests, differing_ids(results), headline_reading(results),
-                            guessed, chance_level(results))
+                            sum(1 for r in results if guessed(r)), chance_level(results))
 
 
 @dataclass
@@ -160,19 +162,26 @@ class JudgedResults:
     def summary_block(self) -> dict[str, Any]:
         """The aggregate as summary.json holds it: the verdict counts under "judge" when a judge ran, and the lines
         left out (`n_stale`/`stale_ids`, `n_bad_lines`/`bad_lines`)."""
-        block = {**self.aggregate, "judge": self.judge} if self.judge else dict(self.aggregate)
-        if self.stale:
-            block["n_stale"], block["stale_ids"] = len(self.stale), self.stale
-        mark_bad_lines(block, self.bad)
-        return block
+        return summary_block(self.aggregate, self.judge, self.stale, self.bad)
+
+
+def summary_block(aggregate: Mapping[str, Any], judge: dict[str, Any] | None, stale: list[str],
+                  bad: list[BadLine]) -> dict[str, Any]:
+    """A benchmark's aggregate as summary.json holds it (see `JudgedResults.summary_block`)."""
+    block = {**aggregate, "judge": judge} if judge else dict(aggregate)
+    if stale:
+        block["n_stale"], block["stale_ids"] = len(stale), stale
+    mark_bad_lines(block, bad)
+    return block
 
 
 def judged_aggregate(run_dir: Path, benchmark: Benchmark | None, results_path: Path,
-                     view: Callable[[Result], Result] | None = aggregate_view,
+                     view: Callable[[Result], Result] | None = None,
                      current_ids: Collection[str] | None = None,
                      block: Mapping[str, Any] | None = None) -> JudgedResults:
     """Read `results_path` (each line through `view`; bad lines reported and left out), keep the current samples'
-    lines, apply the active judge's verdicts, aggregate.
+    lines, apply the active judge's verdicts, aggregate. The lines are held (the leaderboard shows them); a summary,
+    which needs only the numbers, reads the file with `streamed.streamed_aggregate`, to the same numbers.
 
     The current samples are `current_ids` (a run that knows its annotation file) or, for a stored run, every id but
     the stale ones its summary `block` lists."""
@@ -196,11 +205,13 @@ def summarize_benchmark(run_dir: Path, benchmark: Benchmark, results_path: Path,
     """Aggregate of one benchmark's result file, with the counts and markers summary.json carries. Only lines of
     `current_ids` (the annotation file's samples now) count. `subset` (see `subset_of`): the run evaluated only
     part of the benchmark, so its status is "subset", never "complete"."""
-    judged = judged_aggregate(run_dir, benchmark, results_path, current_ids=current_ids)
-    agg = judged.summary_block()
+    from .streamed import streamed_aggregate
+
+    judged = streamed_aggregate(run_dir, benchmark, results_path, current_ids=current_ids)
+    agg = judged.block
     agg["n_expected"] = n_expected
     # A run that was interrupted (or is still missing samples) is marked, never mixed silently with complete runs.
-    agg["complete"] = is_complete(judged.results, n_expected, stored=not interrupted)
+    agg["complete"] = judged.complete(n_expected, stored=not interrupted)
     if subset:
         agg["subset"] = dict(subset)
     mark_status(agg)
@@ -341,15 +352,16 @@ def recompute_summary(run_dir: Path) -> dict[str, Any]:
     """Re-aggregate every benchmark of summary.json from its result file with the active judge's verdicts, and
     record that judge in manifest.json."""
     from ..benchmarks import get_benchmark
+    from .streamed import streamed_aggregate
 
     run_dir = Path(run_dir)
     summary = read_summary(run_dir)
     for bid, old in list(summary["benchmarks"].items()):
-        judged = judged_aggregate(run_dir, get_benchmark(bid), run_dir / old["results_file"], block=old)
-        agg = judged.summary_block()
+        judged = streamed_aggregate(run_dir, get_benchmark(bid), run_dir / old["results_file"], block=old)
+        agg = judged.block
         agg.update({k: old[k] for k in _PLANNED if k in old})
         # Counted again, as the leaderboard counts: a line damaged since the run no longer passes for a result.
-        agg["complete"] = is_complete(judged.results, int(old.get("n_expected") or 0), old.get("complete") is not False)
+        agg["complete"] = judged.complete(int(old.get("n_expected") or 0), old.get("complete") is not False)
         mark_status(agg)
         summary["benchmarks"][bid] = agg
     summary["status"] = run_status(summary["benchmarks"], summary.get("not_run"))

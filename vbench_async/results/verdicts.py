@@ -105,35 +105,60 @@ def activate_judge(run_dir: Path, identity: JudgeIdentity) -> None:
     write_json(Path(run_dir) / JUDGE_DIRNAME / STATE_FILE, state)
 
 
+JUDGED, JUDGE_FAILED, UNJUDGED = "judged", "judge_failed", "unjudged"  # what `judge_line` did to a line
+
+
+def judge_line(r: Result, judgements: Mapping[str, Mapping[str, Any]]) -> tuple[Result, str | None]:
+    """One line with its verdict in place of the offline score (a new record; `r` is untouched), and what happened:
+    JUDGED, JUDGE_FAILED (the judge could not decide: the offline score stays), UNJUDGED (no verdict for the output
+    as it is now), or None (the line needs no judge). The summary judges a result file line by line with it
+    (results/streamed.py), so a verdict file and a result file are never both held whole."""
+    if not r.needs_judge():
+        return r, None
+    j = judgements.get(r.sample_id)
+    if j is None or not is_current(j, r):
+        return r, UNJUDGED
+    if j.get("score") is None:
+        return replace(r, details={**r.details, "judge_error": j.get("error")}), JUDGE_FAILED
+    official = r.reading("official")
+    r = replace(r, score=j["score"], details={**r.details, "judge": {  # the judged value is the score
+        "verdict": j["verdict"], "judge_id": j["judge_id"], "prompt_hash": j["prompt_hash"],
+        "protocol": j.get("protocol"), "offline_score": r.score}})
+    if official is not None and official.get("needs_judge"):
+        r.official = {**official, "value": j["score"], "needs_judge": False, "judged": True}
+    return r, JUDGED
+
+
+def judge_info(identity: Mapping[str, Any], counts: Mapping[str, int]) -> dict[str, Any]:
+    """The summary's "judge" block: which judge, and how many lines it judged, failed on and has yet to judge."""
+    return {"judge_id": identity.get("judge_id"), "prompt_hash": identity.get("prompt_hash"),
+            "key": identity.get("key"), "n_judged": counts.get(JUDGED, 0),
+            "n_judge_failed": counts.get(JUDGE_FAILED, 0), "n_unjudged": counts.get(UNJUDGED, 0)}
+
+
 def apply_judgements(results: list[Result], judgements: Mapping[str, Mapping[str, Any]],
                      identity: Mapping[str, Any]) -> tuple[list[Result], dict[str, Any]]:
     """Results with the verdicts in place of the offline scores, and counts for the summary."""
-    out, judged, failed, unjudged = [], 0, 0, 0
+    out, counts = [], {JUDGED: 0, JUDGE_FAILED: 0, UNJUDGED: 0}
     for r in results:
-        if r.needs_judge():
-            j = judgements.get(r.sample_id)
-            if j is None or not is_current(j, r):
-                unjudged += 1
-            elif j.get("score") is None:
-                failed += 1
-                r = replace(r, details={**r.details, "judge_error": j.get("error")})
-            else:
-                judged += 1
-                official = r.reading("official")
-                r = replace(r, score=j["score"], details={**r.details, "judge": {  # the judged value is the score
-                    "verdict": j["verdict"], "judge_id": j["judge_id"], "prompt_hash": j["prompt_hash"],
-                    "protocol": j.get("protocol"), "offline_score": r.score}})
-                if official is not None and official.get("needs_judge"):
-                    r.official = {**official, "value": j["score"], "needs_judge": False, "judged": True}
+        r, outcome = judge_line(r, judgements)
+        if outcome is not None:
+            counts[outcome] += 1
         out.append(r)
-    info = {"judge_id": identity.get("judge_id"), "prompt_hash": identity.get("prompt_hash"),
-            "key": identity.get("key"), "n_judged": judged, "n_judge_failed": failed, "n_unjudged": unjudged}
-    return out, info
+    return out, judge_info(identity, counts)
 
 
 def read_verdicts(store: JudgeStore) -> dict[str, dict[str, Any]]:
     """A judge's verdict lines for one result file, keyed by sample id (invalid lines reported, left out)."""
     return read_lines(store.path)
+
+
+_APPLIED = ("answer_hash", "prompt_hash", "score", "error", "verdict", "judge_id", "protocol")  # what judge_line reads
+
+
+def verdicts_to_apply(store: JudgeStore) -> dict[str, dict[str, Any]]:
+    """`read_verdicts`, each line cut to what `judge_line` reads: the judge's own output text stays on disk."""
+    return read_lines(store.path, view=lambda v: {k: v[k] for k in _APPLIED if k in v})
 
 
 def apply_active_judge(run_dir: Path, results_path: Path, results: list[Result]
@@ -143,6 +168,6 @@ def apply_active_judge(run_dir: Path, results_path: Path, results: list[Result]
     if identity is None or not any(r.needs_judge() for r in results):
         return list(results), None  # the same records: callers only read them
     store = judge_store(Path(run_dir), Path(results_path), identity["key"])
-    merged, info = apply_judgements(results, read_verdicts(store), identity)
+    merged, info = apply_judgements(results, verdicts_to_apply(store), identity)
     info["file"] = str(store.path.relative_to(run_dir))
     return merged, info

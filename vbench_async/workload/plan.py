@@ -9,9 +9,10 @@ samples that cannot fit, so they are recorded as `context_overflow` before gener
 from __future__ import annotations
 
 import statistics
+from array import array
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, ItemsView, Iterator, Mapping, Sequence
 
 from ..errors import SampleError
 from ..frames.budget import free_disk
@@ -30,7 +31,6 @@ CHUNK = 512  # prompts tokenized per call
 class PlanEntry:
     """One sample as the run will send it: its prompt (text or renderer), media paths, and any error already known."""
 
-    key: str
     sample: Any  # samples.Sample
     prompt: str | Callable[[Any], str]
     video: Path | None = None
@@ -38,12 +38,62 @@ class PlanEntry:
     images: Sequence[Path] = ()
     error: SampleError | None = None
 
+    @property
+    def key(self) -> str:
+        key: str = self.sample.key  # made when asked: a key string per entry is 60 bytes a sample for its lifetime
+        return key
+
+
+class PromptTokens(Mapping[str, int]):
+    """Sample key -> prompt length, of every planned sample: the ids the samples hold and the lengths in an array,
+    where a dict of "benchmark/id" keys made for it took ~150 bytes a sample (15 MB for 100,000 questions)."""
+
+    def __init__(self) -> None:
+        self._parts: list[tuple[str, list[str], array[int]]] = []  # (benchmark, sample ids, lengths), in plan order
+        self._index: dict[str, int] | None = None  # key -> length, made on the first look-up by key (tests, tools)
+
+    def add(self, sample: Any, n: int) -> None:
+        if not self._parts or self._parts[-1][0] != sample.benchmark:
+            self._parts.append((sample.benchmark, [], array("q")))
+        _, ids, lengths = self._parts[-1]
+        ids.append(sample.sample_id)
+        lengths.append(n)
+        self._index = None
+
+    def pairs(self) -> Iterator[tuple[str, int]]:
+        for benchmark, ids, lengths in self._parts:
+            for sid, n in zip(ids, lengths):
+                yield f"{benchmark}/{sid}", n
+
+    def items(self) -> ItemsView[str, int]:
+        return _Pairs(self)
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key, _ in self.pairs())
+
+    def __len__(self) -> int:
+        return sum(len(ids) for _, ids, _ in self._parts)
+
+    def __getitem__(self, key: str) -> int:
+        if self._index is None:
+            self._index = dict(self.pairs())
+        return self._index[key]
+
+
+class _Pairs(ItemsView[str, int]):
+    """`PromptTokens.items()`: iterated as stored, not by a look-up per key (which would build the index)."""
+
+    _mapping: PromptTokens
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return self._mapping.pairs()
+
 
 @dataclass
 class BenchmarkInput:
     id: str
     spec: FrameSpec
-    entries: list[PlanEntry]
+    entries: Sequence[PlanEntry]
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # the card's, for the suggested fix
 
 
@@ -97,7 +147,7 @@ class WorkloadPlan:
     free_disk_bytes: int | None
     not_run: dict[str, str] = field(default_factory=dict)  # benchmark -> why it is not run (data absent)
     cache: CacheEstimate | None = None  # how the bytes to write were estimated, and the cache's warnings
-    prompt_tokens: dict[str, int] = field(default_factory=dict, repr=False)  # sample key -> prompt length
+    prompt_tokens: Mapping[str, int] = field(default_factory=PromptTokens, repr=False)  # sample key -> length
     n_done: int = 0  # samples of the selection that already have a result (a resumed run; set by the runner)
 
     @property
@@ -201,11 +251,15 @@ def _indices(spec: FrameSpec, first: int, last: int, n: int, memo: ProcessorMemo
 # ----------------------------------------------------------------------------------------------- the plan
 
 
+def _counts() -> array[int]:
+    return array("q")  # a count per planned sample: 8 bytes each, not a list slot and an int object
+
+
 @dataclass
 class _Tally:
-    frames: list[int] = field(default_factory=list)
-    visual: list[int] = field(default_factory=list)
-    prompts: list[int] = field(default_factory=list)
+    frames: array[int] = field(default_factory=_counts)
+    visual: array[int] = field(default_factory=_counts)
+    prompts: array[int] = field(default_factory=_counts)
     unplanned: dict[str, int] = field(default_factory=dict)
     largest_item: int = 0
     largest_video: tuple[int, int, int] | None = None
@@ -241,7 +295,7 @@ def plan_workload(
     """Plan every benchmark of `inputs`; `max_model_len` given: the user's (it wins over the sized one)."""
     found = headers.headers(e.video for b in inputs for e in b.entries if e.video is not None and e.error is None)
     image_spec = FrameSpec(family=counter.family)  # the run's image loader uses the family's default budget
-    prompt_tokens: dict[str, int] = {}
+    prompt_tokens = PromptTokens()
     tallies: list[_Tally] = []
     for bench in inputs:
         tally = _Tally()
@@ -250,7 +304,7 @@ def plan_workload(
             media = [_media(e, bench.spec, counter, found, image_spec, tally, entry_path) for e in chunk]
             ready = [(e, m) for e, m in zip(chunk, media) if m is not None]
             for (entry, (_, videos, _)), count in zip(ready, counter.counts([m for _, m in ready])):
-                prompt_tokens[entry.key] = _tally(entry, count, videos, counter, tally)
+                prompt_tokens.add(entry.sample, _tally(entry, count, videos, counter, tally))
         tallies.append(tally)
     largest = max((max(t.prompts, default=0) for t in tallies), default=0)
     engine = size_engine(
