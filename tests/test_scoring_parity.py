@@ -126,7 +126,7 @@ AGGREGATES = json.loads((PARITY / "aggregates.json").read_text()) if (PARITY / "
 
 @pytest.mark.skipif("mvbench" not in AGGREGATES, reason="no official aggregates")
 def test_mvbench_aggregate_leaves_empty_predictions_out_as_lmms_eval() -> None:
-    from vbench_async.results.summaries import reading_lines
+    from vbench_async.results.readings import reading_lines
 
     golden = AGGREGATES["mvbench"]
     lines = []

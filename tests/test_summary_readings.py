@@ -24,14 +24,9 @@ from vbench_async.cli.output import print_table
 from vbench_async.models import ModelRef
 from vbench_async.pipeline import Pipeline, WorkItem
 from vbench_async.results.manifest import plain
+from vbench_async.results.readings import aggregate_readings, differing_ids, reading_lines
 from vbench_async.results.store import ResultStore, config_hash
-from vbench_async.results.summaries import (
-    aggregate_readings,
-    differing_ids,
-    reading_lines,
-    recompute_summary,
-    write_run_outputs,
-)
+from vbench_async.results.summaries import recompute_summary, write_run_outputs
 from vbench_async.runner import BenchmarkPlan, RunConfig
 from vbench_async.samples import Sample, parse_record
 

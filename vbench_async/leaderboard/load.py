@@ -19,9 +19,10 @@ from typing import Any
 from ..errors import UserError
 from ..result import Result
 from ..results.current import is_complete
+from ..results.readings import differing_ids, reading_lines
 from ..results.rundir import read_manifest, read_summary, safe_name
 from ..results.stats import Estimate, category_estimates, headline_estimate
-from ..results.summaries import differing_ids, judged_aggregate, reading_lines
+from ..results.summaries import judged_aggregate
 
 # Config keys that must agree for two runs' numbers on a benchmark to be comparable (the model may differ).
 _COMPARED = ("frames", "prompt", "thinking", "sampling")
@@ -60,7 +61,7 @@ class BenchRun:
 
     @property
     def differing_ids(self) -> list[str]:
-        """Sample ids whose official and robust readings score differently (`summaries.differing_ids`)."""
+        """Sample ids whose official and robust readings score differently (`readings.differing_ids`)."""
         return differing_ids(self.results)
 
     @property

@@ -30,8 +30,8 @@ from ..result import READINGS, Result
 from ..scoring.chance import chance_level
 from .current import complete_count
 from .lines import BadLine, iter_lines
+from .readings import ReadingAggregate, guessed, official_read, reading_basis, readings_differ, summary_block
 from .stats import Estimate, headline_estimate
-from .summaries import ReadingAggregate, guessed, official_read, reading_basis, readings_differ, summary_block
 from .verdicts import (
     JUDGE_FAILED,
     JUDGED,
