@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,7 +50,8 @@ def build_suite(folder: Path, n_questions: int, template: list[dict]) -> Path:
         rec["problem"] = f"[{i}] {rec['problem']}"  # every prompt differs, as in a real benchmark
         records.append(rec)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "videos").symlink_to(folder.parent / "videos")  # every suite shares the same few videos
+    if not (folder / "videos").is_symlink():  # a --workdir kept from an earlier invocation has it
+        (folder / "videos").symlink_to(folder.parent / "videos")  # every suite shares the same few videos
     return unified_suite(folder, records)
 
 
@@ -165,14 +167,18 @@ def main() -> int:
     generate_suite(work / "template", n_videos=args.videos, questions_per_video=3, seed=3, min_s=2.0, max_s=8.0)
     files = sorted((work / "template" / "annotations").glob("*.json"))
     template = [r for f in files for r in json.loads(f.read_text())]
-    (work / "videos").symlink_to(work / "template" / "videos")
+    if not (work / "videos").is_symlink():
+        (work / "videos").symlink_to(work / "template" / "videos")
     rows: dict[tuple[int, bool], dict] = {}
     for engine_imports in (False,) if args.no_engine_imports else (False, True):
         for n in (args.small, args.large):
             data_map = build_suite(work / f"suite-{n}", n, template) if not engine_imports else \
                 work / f"suite-{n}" / "data-map.yaml"
             tag = f"{n}{'-vllm' if engine_imports else ''}"
-            # a cold cache for each run: all preprocess the same videos, so only the question count differs
+            # a cold cache and a fresh run directory for each run (a kept --workdir has the last ones): all
+            # preprocess the same videos, so only the question count differs
+            for old in (work / f"run-{tag}", work / f"cache-{tag}"):
+                shutil.rmtree(old, ignore_errors=True)
             rows[n, engine_imports] = measure(data_map, work / f"run-{tag}", work / f"cache-{tag}", engine_imports)
             print(f"{n:>6} questions{' (vLLM imported)' if engine_imports else ''}: "
                   f"{json.dumps(rows[n, engine_imports])}", flush=True)
