@@ -430,15 +430,15 @@ async def _loop(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cac
     )
     task = asyncio.ensure_future(pipeline.run(groups, ready=started))
     if decoding is not None:
-        decoding.future.add_done_callback(lambda f: task.cancel() if not f.cancelled() and f.exception() else None)
+        decoding.future.add_done_callback(lambda f: task.cancel() if _failure(f) else None)
     try:
         stats = await task
         mark("loop_done")
         return stats
     except asyncio.CancelledError:
-        failed = decoding is not None and decoding.future.done() and not decoding.future.cancelled()
-        if failed and decoding.future.exception() is not None:
-            raise decoding.future.exception() from None
+        failure = _failure(decoding.future) if decoding is not None else None
+        if failure is not None:
+            raise failure from None
         raise
     finally:
         if bar is not None:
@@ -449,9 +449,14 @@ async def _loop(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cac
             started.cancel()
             with contextlib.suppress(BaseException):
                 await started
-        elif not started.cancelled() and started.exception() is None:
+        elif not started.cancelled() and _failure(started) is None:
             await backend.close()
             mark("engine_closed")
+
+
+def _failure(future: asyncio.Future[Any]) -> BaseException | None:
+    """The exception a finished, not cancelled, future ended with (None otherwise)."""
+    return future.exception() if future.done() and not future.cancelled() else None
 
 
 def engine_settings(cfg: RunConfig, plans: list[BenchmarkPlan], workload: WorkloadPlan | None = None) -> VLLMSettings:

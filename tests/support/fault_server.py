@@ -31,7 +31,30 @@ TIMEOUT_S = 2.0
 # ----------------------------------------------------------------------------------------------- a failing server
 
 
-class FaultServer:
+class LocalServer:
+    """A threaded HTTP server on 127.0.0.1 (an ephemeral port) serving `handler`, as a context manager; `url` is its
+    OpenAI-compatible base URL."""
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.httpd.block_on_close = False
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class FaultServer(LocalServer):
     """An OpenAI-compatible chat server on 127.0.0.1, in a thread, that answers `answer` unless the question says
     `FAULT=<mode>#<n>`: then it misbehaves as `respond` says. Counts the attempts per n."""
 
@@ -60,22 +83,7 @@ class FaultServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout): nothing left to say
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.httpd.block_on_close = False
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self) -> FaultServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self._serve(Handler)
 
     @staticmethod
     def _send(handler, status: int, body: bytes, content_type: str = "application/json") -> None:

@@ -20,13 +20,14 @@ import sys
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from conftest import REPO
 from PIL import Image
+from support.fault_server import LocalServer
 from support.hostile import CARD, write_data_map
 from support.videos import write_video
 
@@ -49,7 +50,7 @@ def digest(frames: np.ndarray, indices: list[int], fps: float) -> str:
 # ----------------------------------------------------------------------------------------------- the "model"
 
 
-class FrameServer:
+class FrameServer(LocalServer):
     """An OpenAI-compatible chat server that answers `<answer>A</answer> frames=<digest of the frames received>`.
 
     The openai backend sends a video as PNG frames (lossless) in one data URL, its indices and fps in
@@ -87,9 +88,7 @@ class FrameServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._serve(Handler)
 
     @staticmethod
     def frames_digest(body: dict[str, Any]) -> str:
@@ -100,17 +99,6 @@ class FrameServer:
         told = body["media_io_kwargs"]["video"]
         return digest(frames, told["frames_indices"], told["fps"])
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self) -> FrameServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 # ----------------------------------------------------------------------------------------------- suite and truth
