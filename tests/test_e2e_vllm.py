@@ -56,6 +56,9 @@ def test_shared_videos_are_decoded_once(qwen25_runs):
     assert 0 < len(list(CacheLayout(tmp / "cache").entries())) < pre["unique"]  # entries were evicted
     # The loaders filled the queue while the engine started (on this cold cache, beside the preprocessing pass).
     assert summary["run"]["loop"]["queued_at_ready"] > 0
+    # Every pending request was in flight at once: the frames of the demo's videos fit in memory many times over.
+    manifest = json.loads((tmp / "a" / "manifest.json").read_text())
+    assert manifest["run_config"]["concurrency"] == sum(len(v) for v in demo_ids().values())
     # The second run (its last start: tests/support/interruptions.py) finds every video cached and decodes nothing.
     second_summary = json.loads((tmp / "b" / "summary.json").read_text())
     assert second_summary["run"]["mode"] == "eval"

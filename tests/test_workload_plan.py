@@ -16,7 +16,7 @@ from vbench_async.cli.output import print_table
 from vbench_async.models import family_ref
 from vbench_async.results.summaries import benchmark_status
 from vbench_async.workload.probe import HeaderStore
-from vbench_async.workload.sizing import size_engine
+from vbench_async.workload.sizing import requests_in_flight, size_engine
 from vbench_async.workload.tokens import ModelLimits
 
 LIMITS = ModelLimits(max_position_embeddings=32768, num_layers=2, num_kv_heads=1, head_dim=64, kv_dtype_bytes=2)
@@ -91,6 +91,20 @@ def test_the_engine_is_sized_from_the_plan():
     capped = size_engine(largest_prompt=40_000, largest_item=0, largest_video=None, max_tokens=256, limits=LIMITS,
                          explicit_max_model_len=None, explicit_batched_tokens=None, concurrency=1)
     assert capped.max_model_len == 32768 and not capped.fits_model
+
+
+def test_requests_in_flight_fill_the_engine_within_a_share_of_memory():
+    """The in-process engine is given every pending request whose frames (uint8 here, float32 in the engine) fit in a
+    quarter of the memory, never fewer than it runs at once."""
+    gib = 1 << 30
+    small = (16, 352, 640)  # perf/e2e.py's largest video: 10.8 MB of pixels, 54 MB in flight
+    assert requests_in_flight(max_num_seqs=16, largest_video=small, pending=100, memory_bytes=24 * gib) == 100
+    assert requests_in_flight(max_num_seqs=16, largest_video=small, pending=500, memory_bytes=24 * gib) == 119
+    assert requests_in_flight(max_num_seqs=16, largest_video=small, pending=10, memory_bytes=24 * gib) == 16
+    assert requests_in_flight(max_num_seqs=16, largest_video=small, pending=5000, memory_bytes=4 * gib) == 19
+    big = (768, 448, 448)  # a long video at a real budget: 2.3 GB in flight each, 14 in 32 GiB
+    assert requests_in_flight(max_num_seqs=16, largest_video=big, pending=5000, memory_bytes=128 * gib) == 16
+    assert requests_in_flight(max_num_seqs=8, largest_video=None, pending=100_000, memory_bytes=None) == 1024
 
 
 def test_headers_are_probed_once_per_content(tmp_path):

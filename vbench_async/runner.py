@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from .backends.base import Backend, NoRequests
+from .backends.base import CONCURRENCY, Backend, NoRequests
 from .backends.factory import backend_kind, make_backend
 from .backends.vllm import VLLMSettings
 from .benchmarks.include import included
@@ -94,6 +94,7 @@ def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
 
     stats: dict[str, Any] = {}
     pending = sum(len(p.entries) for p in plans)
+    cfg = dataclasses.replace(cfg, concurrency=requests_in_flight(cfg, workload, pending))  # the manifest says it
     interrupted = False
     stopped: EnvironmentFault | None = None
     try:
@@ -204,7 +205,7 @@ def workload_plan(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], c
         return build_plan(
             model, [(p.benchmark, p.spec, p.entries) for p in plans],
             cache, thinking=cfg.thinking, max_tokens=cfg.sampling.max_tokens,
-            concurrency=min(cfg.concurrency, engine.max_num_seqs or cfg.concurrency),  # sequences held at once
+            concurrency=min(cfg.concurrency or engine.max_num_seqs, engine.max_num_seqs),  # sequences held at once
             max_model_len=engine.max_model_len if sized else None,
             max_num_batched_tokens=engine.max_num_batched_tokens if sized else None,
             not_run=not_run)
@@ -215,6 +216,19 @@ def workload_plan(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], c
             raise UserError(f"cannot plan {model.name}: {type(exc).__name__}: {exc}") from exc
         log.warning("no workload plan (%s: %s); the engine keeps its default settings", type(exc).__name__, exc)
         return None
+
+
+def requests_in_flight(cfg: RunConfig, workload: WorkloadPlan | None, pending: int) -> int:
+    """--concurrency, or its default: with the in-process engine, as many pending requests as their frames' memory
+    allows (workload/sizing.py); with a server or transformers, CONCURRENCY."""
+    if cfg.concurrency:
+        return cfg.concurrency
+    if workload is None or not backend_kind(cfg.backend).sizes_context:
+        return CONCURRENCY
+    from .workload.sizing import machine_memory_bytes, requests_in_flight as fitting
+
+    return fitting(max_num_seqs=cfg.engine.max_num_seqs, largest_video=workload.engine.profile_video,
+                   pending=pending, memory_bytes=machine_memory_bytes())
 
 
 def _mark_overflow(plans: list[BenchmarkPlan], workload: WorkloadPlan) -> None:

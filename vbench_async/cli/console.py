@@ -13,7 +13,7 @@ hold the old stream objects, which now write to the log too; torch and transform
 live, and to the log file as well.
 
 The resource tracker's "leaked semaphore objects" warning at the end of a run: vLLM's engine core creates a
-multiprocessing lock (tqdm's, for its weight-loading bar) and is killed 0.5 s after SIGTERM on CPU
+multiprocessing lock (tqdm's, for its weight-loading bar) and is killed without a wait on CPU
 (backends/vllm.py CPU_SHUTDOWN_S) before its exit handlers unlink it; the tracker unlinks it and says so. That is
 engine chatter: it goes to the log with the rest.
 """

@@ -10,7 +10,9 @@ video's frame count and size.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from ..backends.vllm import UNPLANNED_MAX_MODEL_LEN as DEFAULT_MAX_MODEL_LEN  # nothing planned (no samples left)
@@ -21,6 +23,13 @@ ROUND = 256  # the sized context is a multiple of this (stable across runs whose
 MIN_MAX_MODEL_LEN = 2048
 SMALLEST_BATCH_DEFAULT = 2048  # vLLM's smallest default max_num_batched_tokens; below it the defaults suffice
 TYPICAL_BATCH_DEFAULT = 8192
+# Requests in flight on an in-process engine: what their frames may hold, as a share of the machine's memory, and a
+# ceiling (a few thousand coroutines cost nothing; the ceiling keeps a 100k-question run's bookkeeping small).
+IN_FLIGHT_MEMORY_SHARE = 0.25
+MAX_IN_FLIGHT = 1024
+# Bytes a request in flight holds per pixel value of its video: the frames (uint8, the pipeline's, shared by the
+# questions of one video) and the processor's float32 copy the engine keeps until the request is scheduled.
+IN_FLIGHT_BYTES_PER_VALUE = 1 + 4
 
 
 @dataclass(frozen=True)
@@ -77,3 +86,37 @@ def size_engine(*, largest_prompt: int, largest_item: int, largest_video: tuple[
         max_model_len=length, source=source, needed=needed, model_limit=limit, max_num_batched_tokens=batched,
         profile_video=largest_video, kv_bytes_per_token=per_token, kv_bytes_per_sequence=context * per_token,
         kv_bytes_at_concurrency=context * per_token * max(1, concurrency), concurrency=concurrency)
+
+
+def requests_in_flight(*, max_num_seqs: int, largest_video: tuple[int, int, int] | None, pending: int,
+                       memory_bytes: int | None) -> int:
+    """How many requests an in-process engine is given at once: every pending one whose frames fit in a share of the
+    memory, never fewer than the engine runs at once (`max_num_seqs`).
+
+    More than the engine runs, because a request waiting in the engine's queue has had its frames processed while the
+    engine computed: when a running sequence ends, the next is ready. With exactly `max_num_seqs` in flight the engine
+    waited for the front end to process each replacement (perf/e2e.py, 120 questions on 2 cores: the loop took about
+    1 s longer than with every request given at once, which is how the limit feeds the engine)."""
+    if pending <= max_num_seqs:
+        return max_num_seqs
+    per_request = IN_FLIGHT_BYTES_PER_VALUE * 3 * largest_video[0] * largest_video[1] * largest_video[2] \
+        if largest_video else 0
+    fit = int((memory_bytes or 0) * IN_FLIGHT_MEMORY_SHARE) // per_request if per_request else MAX_IN_FLIGHT
+    return max(max_num_seqs, min(pending, fit, MAX_IN_FLIGHT))
+
+
+def machine_memory_bytes() -> int | None:
+    """The memory this process may use: the machine's, or its cgroup's limit when lower (a container, a batch job)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(limit_file).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+        break
+    return total
