@@ -96,7 +96,7 @@ class LoopStats:
     # No request at the engine, between two that were: the engine waited for frames (or for the loop itself).
     engine_idle_s: float = 0.0
     wall_s: float = 0.0
-    queued_at_ready: int | None = None  # samples loaded and waiting when the engine became ready (None: it was)
+    queued_at_ready: int | None = None  # samples loaded when the engine became ready (None: it already was)
     result_lines: int = 0  # written by the writer thread
     fsyncs: int = 0  # the fsyncs they took (several lines share one when they arrive together)
     failures: dict[str, int] = field(default_factory=dict)
@@ -181,12 +181,15 @@ class Pipeline:
         self._scoring: ThreadPoolExecutor | None = None
         self._writer: ResultWriter | None = None
         self._ready_at: float | None = None  # when `run`'s `ready` was done
+        self._loaded = 0  # samples the loaders have put in the queue
 
     async def run(self, groups: list[VideoGroup], ready: asyncio.Future[Any] | None = None) -> LoopStats:
-        """Evaluate every group. `ready`: the backend's start, still under way; the loaders fill the queue meanwhile
-        (frames loaded while the engine starts are frames the engine does not wait for) and the first request goes
-        when it is done. The loop's wall time counts from then."""
+        """Evaluate every group. `ready`: the backend's start, still under way; meanwhile the loaders load as many
+        samples as the loop holds (those in flight and the queue: frames loaded while the engine starts are frames the
+        engine does not wait for), and the requests go when it is done. The loop's wall time counts from then."""
         queue: asyncio.Queue = asyncio.Queue(maxsize=self.queue_size)
+        if ready is not None:
+            ready.add_done_callback(self._engine_ready)
         pending = iter(groups)
         start = time.perf_counter()
         # Threads (not processes) suffice: cache loads release the GIL in file I/O and numpy copies, and cache misses
@@ -249,6 +252,7 @@ class Pipeline:
                     except Exception as exc:  # noqa: BLE001 - an image the loader did not foresee: this sample's
                         item.error = SampleError("image_error", f"{type(exc).__name__}: {exc}")
                 await queue.put((item, video_input, images, seen))
+                self._loaded += 1
 
     def _video_input(self, group: VideoGroup) -> tuple[VideoInput, dict[str, Any]]:
         """The group's frames as the backend sends them (in a loader thread: once per video, not per question), and
@@ -265,20 +269,29 @@ class Pipeline:
         return prepare(image) if prepare is not None else image
 
     async def _worker(self, queue: asyncio.Queue, ready: asyncio.Future[Any] | None) -> None:
-        if ready is not None:
-            await asyncio.shield(ready)  # shielded: a worker cancelled by a failed loop leaves the start to its owner
-            if self._ready_at is None:
-                self._ready_at, self.stats.queued_at_ready = time.perf_counter(), queue.qsize()
         while True:
             _stop_if_cancelling()  # also before waiting: a swallowed cancellation is never delivered again
-            self.stats.total_gets += 1
-            if queue.empty():
-                self.stats.starved_gets += 1
+            started = ready is None or ready.done()
+            if started:  # how often a free request slot found nothing loaded (not counted while the engine starts)
+                self.stats.total_gets += 1
+                self.stats.starved_gets += queue.empty()
             entry = await queue.get()
             if entry is _DONE:
                 return
+            if ready is not None and not started:
+                # Each worker takes its first sample while the engine starts and holds it until the engine is ready,
+                # so the loaders keep loading meanwhile, up to the samples in flight plus the queue (the loop's own
+                # bound): every request can go the moment the engine is ready. Shielded: a worker cancelled by a
+                # failed loop leaves the start to its owner.
+                await asyncio.shield(ready)
             item, video, images, seen = entry
             await self._evaluate(item, video, images, seen)
+
+    def _engine_ready(self, ready: asyncio.Future[Any]) -> None:
+        """When the start is done (before any worker holding a sample resumes): the loop's clock starts, and what the
+        loaders had ready by then is recorded."""
+        if not ready.cancelled() and ready.exception() is None:
+            self._ready_at, self.stats.queued_at_ready = time.perf_counter(), self._loaded  # none sent before
 
     async def _evaluate(self, item: WorkItem, video: VideoInput | None, images: tuple[ImageInput, ...],
                         seen: dict[str, Any] | None = None) -> None:
