@@ -98,13 +98,14 @@ def test_requests_in_flight_fill_the_engine_within_a_share_of_memory():
     quarter of the memory, never fewer than it runs at once."""
     gib = 1 << 30
     small = (16, 352, 640)  # perf/e2e.py's largest video: 10.8 MB of pixels, 54 MB in flight
-    assert requests_in_flight(max_num_seqs=16, largest_video=small, pending=100, memory_bytes=24 * gib) == 100
-    assert requests_in_flight(max_num_seqs=16, largest_video=small, pending=500, memory_bytes=24 * gib) == 119
-    assert requests_in_flight(max_num_seqs=16, largest_video=small, pending=10, memory_bytes=24 * gib) == 16
-    assert requests_in_flight(max_num_seqs=16, largest_video=small, pending=5000, memory_bytes=4 * gib) == 19
+    assert requests_in_flight(running=16, largest_video=small, pending=100, memory_bytes=24 * gib) == 100
+    assert requests_in_flight(running=16, largest_video=small, pending=500, memory_bytes=24 * gib) == 119
+    assert requests_in_flight(running=16, largest_video=small, pending=10, memory_bytes=24 * gib) == 16
+    assert requests_in_flight(running=16, largest_video=small, pending=5000, memory_bytes=4 * gib) == 19
     big = (768, 448, 448)  # a long video at a real budget: 2.3 GB in flight each, 14 in 32 GiB
-    assert requests_in_flight(max_num_seqs=16, largest_video=big, pending=5000, memory_bytes=128 * gib) == 16
-    assert requests_in_flight(max_num_seqs=8, largest_video=None, pending=100_000, memory_bytes=None) == 1024
+    assert requests_in_flight(running=16, largest_video=big, pending=5000, memory_bytes=128 * gib) == 16
+    assert requests_in_flight(running=8, largest_video=None, pending=100_000, memory_bytes=None) == 1024
+    assert requests_in_flight(running=16 * 8, largest_video=big, pending=5000, memory_bytes=128 * gib) == 128
 
 
 def test_headers_are_probed_once_per_content(tmp_path):

@@ -227,8 +227,8 @@ def requests_in_flight(cfg: RunConfig, workload: WorkloadPlan | None, pending: i
         return CONCURRENCY
     from .workload.sizing import machine_memory_bytes, requests_in_flight as fitting
 
-    return fitting(max_num_seqs=cfg.engine.max_num_seqs, largest_video=workload.engine.profile_video,
-                   pending=pending, memory_bytes=machine_memory_bytes())
+    return fitting(running=cfg.engine.max_num_seqs * cfg.engine.data_parallel_size,
+                   largest_video=workload.engine.profile_video, pending=pending, memory_bytes=machine_memory_bytes())
 
 
 def _mark_overflow(plans: list[BenchmarkPlan], workload: WorkloadPlan) -> None:

@@ -88,21 +88,21 @@ def size_engine(*, largest_prompt: int, largest_item: int, largest_video: tuple[
         kv_bytes_at_concurrency=context * per_token * max(1, concurrency), concurrency=concurrency)
 
 
-def requests_in_flight(*, max_num_seqs: int, largest_video: tuple[int, int, int] | None, pending: int,
+def requests_in_flight(*, running: int, largest_video: tuple[int, int, int] | None, pending: int,
                        memory_bytes: int | None) -> int:
     """How many requests an in-process engine is given at once: every pending one whose frames fit in a share of the
-    memory, never fewer than the engine runs at once (`max_num_seqs`).
+    memory, never fewer than the engine runs at once (`running`: max_num_seqs times the data-parallel replicas).
 
     More than the engine runs, because a request waiting in the engine's queue has had its frames processed while the
-    engine computed: when a running sequence ends, the next is ready. With exactly `max_num_seqs` in flight the engine
+    engine computed: when a running sequence ends, the next is ready. With exactly `running` in flight the engine
     waited for the front end to process each replacement (perf/e2e.py, 120 questions on 2 cores: the loop took about
     1 s longer than with every request given at once, which is how the limit feeds the engine)."""
-    if pending <= max_num_seqs:
-        return max_num_seqs
+    if pending <= running:
+        return running
     per_request = IN_FLIGHT_BYTES_PER_VALUE * 3 * largest_video[0] * largest_video[1] * largest_video[2] \
         if largest_video else 0
     fit = int((memory_bytes or 0) * IN_FLIGHT_MEMORY_SHARE) // per_request if per_request else MAX_IN_FLIGHT
-    return max(max_num_seqs, min(pending, fit, MAX_IN_FLIGHT))
+    return max(running, min(pending, fit, MAX_IN_FLIGHT))
 
 
 def machine_memory_bytes() -> int | None:
