@@ -66,8 +66,8 @@ class RunConfig:
     frame_overrides: dict[str, int | float] = field(default_factory=dict, metadata={"as": FrameOverrides})
     concurrency: int | None = field(default=None, metadata={
         "help": "requests in flight (default: with the in-process vLLM engine, every pending request whose frames "
-                "fit in a quarter of the memory, at least --max-num-seqs per replica, so the engine never waits for the next "
-                f"request's frames to be processed; {CONCURRENCY} with a server or transformers)", **_COUNT})
+                "fit in a quarter of the memory, at least --max-num-seqs per replica, so the engine never waits for "
+                f"the next request's frames to be processed; {CONCURRENCY} with a server or transformers)", **_COUNT})
     loaders: int = field(default=LOADERS, metadata={"job": False, "help": "frame-loading threads", **_COUNT})
     queue_size: int = field(default=QUEUE_SIZE, metadata={
         "job": False, "help": "loaded samples waiting for a free request slot", **_COUNT})

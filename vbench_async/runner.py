@@ -225,10 +225,11 @@ def requests_in_flight(cfg: RunConfig, workload: WorkloadPlan | None, pending: i
         return cfg.concurrency
     if workload is None or not backend_kind(cfg.backend).sizes_context:
         return CONCURRENCY
-    from .workload.sizing import machine_memory_bytes, requests_in_flight as fitting
+    from .workload import sizing
 
-    return fitting(running=cfg.engine.max_num_seqs * cfg.engine.data_parallel_size,
-                   largest_video=workload.engine.profile_video, pending=pending, memory_bytes=machine_memory_bytes())
+    return sizing.requests_in_flight(running=cfg.engine.max_num_seqs * cfg.engine.data_parallel_size,
+                                     largest_video=workload.engine.profile_video, pending=pending,
+                                     memory_bytes=sizing.machine_memory_bytes())
 
 
 def _mark_overflow(plans: list[BenchmarkPlan], workload: WorkloadPlan) -> None:
