@@ -36,7 +36,9 @@ def _cached(tmp_path: Path):
     return cache, video, spec
 
 
-def _run(tmp_path: Path, backend, cache, video, spec, n: int, score=None):
+def _run(tmp_path: Path, backend, cache, video, spec, n: int, score=None, ready_at_loaded: int | None = None):
+    """Evaluate `n` questions on the clip. `ready_at_loaded`: the backend's start is held open (as an engine's is while
+    it starts) until the loaders have loaded that many samples, or 15 s, and 0.3 s more."""
     from vbench_async.backends.base import SamplingParams
     from vbench_async.benchmarks import get_benchmark, score_sample
     from vbench_async.pipeline import Pipeline, PlanEntry, group_by_video
@@ -51,10 +53,20 @@ def _run(tmp_path: Path, backend, cache, video, spec, n: int, score=None):
     pipeline = Pipeline(backend, cache.get_or_decode, lambda p: None, score or score_sample, SamplingParams(),
                         concurrency=8)
 
-    async def main():
+    async def starting() -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 15
+        while pipeline._loaded < (ready_at_loaded or 0) and loop.time() < deadline:  # the loaders' own count
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)  # time to load past the bound, were anything to let them
         await backend.start()
+
+    async def main():
+        ready = asyncio.ensure_future(starting()) if ready_at_loaded else None
+        if ready is None:
+            await backend.start()
         try:
-            return await pipeline.run(group_by_video(entries))
+            return await pipeline.run(group_by_video(entries), ready=ready)
         finally:
             await backend.close()
 
@@ -112,3 +124,18 @@ def test_result_lines_are_fsynced_off_the_loop_and_scored_off_it(tmp_path, monke
     assert fsyncs and set(fsyncs) == {"results"}, set(fsyncs)
     assert len(fsyncs) <= 24 and stats.lines_per_fsync >= 1.0
     assert scored and all(name.startswith("score") for name in scored), set(scored)
+
+
+def test_while_the_engine_starts_every_request_slot_and_the_queue_are_loaded(tmp_path):
+    """While the backend starts, each worker holds one loaded sample and the queue fills behind them: when it is ready,
+    `concurrency` + `queue_size` samples are loaded (not only the queue's), and no more; then every one is answered."""
+    from vbench_async.backends import openai
+    from vbench_async.pipeline import QUEUE_SIZE
+
+    cache, video, spec = _cached(tmp_path)
+    bound = 8 + QUEUE_SIZE  # _run's concurrency, and the queue
+    with FaultServer() as server:
+        stats, lines = _run(tmp_path, openai.OpenAIBackend("m", server.url, max_retries=0), cache, video, spec,
+                            n=bound + 20, ready_at_loaded=bound)
+    assert stats.queued_at_ready == bound
+    assert stats.n_done == bound + 20 and stats.n_failed == 0 and len(lines) == bound + 20
