@@ -100,24 +100,24 @@ def child(data_map: Path, out: Path, cache: Path, engine_imports: bool) -> dict:
     import vbench_async.benchmarks  # noqa: F401  (the modules a run imports, so "after imports" means it)
     import vbench_async.frames  # noqa: F401
     import vbench_async.scoring  # noqa: F401
-    from vbench_async import runner
+    from vbench_async import evaluation, runner
     from vbench_async.backends.base import SamplingParams
     from vbench_async.benchmarks.selection import Selection
     from vbench_async.results import summaries
 
-    runner._backend = lambda cfg, model, plans, *rest: InstantBackend()  # the one substitution: no engine
+    evaluation._make_backend = lambda cfg, model, plans, *rest: InstantBackend()  # the one substitution: no engine
     # Peaks by phase: planning (samples, prompts, paths) ends where evaluation starts; the loop; the summary.
     peaks: dict[str, float] = {"imports": _status_mb("VmHWM")}
     runner._plan_benchmark = _phase(peaks, "plan", runner._plan_benchmark)
     plan_s: list[float] = []
     runner._run_locked = _timed_plan(runner._run_locked, plan_s)
-    runner._execute = _phase(peaks, "loop", runner._execute)
+    runner.execute = _phase(peaks, "loop", runner.execute)
     summaries.write_run_outputs = _phase(peaks, "report", summaries.write_run_outputs)
     t0 = time.perf_counter()
     summary = runner.run(runner.RunConfig(
         model="tiny-qwen2.5-vl", selection=Selection(benchmarks=("mmvu",), data_root=data_map), output_dir=out,
         cache_dir=cache, sampling=SamplingParams(max_tokens=8), frame_overrides={"max_frames": 8, "max_pixels": 65536},
-        progress=False, mode="both", queue_size=32, concurrency=16,
+        progress=False, mode="both", queue_size=32,  # requests in flight: the run's default (up to 1,024 here)
     ))
     bench = summary["benchmarks"]["mmvu"]
     return {"questions": bench["n_total"], "failed": bench["n_failed"], "wall_s": round(time.perf_counter() - t0, 2),

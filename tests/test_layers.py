@@ -18,7 +18,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
               "backends.base", "scoring.base"),
     "stages": ("frames", "scoring", "benchmarks", "backends", "workload", "demo", "models", "families"),
     "results": ("results", "sharding"),
-    "passes": ("pipeline", "preflight", "run_config", "runner", "sweep", "judge", "launcher", "train", "serve"),
+    "passes": ("pipeline", "preflight", "run_config", "runner", "evaluation", "sweep", "judge", "launcher", "train",
+               "serve"),
     "presentation": ("leaderboard", "cli", "__main__"),
 }
 

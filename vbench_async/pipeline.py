@@ -32,6 +32,7 @@ from .errors import EngineDead, SampleError, UserError
 from .failure_kinds import ENVIRONMENT_KINDS, environment_fault, is_environment_oserror
 from .result import Result
 from .results.lines import InvalidResult
+from .results.manifest import PlannedBenchmark
 from .results.store import ResultStore
 from .results.writer import ResultWriter
 from .samples import Sample
@@ -58,17 +59,21 @@ class WorkItem:
 
 @dataclass(slots=True)
 class PlanEntry(WorkItem):
-    """One pending sample of a plan: its work item with its media, the video to load (None without one) and its extra
-    images. The entry is its own work item (`item`): a plan holds one object per question, not two."""
+    """One pending sample of a plan: a work item with its media, the video to load (None without one) and its extra
+    images; one object per question."""
 
     video: Path | None = None
     spec: FrameSpec | None = None  # set with `video`
     window: Window | None = None
     images: tuple[Path, ...] = ()  # a tuple: the empty one is shared by the many entries without images
 
-    @property
-    def item(self) -> WorkItem:
-        return self
+
+@dataclass
+class BenchmarkPlan(PlannedBenchmark):
+    """One benchmark's part of a run: its frame spec, result store, and the entries still to run."""
+
+    entries: list[PlanEntry] = field(default_factory=list)  # pending work
+    sample_ids: frozenset[str] | None = None  # the annotation file's samples now: the summary counts only these
 
 
 @dataclass
@@ -410,11 +415,11 @@ def group_by_video(entries: list[PlanEntry]) -> list[VideoGroup]:
     """Group work items by (video, spec, window), keeping first-seen order so runs are deterministic."""
     groups: dict[tuple[str, FrameSpec | None, Window | None], VideoGroup] = {}
     for e in entries:
-        key = (str(e.video) if e.video is not None else f"novideo:{e.item.sample.key}", e.spec, e.window)
+        key = (str(e.video) if e.video is not None else f"novideo:{e.sample.key}", e.spec, e.window)
         group = groups.get(key)
         if group is None:
             group = groups[key] = VideoGroup(video=e.video, spec=e.spec, window=e.window, items=[])
-        group.items.append(e.item)
+        group.items.append(e)
         if e.images:
-            group.images[e.item.sample.key] = e.images
+            group.images[e.sample.key] = e.images
     return list(groups.values())

@@ -1,58 +1,40 @@
-"""`vbench-async run` as a library call: plan the work, warm the cache while the engine starts, evaluate, summarise.
-
-Start-up counts: the engine is built in a thread while frames are preprocessed (or loaded) in parallel, so a newcomer
-waits for the slower of the two, not their sum.
+"""`vbench-async run` as a library call: load the selection, plan the work (each benchmark's pending entries, the
+workload plan that sizes the engine), evaluate it (evaluation.py), summarise.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import logging
-import os
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable
 
-from .backends.base import CONCURRENCY, Backend, NoRequests
+from .backends.base import CONCURRENCY
 from .backends.factory import backend_kind, make_backend
-from .backends.vllm import VLLMSettings
 from .benchmarks.include import included
 from .errors import DataMissing, SampleError, UserError
+from .evaluation import BackendFactory, backend_options, execute
 from .failure_kinds import EnvironmentFault
 from .phases import mark
-from .pipeline import LoopStats, Pipeline, PlanEntry, Progress, group_by_video
+from .pipeline import BenchmarkPlan, PlanEntry
 from .preflight import check_writable, no_data
-from .results.manifest import PlannedBenchmark, plain
+from .results.manifest import plain
 from .results.rundir_lock import RunDirLock
 from .results.store import ResultStore, config_hash
 from .run_config import MODES, RunConfig, resolve_model, run_dir_for
 from .samples import Sample
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from .benchmarks.registry import Benchmark
     from .frames import FrameCache, VideoJob
     from .models import ModelRef
-    from .scoring.base import Score
     from .sharding import ShardSelection
     from .workload import WorkloadPlan
 
+__all__ = ["BenchmarkPlan", "RunConfig", "frame_cache", "plan", "run", "video_jobs"]
+
 log = logging.getLogger(__name__)
-
-# Builds a run's backend from its kind and settings (make_backend's signature). The evaluation server passes its own,
-# which hands out the engine it keeps instead of starting one per run.
-BackendFactory = Callable[..., Backend]
-
-@dataclass
-class BenchmarkPlan(PlannedBenchmark):
-    entries: list[PlanEntry] = field(default_factory=list)  # pending work
-    sample_ids: frozenset[str] | None = None  # the annotation file's samples now: the summary counts only these
 
 
 def run(cfg: RunConfig, on_plan: Callable[[WorkloadPlan | None, dict[str, str]], None] | None = None,
@@ -99,7 +81,7 @@ def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
     stopped: EnvironmentFault | None = None
     try:
         if cfg.mode == "preprocess" or pending:
-            stats = _execute(cfg, model, plans, cache, workload, backends)
+            stats = execute(cfg, model, plans, cache, workload, backends)
         else:
             log.info("every sample already has a result in %s (nothing to run)", run_dir)
     except KeyboardInterrupt:
@@ -204,7 +186,7 @@ def workload_plan(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], c
     try:
         return build_plan(
             model, [(p.benchmark, p.spec, p.entries) for p in plans],
-            cache, thinking=cfg.thinking, max_tokens=cfg.sampling.max_tokens,
+            cache, max_tokens=cfg.sampling.max_tokens,
             concurrency=min(cfg.concurrency or engine.max_num_seqs, engine.max_num_seqs),  # sequences held at once
             max_model_len=engine.max_model_len if sized else None,
             max_num_batched_tokens=engine.max_num_batched_tokens if sized else None,
@@ -240,10 +222,10 @@ def _mark_overflow(plans: list[BenchmarkPlan], workload: WorkloadPlan) -> None:
     limit = workload.engine.max_model_len
     for p in plans:
         for e in p.entries:
-            n = over.get(e.item.sample.key)
-            if n is not None and e.item.error is None:
-                e.item.error = SampleError(CONTEXT_OVERFLOW, f"the prompt needs {n} tokens (+ {workload.max_tokens} "
-                                           f"to answer); the engine's context is {limit} tokens")
+            n = over.get(e.sample.key)
+            if n is not None and e.error is None:
+                e.error = SampleError(CONTEXT_OVERFLOW, f"the prompt needs {n} tokens (+ {workload.max_tokens} "
+                                      f"to answer); the engine's context is {limit} tokens")
 
 
 def _shard_selection(cfg: RunConfig, model: ModelRef, loaded: list[tuple[Benchmark, list[Sample | SampleError]]],
@@ -323,196 +305,3 @@ def _memo_video_path(benchmark: Benchmark, data_root: Path | None, outside: bool
         return found
 
     return video_path
-
-
-def _execute(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache,
-             workload: WorkloadPlan | None = None, backends: BackendFactory = make_backend) -> dict[str, Any]:
-    from .frames import VideoJob, preprocess
-
-    def jobs() -> Iterator[VideoJob]:  # one per question (preprocess counts them), made on the fly, not listed
-        return (VideoJob(video=e.video, spec=e.spec, window=e.window, benchmark=p.benchmark.id)
-                for p in plans for e in p.entries if e.video is not None and e.item.error is None)
-
-    mode = cfg.mode
-    if mode == "auto":
-        unique = {(str(j.video), j.spec, j.window) for j in jobs()}
-        # Headers only, no frames read; in parallel: each check fingerprints its video (hashing is C code that
-        # releases the GIL), and a suite of thousands of videos must not hash them one by one before it starts.
-        with ThreadPoolExecutor(max_workers=min(16, (os.cpu_count() or 1) * 4), thread_name_prefix="probe") as pool:
-            cached = sum(pool.map(lambda u: cache.has(Path(u[0]), u[1], u[2]), unique))
-        mode = "eval" if not unique or cached >= 0.9 * len(unique) else "both"
-        log.info("mode auto -> %s (%d of %d videos cached)", mode, cached, len(unique))
-
-    stats: dict[str, Any] = {"mode": mode}
-    if mode == "preprocess":
-        report = preprocess(jobs(), cache, workers=cfg.decode_workers, progress=cfg.progress)
-        stats["preprocess"] = report.to_dict()
-        return stats
-
-    with contextlib.ExitStack() as open_stores:
-        # Lock the result files first: a second run into the same output directory is refused before an engine starts.
-        for p in plans:
-            open_stores.enter_context(p.store)
-        return _evaluate(cfg, model, plans, cache, mode, jobs, stats, workload, backends)
-
-
-def _evaluate(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache, mode: str,
-              jobs: Callable[[], Iterator[VideoJob]], stats: dict[str, Any],
-              workload: WorkloadPlan | None = None, backends: BackendFactory = make_backend) -> dict[str, Any]:
-    sendable = any(e.item.error is None for p in plans for e in p.entries)
-    # Every pending sample already failed (missing videos, prompts that cannot fit): record them, start no engine.
-    backend = _backend(cfg, model, plans, workload, backends) if sendable else NoRequests()
-    t0 = time.perf_counter()
-    cache.reserve(jobs())  # a cache budget never evicts what a queued request will load; labels for `cache stats`
-
-    async def main() -> dict[str, Any]:
-        loop = asyncio.get_running_loop()
-
-        async def start() -> None:
-            await backend.start()  # backends build their engine off the event loop
-            mark("engine_started")
-            stats["startup_s"] = round(time.perf_counter() - t0, 3)
-            stats["backend"] = backend.describe()  # after start: describing vLLM imports it, which start did off-loop
-
-        # While the engine starts, the loop's loaders already fill its queue with frames, and on a cold cache the
-        # preprocessing pass decodes every video behind them; the first request goes when the engine is ready. (An
-        # engine that waited for every video to be decoded first sat idle for the difference: a 150 s clip at a real
-        # frame budget takes seconds to decode, and a suite of thousands longer than any engine start.)
-        starter = asyncio.create_task(start())
-        decoding = _decode_behind(loop, cfg, cache, jobs, stats) if mode == "both" else None
-        try:
-            loop_stats = await _loop(cfg, model, plans, cache, backend, decoding, starter)
-        except BaseException:
-            if decoding is not None:
-                decoding.stop.set()  # Ctrl-C or a failed start: the decodes in flight finish, nothing new starts
-            raise
-        if decoding is not None:  # its remaining keys were loaded by the loop already: it only confirms them
-            await decoding.future
-        stats["loop"] = loop_stats.as_dict()
-        if loop_stats.first_request_at is not None:
-            stats["time_to_first_request_s"] = round(loop_stats.first_request_at - t0, 3)
-        return stats
-
-    return asyncio.run(main())
-
-
-@dataclasses.dataclass
-class _Decoding:
-    """The cold cache's decoding, in its own thread beside the evaluation loop."""
-
-    future: asyncio.Future[None]
-    stop: threading.Event
-
-
-def _decode_behind(loop: asyncio.AbstractEventLoop, cfg: RunConfig, cache: FrameCache,
-                   jobs: Callable[[], Iterator[VideoJob]], stats: dict[str, Any]) -> _Decoding:
-    """Decode every pending video into the cache, in the order the loop will ask for them, in a thread of its own:
-    the loop's loaders share the decode of a key in flight (FrameCache single-flight) and decode a key this thread
-    has not reached yet themselves (it then finds the entry made). Its own thread, not the loop's default executor,
-    which asyncio.run joins on the way out: Ctrl-C must not wait for a decode in flight."""
-    from .frames import preprocess
-
-    stop = threading.Event()
-    thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preprocess")
-
-    def run() -> None:
-        report = preprocess(jobs(), cache, workers=cfg.decode_workers, progress=cfg.progress, stop=stop)
-        stats["preprocess"] = report.to_dict()
-        mark("preprocessed")
-
-    future = loop.run_in_executor(thread, run)
-    thread.shutdown(wait=False)  # the submitted job runs on; the thread ends with it
-    return _Decoding(future, stop)
-
-
-async def _loop(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache, backend: Backend,
-                decoding: _Decoding | None, started: asyncio.Task[None]) -> LoopStats:
-    """The evaluation loop over every pending entry, from while the backend is `started`; the engine is closed when the
-    loop ends, however it ends. A failure of the decoding behind it (the cache's disk, not a video) ends the loop with
-    that failure."""
-    groups = group_by_video([e for p in plans for e in p.entries])
-    bar = _progress_bar(sum(len(g.items) for g in groups), cfg.progress)
-    pipeline = Pipeline(
-        backend=backend,
-        load_video=cache.get_or_decode,
-        load_image=_image_loader(model.family),
-        score=_scorer(),
-        sampling=cfg.sampling,
-        concurrency=cfg.concurrency,
-        loaders=cfg.loaders,
-        queue_size=cfg.queue_size,
-        progress=bar,
-    )
-    task = asyncio.ensure_future(pipeline.run(groups, ready=started))
-    if decoding is not None:
-        decoding.future.add_done_callback(lambda f: task.cancel() if _failure(f) else None)
-    try:
-        stats = await task
-        mark("loop_done")
-        return stats
-    except asyncio.CancelledError:
-        failure = _failure(decoding.future) if decoding is not None else None
-        if failure is not None:
-            raise failure from None
-        raise
-    finally:
-        if bar is not None:
-            bar.close()
-        if not started.done():
-            # The loop ended before the engine was ready (Ctrl-C, a full disk): the backend stops its own start-up
-            # when cancelled, at once, rather than after a start that can take minutes.
-            started.cancel()
-            with contextlib.suppress(BaseException):
-                await started
-        elif not started.cancelled() and _failure(started) is None:
-            await backend.close()
-            mark("engine_closed")
-
-
-def _failure(future: asyncio.Future[Any]) -> BaseException | None:
-    """The exception a finished, not cancelled, future ended with (None otherwise)."""
-    return future.exception() if future.done() and not future.cancelled() else None
-
-
-def engine_settings(cfg: RunConfig, plans: list[BenchmarkPlan], workload: WorkloadPlan | None = None) -> VLLMSettings:
-    """The run's engine settings: the sampling seed, the frame budget to profile memory with, and the context, batch
-    budget and profiling video from the workload plan (an explicit max_model_len is already the plan's)."""
-    specs = [p.spec for p in plans]
-    # Profile memory with the run's real frame budget, not the model's maximum (faster start-up).
-    settings = dataclasses.replace(cfg.engine, seed=cfg.sampling.seed,
-                                   profile_frames=max((s.nframes or s.max_frames for s in specs), default=None),
-                                   profile_pixels=max((s.max_pixels for s in specs), default=None))
-    if workload is not None:
-        workload.engine.apply(settings)
-    return settings
-
-
-def backend_options(cfg: RunConfig, plans: list[BenchmarkPlan], workload: WorkloadPlan | None = None) -> dict[str, Any]:
-    """The settings of the run's backend, as the manifest records them."""
-    return backend_kind(cfg.backend).options(engine_settings(cfg, plans, workload), cfg.server, cfg.concurrency)
-
-
-def _backend(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], workload: WorkloadPlan | None,
-             backends: BackendFactory = make_backend) -> Backend:
-    return backends(cfg.backend, model.path, engine=engine_settings(cfg, plans, workload), server=cfg.server,
-                    concurrency=cfg.concurrency)
-
-
-def _scorer() -> Callable[[Sample, str], Score]:
-    from .benchmarks import score_sample  # each sample read by its benchmark's official protocol and the careful grader
-
-    return score_sample
-
-
-def _image_loader(family: str) -> Callable[[Path], np.ndarray]:
-    from .frames import load_image
-
-    return lambda path: load_image(path, family)
-
-
-def _progress_bar(total: int, enabled: bool) -> Progress | None:
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="evaluating", unit="q", dynamic_ncols=True)

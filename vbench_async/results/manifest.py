@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..redact import redact_argv, scrub
 from ..settings import to_json
+from ..workload.sizing import machine_memory_bytes
 from .store import ResultStore
 
 if TYPE_CHECKING:
@@ -169,7 +170,7 @@ def git_commit() -> str | None:
 
 def hardware() -> dict[str, Any]:
     info: dict[str, Any] = {"machine": platform.machine(), "cpus": os.cpu_count(), "platform": platform.platform(),
-                            "cpu_model": _cpu_model(), "memory_bytes": _memory_bytes()}
+                            "cpu_model": _cpu_model(), "memory_bytes": machine_memory_bytes()}
     if hasattr(os, "sched_getaffinity"):
         info["cpus_usable"] = len(os.sched_getaffinity(0))
     torch = sys.modules.get("torch")  # only when the run loaded it: importing torch here would cost seconds
@@ -191,11 +192,6 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
-def _memory_bytes() -> int | None:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def plain(obj: Any) -> Any:

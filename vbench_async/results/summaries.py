@@ -20,6 +20,7 @@ from .manifest import PlannedBenchmark, manifest
 from .readings import ReadingAggregate, aggregate_readings, summary_block
 from .rundir import ShardId, manifest_path, read_json, read_manifest, read_summary, summary_path, write_json
 from .store import read_results
+from .streamed import streamed_aggregate
 from .verdicts import active_judge, apply_active_judge
 
 if TYPE_CHECKING:
@@ -80,8 +81,6 @@ def summarize_benchmark(run_dir: Path, benchmark: Benchmark, results_path: Path,
     """Aggregate of one benchmark's result file, with the counts and markers summary.json carries. Only lines of
     `current_ids` (the annotation file's samples now) count. `subset` (see `subset_of`): the run evaluated only
     part of the benchmark, so its status is "subset", never "complete"."""
-    from .streamed import streamed_aggregate
-
     judged = streamed_aggregate(run_dir, benchmark, results_path, current_ids=current_ids)
     agg = judged.block
     agg["n_expected"] = n_expected
@@ -227,7 +226,6 @@ def recompute_summary(run_dir: Path) -> dict[str, Any]:
     """Re-aggregate every benchmark of summary.json from its result file with the active judge's verdicts, and
     record that judge in manifest.json."""
     from ..benchmarks import get_benchmark
-    from .streamed import streamed_aggregate
 
     run_dir = Path(run_dir)
     summary = read_summary(run_dir)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Iterator, Sequence, overload
+from typing import Any, Sequence
 
 from .memo import ProcessorMemo
 from .plan import CONTEXT_OVERFLOW, BenchmarkInput, PlanEntry, WorkloadPlan, plan_workload
@@ -17,14 +17,13 @@ from .tokens import ModelLimits, PromptCounter, model_limits
 __all__ = ["CONTEXT_OVERFLOW", "WorkloadPlan", "build_plan"]
 
 
-def build_plan(model: Any, benchmarks: Sequence[tuple[Any, Any, Sequence[Any]]], cache: Any, *, thinking: bool,
+def build_plan(model: Any, benchmarks: Sequence[tuple[Any, Any, Sequence[PlanEntry]]], cache: Any, *,
                max_tokens: int, concurrency: int, max_model_len: int | None = None,
                max_num_batched_tokens: int | None = None, not_run: dict[str, str] | None = None) -> WorkloadPlan:
-    """Plan `benchmarks` — (Benchmark, FrameSpec, the run's pending entries: `pipeline.PlanEntry`, with its work item,
-    video path, window and image paths) — for `model` (models.ModelRef), with the frame cache `cache` (its decoder,
-    fingerprints and entries)."""
-    inputs = [BenchmarkInput(id=bench.id, spec=spec, presets=dict(bench.card.presets),
-                             entries=_Entries(entries, bench.prompt_renderer(thinking)))
+    """Plan `benchmarks` — (Benchmark, FrameSpec, the run's pending entries: `pipeline.PlanEntry`, each with its
+    sample, prompt renderer, video path, window, image paths and known error) — for `model` (models.ModelRef), with
+    the frame cache `cache` (its decoder, fingerprints and entries)."""
+    inputs = [BenchmarkInput(id=bench.id, spec=spec, presets=dict(bench.card.presets), entries=entries)
               for bench, spec, entries in benchmarks]
     headers = HeaderStore(cache.root, cache.decoder, workers=min(16, (os.cpu_count() or 1) * 4),
                           fingerprint=cache.fingerprint)
@@ -63,31 +62,3 @@ def _cpu_only() -> bool:
         return not torch.cuda.is_available()
     except ImportError:  # pragma: no cover
         return True
-
-
-class _Entries(Sequence[PlanEntry]):
-    """A run's plan entries as the workload plan reads them, each made when read (the plan reads them a chunk at a
-    time): a list of them all, made up front, held ~150 bytes a sample more at the run's peak."""
-
-    def __init__(self, entries: Sequence[Any], render: Any) -> None:
-        self._entries = entries
-        self._render = render
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    @overload
-    def __getitem__(self, i: int) -> PlanEntry: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[PlanEntry]: ...
-    def __getitem__(self, i: int | slice) -> PlanEntry | list[PlanEntry]:
-        if isinstance(i, slice):
-            return [self._entry(e) for e in self._entries[i]]
-        return self._entry(self._entries[i])
-
-    def __iter__(self) -> Iterator[PlanEntry]:
-        return (self._entry(e) for e in self._entries)
-
-    def _entry(self, e: Any) -> PlanEntry:
-        return PlanEntry(sample=e.item.sample, prompt=self._render, video=e.video, window=e.window,
-                         images=tuple(e.images or ()), error=e.item.error)

@@ -13,7 +13,7 @@ around the text, tokenized once per media layout: tokens.py). Counting a text co
   lines as above, any other line (non-ASCII, control characters, an added token's text) by the tokenizer itself.
 
 Why the ASCII split is the tokenizer's: the pipeline of the byte-level BPE tokenizers accepted here (pieces.py's
-`_safe_config`: NFC or no normalizer, a Split with one of the known patterns then ByteLevel without its own regex, a
+`safe_config`: NFC or no normalizer, a Split with one of the known patterns then ByteLevel without its own regex, a
 BPE model, no tokens added around the text) is normalize, cut out added tokens, split by the pattern, map bytes,
 BPE each piece. On printable ASCII, NFC changes nothing; the pattern's classes \\p{L}, \\p{N} and \\s hold exactly
 [A-Za-z], [0-9] and [\\t\\n\\r ] (the characters \\x0b, \\x0c and \\x1c-\\x1f, whose \\s membership differs between
@@ -26,11 +26,12 @@ tests/test_workload_counts.py on many random texts.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Callable, Collection, Sequence
 
 from ..families.base import count_runs
-from .pieces import _CUT, _safe_config
+from .pieces import CUT, safe_config
 
 # The pre-tokenizer patterns pieces.py accepts, each written for plain ASCII (see the module docstring).
 _ASCII_PATTERNS = {
@@ -134,7 +135,7 @@ class TextCounter:
     def _by_lines(self, text: str) -> int | None:
         lines = self._lines
         total = 0
-        for line in _CUT.split(text):
+        for line in CUT.split(text):
             n = lines.get(line)
             if n is None:
                 n = self._line(line)
@@ -176,11 +177,9 @@ def _tight(text: str) -> bool:
 def _ascii_split(backend: Any) -> re.Pattern[str] | None:
     """The tokenizer's split pattern written for plain ASCII, when the tokenizer is one whose pipeline is the one the
     module docstring describes; None otherwise."""
-    import json
-
-    if not _safe_config(backend) or backend.truncation or backend.padding or backend.encode_special_tokens:
+    if not safe_config(backend) or backend.truncation or backend.padding or backend.encode_special_tokens:
         return None
-    steps = json.loads(backend.pre_tokenizer.__getstate__())["pretokenizers"]  # _safe_config: a 2-step Sequence
+    steps = json.loads(backend.pre_tokenizer.__getstate__())["pretokenizers"]  # safe_config: a 2-step Sequence
     ascii_pattern = _ASCII_PATTERNS.get(steps[0]["pattern"]["Regex"])
     return re.compile(ascii_pattern) if ascii_pattern else None
 
@@ -191,7 +190,7 @@ def frame_tokens(backend: Any, before: str, after: str, target: Sequence[int], i
     tokenizer cuts out first (not normalized, none stripping whitespace), no added token's text can begin in one part
     and end in the next, and probe texts confirm it. Then a prompt's tokens are the frame's, the text's and, as the
     text holds no placeholder (TextCounter's `watched`), no placeholder run spans the parts. None otherwise."""
-    if not _safe_config(backend):
+    if not safe_config(backend):
         return None
     added = backend.get_added_tokens_decoder()
     head = backend.encode(before, add_special_tokens=False).ids

@@ -27,7 +27,7 @@ _SAFE_PATTERNS = frozenset({
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)"
     r"|\s+",
 })
-_CUT = re.compile(r"(?<=\n)(?=[!-~])")  # after a newline, before printable ASCII that is not a space
+CUT = re.compile(r"(?<=\n)(?=[!-~])")  # after a newline, before printable ASCII that is not a space
 _PROBES = ("line one\nline two\n", "\n\nA: x\nB: y\n\nAnswer.\n", "a \n b\n\tc\n\n\nd", "x\n<|im_end|>\ny",
            "caf\u00e9\n\u0301e\nn\u0303o\n", "1234\n5678\n's\n's", "  \n  \n!\n?\n")
 MEMO_MAX = 65536  # pieces kept across chunks (the shared lines); a bound for suites whose every line differs
@@ -44,7 +44,7 @@ class LineTokenizer:
     def of(cls, backend: Any) -> LineTokenizer | None:
         """A LineTokenizer for `backend` when cutting at lines gives the ids of the whole text, else None."""
         try:
-            if not _safe_config(backend):
+            if not safe_config(backend):
                 return None
             tok = cls(backend)
             whole = [e.ids for e in backend.encode_batch_fast(list(_PROBES), add_special_tokens=True)]
@@ -55,7 +55,7 @@ class LineTokenizer:
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
         if len(self.memo) > MEMO_MAX:
             self.memo.clear()
-        pieces = [_CUT.split(t) for t in texts]
+        pieces = [CUT.split(t) for t in texts]
         counts = Counter(p for ps in pieces for p in ps)
         # Lines that recur are tokenized alone (once); a run of lines that do not is tokenized as one text, as
         # before (a call per line would cost more than it saves when the question and every option differ).
@@ -90,7 +90,7 @@ def _segments(pieces: list[str], shared: Callable[[str], bool]) -> list[str]:
     return out
 
 
-def _safe_config(backend: Any) -> bool:
+def safe_config(backend: Any) -> bool:
     """The tokenizer's normalizer, pre-tokenizer, model, post-processor and added tokens keep line cuts exact."""
     def state(part: Any) -> Any:
         return json.loads(part.__getstate__()) if part is not None else None

@@ -12,7 +12,7 @@ import statistics
 from array import array
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ItemsView, Iterator, Mapping, Sequence
+from typing import Any, Callable, ItemsView, Iterator, Mapping, Protocol, Sequence
 
 from ..errors import SampleError
 from ..frames.budget import free_disk
@@ -27,21 +27,22 @@ CONTEXT_OVERFLOW = "context_overflow"
 CHUNK = 512  # prompts tokenized per call
 
 
-@dataclass(slots=True)
-class PlanEntry:
-    """One sample as the run will send it: its prompt (text or renderer), media paths, and any error already known."""
-
-    sample: Any  # samples.Sample
-    prompt: str | Callable[[Any], str]
-    video: Path | None = None
-    window: tuple[float | None, float | None] | None = None
-    images: Sequence[Path] = ()
-    error: SampleError | None = None
+class PlanEntry(Protocol):
+    """One sample as the run will send it (the run's own entries, `pipeline.PlanEntry`, read as they are): its prompt
+    (text or renderer), media paths, and any error already known."""
 
     @property
-    def key(self) -> str:
-        key: str = self.sample.key  # made when asked: a key string per entry is 60 bytes a sample for its lifetime
-        return key
+    def sample(self) -> Any: ...  # samples.Sample
+    @property
+    def prompt(self) -> str | Callable[[Any], str]: ...
+    @property
+    def video(self) -> Path | None: ...
+    @property
+    def window(self) -> tuple[float | None, float | None] | None: ...
+    @property
+    def images(self) -> Sequence[Path]: ...
+    @property
+    def error(self) -> SampleError | None: ...
 
 
 class PromptTokens(Mapping[str, int]):
@@ -343,7 +344,7 @@ def _media(entry: PlanEntry, spec: FrameSpec, counter: PromptCounter, found: Map
         prompt = entry.prompt(entry.sample) if callable(entry.prompt) else entry.prompt
         counter.render(prompt, len(videos), len(images))  # its failure is this sample's (counts renders again)
         if videos:
-            tally.headers[entry.key] = header
+            tally.headers[entry.sample.key] = header
         return prompt, videos, images
     except SampleError as exc:
         tally.fail(exc.kind)
@@ -382,8 +383,8 @@ def _tally(entry: PlanEntry, count: Any, videos: list[VideoGeometry], counter: P
     tally.prompts.append(count.prompt_tokens)
     tally.largest_item = max(tally.largest_item, count.largest_item_tokens)
     if count.prompt_tokens > tally.worst[0]:
-        tally.worst = (count.prompt_tokens, entry, tally.headers.get(entry.key))
-    tally.headers.pop(entry.key, None)
+        tally.worst = (count.prompt_tokens, entry, tally.headers.get(entry.sample.key))
+    tally.headers.pop(entry.sample.key, None)
     return count.prompt_tokens
 
 
