@@ -94,7 +94,7 @@ def engine_line(w: Any) -> str:
     model = "" if e.fits_model else f" (the longest prompt + answer, {e.needed:,}, exceeds it)"
     return (f"engine: max_model_len {e.max_model_len:,} ({e.source}; model limit {e.model_limit:,}{model}){batched}; "
             f"KV {_bytes(e.kv_bytes_per_sequence)} per sequence, {_bytes(e.kv_bytes_at_concurrency)} at "
-            f"concurrency {e.concurrency}")
+            f"{e.concurrency} sequences at once")
 
 
 def print_plan(w: Any, file=sys.stdout) -> None:
