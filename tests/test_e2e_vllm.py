@@ -52,7 +52,8 @@ def test_shared_videos_are_decoded_once(qwen25_runs):
     # Under the cache budget preprocessing warms what fits; the rest is decoded by the loaders when its turn comes,
     # and nothing a queued request still needs is evicted (so no video is decoded twice). Every sample is scored
     # (test above) with the outputs of the unbounded run (test_greedy_runs_are_identical).
-    assert pre["cached"] + pre["deferred"] == pre["unique"] and pre["deferred"] > 0
+    # (reused: a loader, loading while the engine starts, decoded the video before the pass reached it)
+    assert pre["cached"] + pre["reused"] + pre["deferred"] == pre["unique"] and pre["deferred"] > 0
     assert 0 < len(list(CacheLayout(tmp / "cache").entries())) < pre["unique"]  # entries were evicted
     # The loaders filled the queue while the engine started (on this cold cache, beside the preprocessing pass).
     assert summary["run"]["loop"]["queued_at_ready"] > 0
@@ -101,4 +102,7 @@ def test_qwen3_vl_demo_run(tmp_path, samples):
     assert summary["family"] == "qwen3-vl"
     assert all(b["n_failed"] == 0 for b in summary["benchmarks"].values())
     pre = summary["run"]["preprocess"]  # Qwen3-VL's frame spec differs from Qwen2.5-VL's: its own cache entries
-    assert pre["jobs"] == sum(len(v) for v in expected.values()) and pre["cached"] == pre["unique"] < pre["jobs"]
+    # Every distinct video in the cache: decoded by the pass, or by a loader first (they load while the engine starts,
+    # and the pass then finds the entry); fewer than the jobs, since benchmarks share videos.
+    assert pre["jobs"] == sum(len(v) for v in expected.values())
+    assert pre["cached"] + pre["reused"] == pre["unique"] < pre["jobs"] and pre["failed"] == 0
