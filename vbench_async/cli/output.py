@@ -129,4 +129,7 @@ def build_site_in_background(run_dirs: list[Path], out_dir: Path, log_path: Path
 
 
 def has_site(run_dir: Path) -> bool:
-    return (site_dir(run_dir) / "index.html").exists()
+    """The run directory has its own site, or a build of it was started (one still running in the background has
+    written no index.html yet, and a command that changes the results must not skip the rebuild for that: builds
+    into one folder take turns and each reads the results once it has the folder, so the last one is current)."""
+    return (site_dir(run_dir) / "index.html").exists() or site_log_path(run_dir).exists()
