@@ -110,8 +110,9 @@ def test_the_http_layer_checks_the_token_and_reports_errors(http_server) -> None
 def test_a_job_posted_over_http_gets_its_site_from_the_server_and_run_server_writes_none(tmp_path,
                                                                                          includes) -> None:  # noqa: F811
     """`serve`'s worker (cli/serve.py's, with its site hook) behind a real HTTP server on 127.0.0.1: a job posted as
-    JSON, as curl posts it, ends with its own site; `run --server` prints the server's and writes none itself. The
-    jobs are of a card whose videos are gone: every sample fails at once, no engine starts."""
+    JSON, as curl posts it, ends with its own site; `run --server` prints the server's and writes none itself;
+    `run --server --no-site` gets none from the server either. The jobs are of a card whose videos are gone: every
+    sample fails at once, no engine starts."""
     cards, data = open_card(tmp_path)
     evals = eval_server(RunConfig(model="tiny-qwen2.5-vl", backend="openai",
                                   server=ServerSettings(base_url="http://127.0.0.1:9/v1")))
@@ -127,11 +128,13 @@ def test_a_job_posted_over_http_gets_its_site_from_the_server_and_run_server_wri
             record = client.wait(url, json.loads(answer.read())["job"]["id"], poll_s=0.05)
         assert record["status"] == "done" and record["site"] == str(tmp_path / "posted" / "leaderboard" /
                                                                     "index.html"), record
+        argv = ["run", "--server", url, "--model", "tiny-qwen2.5-vl", "--include", str(cards), "--benchmarks",
+                "my-open", "--data-root", str(data), "--no-progress"]
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            code = cli_main(["run", "--server", url, "--model", "tiny-qwen2.5-vl", "--include", str(cards),
-                             "--benchmarks", "my-open", "--data-root", str(data), "--output-dir",
-                             str(tmp_path / "client"), "--no-progress"])
+            code = cli_main([*argv, "--output-dir", str(tmp_path / "client")])
+        assert cli_main([*argv, "--output-dir", str(tmp_path / "quiet"), "--no-site"]) == 1
+        quiet = [j for j in evals.jobs() if j.run_dir == str(tmp_path / "quiet")]
     finally:
         httpd.shutdown()
         httpd.server_close()
@@ -141,6 +144,10 @@ def test_a_job_posted_over_http_gets_its_site_from_the_server_and_run_server_wri
     assert wait_for_site(tmp_path / "client").is_file()  # the server's writer: its log says it is done
     shown = [line for line in out.getvalue().splitlines() if line.startswith("leaderboard:")]
     assert len(shown) == 1 and "by the server" in shown[0], out.getvalue()
+    # --no-site travels with the job (RunConfig.site): the server starts no site for it.
+    assert len(quiet) == 1 and quiet[0].status == "done" and quiet[0].site is None, [j.to_json() for j in quiet]
+    assert (tmp_path / "quiet" / "summary.json").is_file()
+    assert not (tmp_path / "quiet" / "logs" / "site.log").exists() and not (tmp_path / "quiet" / "leaderboard").exists()
 
 
 # -- a real `serve` process -------------------------------------------------------------------------------------------
@@ -195,9 +202,10 @@ def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vll
                             token=TOKEN, console=console)
     try:
         # One job from `run --server` (its --include travels with the job), one from the client library.
-        # (the frame cache and decoder workers are the server's: a job that sets them is refused)
+        # (the frame cache and decoder workers are the server's: a job that sets them is refused; --no-site would
+        # reach the server, and this job's site is one the test wants)
         job_args = [a for a in included_run_args(cards, data, cache) if a not in ("--cache-dir", str(cache),
-                                                                                  "--workers", "1")]
+                                                                                  "--workers", "1", "--no-site")]
         first = run_cli("run", "--server", url, "--model", SERVED, *job_args,
                         "--output-dir", str(tmp_path / "one"), env={"VBENCH_ASYNC_SERVE_TOKEN": TOKEN})
         assert first.returncode == 0, first.stderr[-3000:]

@@ -79,6 +79,9 @@ class RunConfig:
     engine: VLLMSettings = field(default_factory=VLLMSettings, metadata={"job": False})  # backend vllm
     server: ServerSettings = field(default_factory=ServerSettings, metadata={"job": False})  # backend openai
     progress: bool = field(default=True, metadata={"local": True, "flag": "--no-progress", "help": "no progress bars"})
+    site: bool = field(default=True, metadata={
+        "flag": "--no-site", "help": "do not write the HTML leaderboard into the run directory (a server job asks its "
+                                     "server not to)"})
     # (K, N): evaluate only shard K of N (sharding.py); merge combines them. The CLI's --shard K/N|auto sets it.
     shard: tuple[int, int] | None = field(default=None, metadata={"job": False})
     name: str | None = field(default=None, metadata={

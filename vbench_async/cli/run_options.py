@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 # RunConfig's own flags, by the group `--help` shows them in (the nested settings are groups of their own).
-OUTPUT_FLAGS = ("output_dir", "name", "cache_dir", "cache_max_gb", "progress")
+OUTPUT_FLAGS = ("output_dir", "name", "cache_dir", "cache_max_gb", "progress", "site")
 HOW_FLAGS = ("backend", "mode", "retry_failed", "thinking", "judge_model", "concurrency", "loaders", "queue_size",
              "decode_workers")
 
@@ -37,8 +37,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     add_include_option(what)
     add_fields(what, RunConfig, only=("model",))
 
-    out = add_group(p, RunConfig, "output", only=OUTPUT_FLAGS)
-    out.add_argument("--no-site", action="store_true", help="do not write the HTML leaderboard into the run directory")
+    add_group(p, RunConfig, "output", only=OUTPUT_FLAGS)
 
     add_group(p, RunConfig, "how", only=HOW_FLAGS)
     add_group(p, PromptSettings)

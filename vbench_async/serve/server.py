@@ -123,6 +123,7 @@ class EvalServer:
         running = _Running(job)
         self._running = running
         scope = contextlib.ExitStack()  # the job's include folders are known to the registry for this job only
+        cfg: RunConfig | None = None
         try:
             cfg = job.spec.run_config(self.base)
             scope.enter_context(included(*cfg.selection.include))  # its card folders, for this job only
@@ -151,11 +152,13 @@ class EvalServer:
                     from ..judge import judge_after_run
 
                     summary = {**judge_after_run(Path(job.run_dir), cfg, cfg.judge_model), "run_dir": job.run_dir}
-            job.site = self._site(Path(job.run_dir))  # before the status: a client seeing "done" sees the site too
+            if cfg.site:  # before the status: a client seeing "done" sees the site too
+                job.site = self._site(Path(job.run_dir))
             job.summary, job.status = summary, "done"
         except KeyboardInterrupt:  # JobCancelled, as the runner re-raises it after writing the partial summary
             job.summary = _read_summary(job.run_dir)
-            if job.run_dir is not None and (site_dir(Path(job.run_dir)) / "index.html").exists():
+            wants_site = cfg is not None and cfg.site
+            if wants_site and job.run_dir is not None and (site_dir(Path(job.run_dir)) / "index.html").exists():
                 job.site = self._site(Path(job.run_dir))  # as after `run`'s Ctrl-C: an old site must not stay
             job.status = "cancelled"
         except UserError as exc:
