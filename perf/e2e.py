@@ -11,7 +11,8 @@ written as a user's own card, `--include`) and the project's tiny Qwen3-VL, 1 fp
 - warm: the same with the frame cache filled;
 - serve: the second job sent to a `vbench-async serve` whose engine the first job started (submission to result),
   on a second workload of the same shape (other videos, other questions: nothing of the first job's prompts in the
-  engine's caches); the server has no prompt-variant setting, so its jobs render the card's own prompt;
+  engine's caches), with the same prompt variant as the runs (a job field); the first job's site waits for the
+  server's queue to be idle (`serve.server.SITE_GRACE_S`), so the second job does not share the machine with it;
 - sweep: `vbench-async run --max-frames 8,16,32` on a filled cache.
 
 Before the rounds an untimed set-up run fills the warm cache (every budget), builds the tiny model and records the
@@ -223,7 +224,7 @@ def serve_second(data: Path, second: Path, cards: Path, cache: Path, work: Path)
         for n, root in ((1, data), (2, second)):
             t0 = time.time()
             selection = {"benchmarks": [BENCH], "include": [str(cards)], "data_root": str(root)}
-            record = client.submit(url, {"selection": selection,
+            record = client.submit(url, {"selection": selection, "prompt": {"prompt_variant": "predecessor"},
                                          "sampling": {"max_tokens": 16, "temperature": 0.0},
                                          "output_dir": str(work / f"job{n}")})
             record = client.wait(url, record["id"], poll_s=0.05)

@@ -150,6 +150,51 @@ def test_a_job_posted_over_http_gets_its_site_from_the_server_and_run_server_wri
     assert not (tmp_path / "quiet" / "logs" / "site.log").exists() and not (tmp_path / "quiet" / "leaderboard").exists()
 
 
+def test_sites_wait_while_jobs_follow_each_other_and_are_written_once_the_queue_is_idle(tmp_path,
+                                                                                      includes) -> None:  # noqa: F811
+    """Three jobs queued back to back (their samples fail at once: videos gone, no engine): no site is started while a
+    job waits or runs, each job's record names its index.html as it ends, and once the queue has been idle for
+    SITE_GRACE_S every site is started, once each, and written (the real background writer, through its log)."""
+    from vbench_async.cli.output import write_run_site_in_background
+    from vbench_async.serve.server import SITE_GRACE_S
+
+    cards, data = open_card(tmp_path)
+    started: list[tuple[Path, dict, float]] = []
+
+    def write_site(run_dir: Path) -> Path:
+        started.append((run_dir, dict(evals.health()["jobs"]), time.monotonic()))
+        return write_run_site_in_background(run_dir)
+
+    evals = EvalServer(RunConfig(model="tiny-qwen2.5-vl", backend="openai",
+                                 server=ServerSettings(base_url="http://127.0.0.1:9/v1")), write_site=write_site)
+    outs = [tmp_path / f"job{i}" for i in range(3)]
+    try:
+        jobs = [evals.submit(JobSpec.from_json({"selection": {"benchmarks": ["my-open"], "include": [str(cards)],
+                                                              "data_root": str(data)}, "output_dir": str(out)}))
+                for out in outs]
+        _until(lambda: all(j.finished for j in jobs), 120)
+        ended = max(j.finished_at or 0 for j in jobs)
+        assert [j.status for j in jobs] == ["done"] * 3, [j.to_json() for j in jobs]
+        assert [j.site for j in jobs] == [str(out / "leaderboard" / "index.html") for out in outs]
+        _until(lambda: len(started) == 3, 60)
+    finally:
+        evals.close()
+    assert [run_dir for run_dir, _, _ in started] == outs
+    assert all(jobs_then == {"queued": 0, "running": 0} for _, jobs_then, _ in started), started
+    first_start = min(t for _, _, t in started) - time.monotonic() + time.time()  # on the jobs' clock
+    assert first_start >= ended + SITE_GRACE_S - 0.1, (first_start, ended)
+    assert evals.health()["sites_waiting"] == 0
+    for out in outs:
+        assert wait_for_site(out).is_file()
+
+
+def _until(ready, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert time.monotonic() < deadline, f"not so after {timeout} s"
+        time.sleep(0.05)
+
+
 # -- a real `serve` process -------------------------------------------------------------------------------------------
 
 

@@ -216,7 +216,7 @@ def run_on_server(args: argparse.Namespace) -> int:
           f"(job {job['id']}, {job['wall_s']} s on the server)")
     run_dir = Path(job["run_dir"])
     if job.get("site"):  # the server writes it: a second writer here would race it
-        print(f"leaderboard: {job['site']} (being written in the background by the server; "
+        print(f"leaderboard: {job['site']} (written in the background by the server once no job follows; "
               f"{site_log_path(run_dir)} says when it is done)")
     elif not args.no_site and run_dir.is_dir():  # a server that writes no site (a library's EvalServer, an older one)
         print(f"leaderboard: {write_run_site(run_dir)}")

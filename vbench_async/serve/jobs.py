@@ -123,7 +123,7 @@ class Job:
     total: int | None = None  # samples still to run when the job started (from the run's plan)
     lines_before: int = 0  # result lines in the run directory when it started
     summary: dict[str, Any] | None = None
-    site: str | None = None  # the run's own index.html once the server has started writing it (clients write none)
+    site: str | None = None  # the run's own index.html, written by the server once no job follows (clients write none)
     error: str | None = None
     cancel_requested: threading.Event = field(default_factory=threading.Event, repr=False)
 

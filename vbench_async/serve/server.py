@@ -27,6 +27,11 @@ from .jobs import Job, JobSpec, result_lines
 
 log = logging.getLogger(__name__)
 
+# A finished job's site is started once no job has come for this long: a site build takes a core for seconds, and a
+# client that sends its next job as the last one ends (a script over checkpoints) would otherwise have that job share
+# the machine with the pages (perf/e2e.py's serve arm: ~0.5 s of a 6 s job on 2 cores).
+SITE_GRACE_S = 2.0
+
 
 @dataclass
 class _Running:
@@ -38,7 +43,8 @@ class _Running:
 class EvalServer:
     """Jobs in, run directories out. `base` holds the server's settings (model, backend, engine, cache).
     `write_site(run_dir)` starts writing a finished job's own site and returns its index.html, as `run` does; it is
-    passed in because pages are the presentation layer's (`vbench-async serve` passes cli/output.py's)."""
+    passed in because pages are the presentation layer's (`vbench-async serve` passes cli/output.py's). Sites wait
+    while jobs follow each other (`SITE_GRACE_S`): the evaluations come first, the pages when the queue is idle."""
 
     def __init__(self, base: RunConfig, max_finished: int = 1000,
                  write_site: Callable[[Path], Path] | None = None):
@@ -50,6 +56,7 @@ class EvalServer:
         self._running: _Running | None = None
         self._lock = threading.Lock()
         self._max_finished = max_finished
+        self._sites_due: list[Path] = []  # finished jobs' run directories whose site waits for an idle queue
         self._worker = threading.Thread(target=self._work, name="serve-jobs", daemon=True)
         self._worker.start()
 
@@ -92,7 +99,7 @@ class EvalServer:
     def health(self) -> dict[str, Any]:
         counts = {s: sum(1 for j in self._jobs.values() if j.status == s) for s in ("queued", "running")}
         return {"ok": True, "model": self.base.model, "backend": self.base.backend, "jobs": counts,
-                **self.keeper.describe()}
+                "sites_waiting": len(self._sites_due), **self.keeper.describe()}
 
     def close(self) -> None:
         """Cancel what is queued or running, wait for the running job's partial summary, stop the engine."""
@@ -105,8 +112,13 @@ class EvalServer:
     # -- the worker ------------------------------------------------------------------------------------------------
     def _work(self) -> None:
         while True:
-            job_id = self._queue.get()
+            try:
+                job_id = self._queue.get(timeout=SITE_GRACE_S if self._sites_due else None)
+            except queue.Empty:  # no job came: the waiting sites are written now
+                self._start_sites()
+                continue
             if job_id is None:
+                self._start_sites()  # the server stops: the pages are still written (in processes of their own)
                 return
             job = self._jobs.get(job_id)
             with self._lock:
@@ -152,14 +164,14 @@ class EvalServer:
                     from ..judge import judge_after_run
 
                     summary = {**judge_after_run(Path(job.run_dir), cfg, cfg.judge_model), "run_dir": job.run_dir}
-            if cfg.site:  # before the status: a client seeing "done" sees the site too
-                job.site = self._site(Path(job.run_dir))
+            if cfg.site:  # before the status: a client seeing "done" sees where the site will be
+                job.site = self._site_due(Path(job.run_dir))
             job.summary, job.status = summary, "done"
         except KeyboardInterrupt:  # JobCancelled, as the runner re-raises it after writing the partial summary
             job.summary = _read_summary(job.run_dir)
             wants_site = cfg is not None and cfg.site
             if wants_site and job.run_dir is not None and (site_dir(Path(job.run_dir)) / "index.html").exists():
-                job.site = self._site(Path(job.run_dir))  # as after `run`'s Ctrl-C: an old site must not stay
+                job.site = self._site_due(Path(job.run_dir))  # as after `run`'s Ctrl-C: an old site must not stay
             job.status = "cancelled"
         except UserError as exc:
             job.status, job.error = "failed", scrub(str(exc))  # a busy run directory's note names a command
@@ -175,15 +187,23 @@ class EvalServer:
             self._running = None
             log.info("job %s %s in %.1f s", job.id, job.status, job.finished_at - job.started_at)
 
-    def _site(self, run_dir: Path) -> str | None:
-        """Start the run directory's own site (in a process of its own); its index.html, or None without one."""
+    def _site_due(self, run_dir: Path) -> str | None:
+        """Put the run directory's own site on the list the worker starts when the queue is idle; its index.html, or
+        None for a server that writes no sites."""
         if self._write_site is None:
             return None
-        try:
-            return str(self._write_site(run_dir))
-        except Exception:  # noqa: BLE001 - the job's results stand without their pages; the server's log says why
-            log.exception("the site of %s could not be started", run_dir)
-            return None
+        if run_dir not in self._sites_due:
+            self._sites_due.append(run_dir)
+        return str(site_dir(run_dir) / "index.html")
+
+    def _start_sites(self) -> None:
+        """Start every waiting site (each in a process of its own, which logs to the run's logs/site.log)."""
+        due, self._sites_due = self._sites_due, []
+        for run_dir in due if self._write_site is not None else ():
+            try:
+                self._write_site(run_dir)
+            except Exception:  # noqa: BLE001 - the job's results stand without their pages; the server's log says why
+                log.exception("the site of %s could not be started", run_dir)
 
     def _forget_old(self) -> None:
         """Keep the records of at most `max_finished` finished jobs (their run directories stay on disk)."""
