@@ -114,6 +114,43 @@ def test_a_strip_comes_from_the_video_when_the_cache_entry_is_gone(runs, tmp_pat
     assert thumbs.strip(None) is None and thumbs.strip({"n": 3}).missing  # no record; a malformed one
 
 
+def test_a_rebuild_reuses_each_strip_while_its_thumbnails_are_there(runs, tmp_path, monkeypatch):
+    """Strips are made once per cache entry, not per build: a rebuild encodes no JPEG; a deleted thumbnail is made
+    again (only the strips that name it); a memo that is damaged, of other settings or naming paths is not used; a
+    link put in place of a thumbnail is replaced, never kept."""
+    from vbench_async.leaderboard import thumbnails
+
+    made: list[int] = []
+    real = thumbnails.encode_thumbnail
+    monkeypatch.setattr(thumbnails, "encode_thumbnail", lambda *a, **k: made.append(1) or real(*a, **k))  # counts
+
+    def build() -> tuple[int, list]:
+        before = len(made)
+        site = build_site(runs[:1], tmp_path / "site")
+        return len(made) - before, [r["frames"] for r in _embedded(site / "samples" / "demo-mc.html", "sample-data")]
+
+    first, strips = build()
+    assert first > 0 and all(f["thumbs"] for f in strips)
+    again, strips_again = build()
+    assert again == 0 and strips_again == strips
+    site = tmp_path / "site"
+    victim = strips[0]["thumbs"][0]["src"]
+    (site / victim).unlink()
+    remade, strips_remade = build()
+    assert 0 < remade < first and strips_remade == strips and (site / victim).is_file()
+    memo = json.loads((site / thumbnails.MEMO).read_text())
+    for bad in ("{not json", json.dumps({**memo, "version": "other"}),
+                json.dumps({**memo, "strips": {k: [o, ["../../escape.jpg"] * len(n)]
+                                               for k, (o, n) in memo["strips"].items()}})):
+        (site / thumbnails.MEMO).write_text(bad)
+        assert build() == (first, strips)
+    (site / victim).unlink()
+    (site / victim).symlink_to(tmp_path / "elsewhere.jpg")
+    (tmp_path / "elsewhere.jpg").write_bytes(b"not ours")
+    remade, _ = build()
+    assert remade > 0 and not (site / victim).is_symlink() and (site / victim).read_bytes() != b"not ours"
+
+
 def test_lines_without_frames_render_without_a_strip(runs, tmp_path):
     old = tmp_path / "old"
     shutil.copytree(runs[0], old)

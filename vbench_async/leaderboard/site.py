@@ -33,7 +33,7 @@ from .csv_cells import safe_cell
 from .families import grouped, run_family
 from .load import Run, benchmark_ids, load_runs
 from .samples_page import category_options, reading_scores, sample_rows
-from .thumbnails import Thumbnailer
+from .thumbnails import MEMO, Thumbnailer, load_memo
 
 # Says "this folder is ours" and lists every file the last build wrote: only those are ever removed (a file a user
 # put in the folder, even under data/ or runs/, is never touched).
@@ -104,7 +104,8 @@ def _build(run_dirs: list[Path], out_dir: Path, previous: set[Path], cache_dirs:
     writer = _Writer(out_dir)
     env = environment()
     bids = benchmark_ids(runs)
-    thumbs = Thumbnailer(writer.bytes, _cache_roots(runs, cache_dirs)) if frames else None
+    thumbs = Thumbnailer(writer.bytes, _cache_roots(runs, cache_dirs), reuse=load_memo(out_dir),
+                         keep=writer.keep) if frames else None
 
     main = tables.main_table(runs)
     writer.table("leaderboard", main)
@@ -139,6 +140,8 @@ def _build(run_dirs: list[Path], out_dir: Path, previous: set[Path], cache_dirs:
     for f in sorted(static.iterdir()):
         if f.is_file():
             writer.bytes(f"static/{f.name}", f.read_bytes())
+    if thumbs is not None:
+        writer.json(MEMO, thumbs.memo())
     writer.finish(previous)
     return out_dir
 
@@ -327,6 +330,15 @@ class _Writer:
         except OSError as exc:  # a full disk: one message, exit 2 (as for the results), no temporary file left
             raise _unwritable(self.root, exc) from None
         self.written.add(path)
+
+    def keep(self, rel: str) -> bool:
+        """Keep a file the last build wrote as part of this one (unread: its name is the hash of its bytes); False
+        when it is gone."""
+        path = self.root / rel
+        if path.is_symlink() or not path.is_file():  # a link placed in the folder is replaced, never published
+            return False
+        self.written.add(path)
+        return True
 
     def text(self, rel: str, text: str) -> None:
         self.bytes(rel, text.encode("utf-8"))

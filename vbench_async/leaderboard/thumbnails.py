@@ -5,13 +5,19 @@ frame numbers. The thumbnails are made from that entry; when the entry is gone (
 machine) the same source frames are decoded again from the video file the run read. Each thumbnail is named by the
 hash of its bytes, so runs, samples and benchmarks that saw the same frames share one file, and a site's size grows
 with the distinct frames shown, not with the number of samples.
+
+Strips are made once per cache entry, not once per build: the site keeps which thumbnails each entry's strip got
+(`.vbench-async-strips.json`), and a rebuild (after a resume, a judge, a merge) reuses them while their files are there,
+without reading the entry or encoding a JPEG again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import json
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -24,6 +30,10 @@ THUMB_WIDTH = 160  # pixels; the strip is for recognising scenes, not for readin
 JPEG_QUALITY = 70
 MAX_PER_SAMPLE = 32  # a strip shows at most this many frames, evenly chosen, and says how many were sent
 FOLDER = "frames"  # the site's thumbnail folder
+MEMO = ".vbench-async-strips.json"  # which thumbnails each entry's strip got, for the next build (beside the marker)
+# What a thumbnail depends on besides the frames: a memo of other settings is not reused.
+MEMO_VERSION = f"{THUMB_WIDTH}px-q{JPEG_QUALITY}-{MAX_PER_SAMPLE}"
+_NAME = re.compile(r"[0-9a-f]{20}\.jpg")  # a thumbnail's name (`_save`); a memo naming anything else is not used
 
 
 @dataclass
@@ -45,14 +55,21 @@ class Strip:
 
 @dataclass
 class Thumbnailer:
-    """Makes strips for result lines, writing each distinct thumbnail once through `write(rel_path, bytes)`."""
+    """Makes strips for result lines, writing each distinct thumbnail once through `write(rel_path, bytes)`.
+
+    `reuse` is the last build's memo (`load_memo`): a strip found there whose files `keep(rel_path)` finds (and keeps
+    in this build) is not made again. `memo()` is this build's, for the next one."""
 
     write: Callable[[str, bytes], None]
     cache_roots: list[Path]
     decoder: str | None = None
+    reuse: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
+    keep: Callable[[str], bool] | None = None
     written_bytes: int = 0
+    reused: int = 0  # strips taken from the last build
     _by_key: dict[str, tuple[str | None, list[str] | None, str | None]] = field(default_factory=dict)
     _names: set[str] = field(default_factory=set)
+    _memo: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
 
     def strip(self, seen: Any) -> Strip | None:
         """The strip for a result line's `frames` record; None when the line has none (no video, an old line)."""
@@ -66,7 +83,11 @@ class Thumbnailer:
             return Strip([], 0, None, None, None, None, "the line's frame record is malformed")
         chosen = _even(len(indices), MAX_PER_SAMPLE)
         if key not in self._by_key:
-            self._by_key[key] = self._thumbnails(key, indices, seen.get("source"), chosen)
+            memo_key = f"{key}:{','.join(str(indices[s]) for s in chosen)}"
+            made = self._reused(memo_key) or self._thumbnails(key, indices, seen.get("source"), chosen)
+            if made[1] is not None:
+                self._memo[memo_key] = (str(made[0]), made[1])
+            self._by_key[key] = made
         origin, names, missing = self._by_key[key]
         thumbs = [] if names is None else [
             {"src": f"{FOLDER}/{name}", "t": times[slot] if slot < len(times) else None, "i": indices[slot]}
@@ -76,6 +97,20 @@ class Thumbnailer:
                      window=list(window) if isinstance(window, (list, tuple)) else None,
                      size=list(seen["size"]) if isinstance(seen.get("size"), list) else None,
                      origin=origin, missing=missing)
+
+    def _reused(self, memo_key: str) -> tuple[str | None, list[str] | None, str | None] | None:
+        """The last build's strip for this entry and these frames, if every thumbnail file of it is still there."""
+        if memo_key not in self.reuse or self.keep is None:
+            return None
+        origin, names = self.reuse[memo_key]
+        if not all(self.keep(f"{FOLDER}/{name}") for name in names):
+            return None
+        self.reused += 1
+        return origin, names, None
+
+    def memo(self) -> dict[str, Any]:
+        """This build's strips, as `load_memo` reads them back."""
+        return {"version": MEMO_VERSION, "strips": {k: [o, n] for k, (o, n) in sorted(self._memo.items())}}
 
     def _thumbnails(self, key: str, indices: list[int], source: Any,
                     chosen: list[int]) -> tuple[str | None, list[str] | None, str | None]:
@@ -115,6 +150,23 @@ class Thumbnailer:
             self.written_bytes += len(data)
         self.write(f"{FOLDER}/{name}", data)
         return name
+
+
+def load_memo(site: Path) -> dict[str, tuple[str, list[str]]]:
+    """The strips the site's last build made (`Thumbnailer.memo`); empty when there is none, it is of other thumbnail
+    settings, or it is damaged (a hand-edited folder: entries that do not look like ours are dropped)."""
+    try:
+        data = json.loads((site / MEMO).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != MEMO_VERSION or not isinstance(data.get("strips"), dict):
+        return {}
+    memo = {}
+    for key, value in data["strips"].items():
+        if (isinstance(value, list) and len(value) == 2 and value[0] in ("frame cache", "video file")
+                and isinstance(value[1], list) and all(isinstance(n, str) and _NAME.fullmatch(n) for n in value[1])):
+            memo[str(key)] = (value[0], list(value[1]))
+    return memo
 
 
 def encode_thumbnail(frame: np.ndarray, width: int = THUMB_WIDTH) -> bytes:
