@@ -58,7 +58,7 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 600, cwd: Path
 # group (session fixtures are per worker).
 def wait_for_site(run_dir: Path, timeout: float = 600) -> Path:
     """The index.html of a run's own site, once the process that `run` left building it says it is done."""
-    from vbench_async.cli.output import site_log_path
+    from vbench_async.results.rundir import site_log_path
 
     deadline = time.monotonic() + timeout
     log = site_log_path(run_dir)

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..process_exit import sigterm_as_ctrl_c
+from ..results.rundir import has_site
 from .formatting import DefaultsHelpFormatter
 from .include import add_include_option
-from .output import has_site, print_table, write_run_site
+from .output import print_table, write_run_site
 
 # Settings the judge decides itself: its engine runs --concurrency sequences; the server's name for the evaluated
 # model is not the judge's.

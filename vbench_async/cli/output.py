@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..results.rundir import site_dir
+from ..results.rundir import site_dir, site_log_path
 from ..results.summaries import benchmark_status
 
 
@@ -99,11 +99,6 @@ def write_run_site(run_dir: Path) -> Path:
     return build_site([Path(run_dir)], site_dir(run_dir)) / "index.html"
 
 
-def site_log_path(run_dir: Path) -> Path:
-    """Where a site built in the background says what it did; its last line is `leaderboard of ...` once done."""
-    return Path(run_dir) / "logs" / "site.log"
-
-
 def write_run_site_in_background(run_dir: Path) -> Path:
     """Start (re)building the run directory's own leaderboard in a process of its own and return its index.html at
     once: a user waits for the table and the exit code, not for pages and frame strips."""
@@ -126,10 +121,3 @@ def build_site_in_background(run_dirs: list[Path], out_dir: Path, log_path: Path
         subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                          start_new_session=True)
     return out_dir
-
-
-def has_site(run_dir: Path) -> bool:
-    """The run directory has its own site, or a build of it was started (one still running in the background has
-    written no index.html yet, and a command that changes the results must not skip the rebuild for that: builds
-    into one folder take turns and each reads the results once it has the folder, so the last one is current)."""
-    return (site_dir(run_dir) / "index.html").exists() or site_log_path(run_dir).exists()

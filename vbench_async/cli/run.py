@@ -11,17 +11,10 @@ from typing import TYPE_CHECKING, Any
 from ..errors import UserError
 from ..phases import mark
 from ..process_exit import sigterm_as_ctrl_c
-from ..results.rundir import discard_if_unused
+from ..results.rundir import discard_if_unused, has_site, site_log_path
 from .failures import print_failures
 from .formatting import DefaultsHelpFormatter
-from .output import (
-    build_site_in_background,
-    has_site,
-    print_table,
-    site_log_path,
-    write_run_site,
-    write_run_site_in_background,
-)
+from .output import build_site_in_background, print_table, write_run_site, write_run_site_in_background
 
 if TYPE_CHECKING:
     from ..models import ModelRef

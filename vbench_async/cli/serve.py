@@ -182,8 +182,9 @@ def job_progress(record: dict) -> str:
 
 def run_on_server(args: argparse.Namespace) -> int:
     """Submit the run as a job, print its progress and, when it ends, the table `run` prints; Ctrl-C cancels it."""
+    from ..results.rundir import site_log_path
     from ..serve import client
-    from .output import print_table, site_log_path, write_run_site
+    from .output import print_table, write_run_site
 
     if args.mode == "preprocess":
         raise UserError("--server runs evaluations; fill the cache with `vbench-async preprocess`")

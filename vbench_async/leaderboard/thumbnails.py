@@ -66,7 +66,6 @@ class Thumbnailer:
     reuse: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
     keep: Callable[[str], bool] | None = None
     written_bytes: int = 0
-    reused: int = 0  # strips taken from the last build
     _by_key: dict[str, tuple[str | None, list[str] | None, str | None]] = field(default_factory=dict)
     _names: set[str] = field(default_factory=set)
     _memo: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
@@ -105,7 +104,6 @@ class Thumbnailer:
         origin, names = self.reuse[memo_key]
         if not all(self.keep(f"{FOLDER}/{name}") for name in names):
             return None
-        self.reused += 1
         return origin, names, None
 
     def memo(self) -> dict[str, Any]:

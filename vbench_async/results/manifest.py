@@ -192,8 +192,6 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
-
-
 def plain(obj: Any) -> Any:
     """JSON-friendly copy of a config dataclass (paths as strings; a secret field's value redacted): the settings'
     own JSON form, as it is written down."""

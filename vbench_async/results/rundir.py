@@ -68,6 +68,18 @@ def site_dir(run_dir: Path) -> Path:
     return Path(run_dir) / SITE_DIRNAME
 
 
+def site_log_path(run_dir: Path) -> Path:
+    """Where a site built in the background says what it did; its last line is `leaderboard of ...` once done."""
+    return Path(run_dir) / "logs" / "site.log"
+
+
+def has_site(run_dir: Path) -> bool:
+    """The run directory has its own site, or a build of it was started (one still running in the background has
+    written no index.html yet, and a command that changes the results must not skip the rebuild for that: builds
+    into one folder take turns and each reads the results once it has the folder, so the last one is current)."""
+    return (site_dir(run_dir) / "index.html").exists() or site_log_path(run_dir).exists()
+
+
 def write_json(path: Path, data: Any) -> None:
     """Write `data` as indented JSON, atomically (a reader sees the old file or the new one, never half of one)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")  # unique: writers may race

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator
 
 from ..errors import EngineDead, UserError
 from ..redact import scrub
-from ..results.rundir import site_dir
+from ..results.rundir import has_site, site_dir
 from ..run_config import RunConfig, run_dir_for
 from ..runner import run
 from .engine import EngineKeeper, JobCancelled
@@ -169,8 +169,7 @@ class EvalServer:
             job.summary, job.status = summary, "done"
         except KeyboardInterrupt:  # JobCancelled, as the runner re-raises it after writing the partial summary
             job.summary = _read_summary(job.run_dir)
-            wants_site = cfg is not None and cfg.site
-            if wants_site and job.run_dir is not None and (site_dir(Path(job.run_dir)) / "index.html").exists():
+            if cfg is not None and cfg.site and job.run_dir is not None and has_site(Path(job.run_dir)):
                 job.site = self._site_due(Path(job.run_dir))  # as after `run`'s Ctrl-C: an old site must not stay
             job.status = "cancelled"
         except UserError as exc:
@@ -199,9 +198,10 @@ class EvalServer:
     def _start_sites(self) -> None:
         """Start every waiting site (each in a process of its own, which logs to the run's logs/site.log)."""
         due, self._sites_due = self._sites_due, []
-        for run_dir in due if self._write_site is not None else ():
+        write = self._write_site
+        for run_dir in due if write is not None else ():  # none is due without a writer (`_site_due`)
             try:
-                self._write_site(run_dir)
+                write(run_dir)
             except Exception:  # noqa: BLE001 - the job's results stand without their pages; the server's log says why
                 log.exception("the site of %s could not be started", run_dir)
 
