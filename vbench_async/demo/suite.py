@@ -23,7 +23,7 @@ from .questions import GROUPS, Question, scene_questions
 from .scenes import plan_scene
 from .videos import Scene, write_mp4
 
-SUITE_VERSION = 1  # bump when generation changes what gets written
+SUITE_VERSION = 2  # bump when generation changes what gets written (2: x264 without macroblock tree)
 DEMO_PARAMS: dict[str, Any] = dict(n_videos=22, questions_per_video=3, seed=0, min_s=2.0, max_s=60.0)
 SIZES = ((160, 96), (96, 160), (192, 108), (108, 192), (256, 144), (144, 256), (320, 180), (180, 320))
 FRAME_RATES = (Fraction(24), Fraction(25), Fraction(30000, 1001), Fraction(30))

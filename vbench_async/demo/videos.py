@@ -213,8 +213,11 @@ def render_frames(scene: Scene) -> Iterator[np.ndarray]:
 def write_mp4(scene: Scene, path: Path, crf: int = 18) -> None:
     """Encode the scene as H.264 (yuv420p) with PyAV's bundled libx264.
 
-    One encoder thread and a fixed GOP, so the same scene gives the same bytes on any machine; callers get
-    parallelism by encoding several videos at once (PyAV releases the GIL while encoding).
+    One encoder thread, a fixed GOP and no macroblock tree, so the same scene gives the same bytes every time; callers
+    get parallelism by encoding several videos at once (PyAV releases the GIL while encoding). The macroblock tree
+    (x264's lookahead rate control) is off because its AVX-512 code gives other bytes from run to run on CPUs that
+    have AVX-512, even on one thread (PyAV 18.1's libx264: 26 distinct files for the demo's 22 videos over three
+    generations; with the tree off, or with x264 held to AVX2, one file each).
     """
     import av
 
@@ -225,7 +228,7 @@ def write_mp4(scene: Scene, path: Path, crf: int = 18) -> None:
         stream.width, stream.height, stream.pix_fmt = scene.width, scene.height, "yuv420p"
         keyint = max(1, round(2 * scene.fps))  # a keyframe every ~2 s keeps seeking cheap
         stream.options = {"crf": str(crf), "preset": "veryfast", "threads": "1",
-                          "x264-params": f"keyint={keyint}:min-keyint={keyint}:scenecut=0"}
+                          "x264-params": f"keyint={keyint}:min-keyint={keyint}:scenecut=0:mbtree=0"}
         for i, rgb in enumerate(render_frames(scene)):
             frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
             frame.pts = i
