@@ -30,6 +30,7 @@ THUMB_WIDTH = 160  # pixels; the strip is for recognising scenes, not for readin
 JPEG_QUALITY = 70
 MAX_PER_SAMPLE = 32  # a strip shows at most this many frames, evenly chosen, and says how many were sent
 FOLDER = "frames"  # the site's thumbnail folder
+ORIGINS = FROM_CACHE, FROM_VIDEO = "frame cache", "video file"  # where a strip's frames came from
 MEMO = ".vbench-async-strips.json"  # which thumbnails each entry's strip got, for the next build (beside the marker)
 # What a thumbnail depends on besides the frames: a memo of other settings is not reused.
 MEMO_VERSION = f"{THUMB_WIDTH}px-q{JPEG_QUALITY}-{MAX_PER_SAMPLE}"
@@ -45,7 +46,7 @@ class Strip:
     duration: float | None
     window: list[float | None] | None
     size: list[int] | None  # [height, width] as sent
-    origin: str | None  # "frame cache" / "video file"; None when no frames could be found
+    origin: str | None  # one of ORIGINS; None when no frames could be found
     missing: str | None = None  # why no thumbnails are shown
 
     def to_dict(self) -> dict[str, Any]:
@@ -113,9 +114,9 @@ class Thumbnailer:
     def _thumbnails(self, key: str, indices: list[int], source: Any,
                     chosen: list[int]) -> tuple[str | None, list[str] | None, str | None]:
         frames = self._from_cache(key, indices)
-        origin = "frame cache"
+        origin = FROM_CACHE
         if frames is None and source:
-            frames, origin = _from_video(Path(str(source)), [indices[s] for s in chosen], self.decoder), "video file"
+            frames, origin = _from_video(Path(str(source)), [indices[s] for s in chosen], self.decoder), FROM_VIDEO
             if frames is not None:
                 chosen = list(range(len(chosen)))  # decoded exactly the chosen frames, in order
         if frames is None:
@@ -161,7 +162,7 @@ def load_memo(site: Path) -> dict[str, tuple[str, list[str]]]:
         return {}
     memo = {}
     for key, value in data["strips"].items():
-        if (isinstance(value, list) and len(value) == 2 and value[0] in ("frame cache", "video file")
+        if (isinstance(value, list) and len(value) == 2 and value[0] in ORIGINS
                 and isinstance(value[1], list) and all(isinstance(n, str) and _NAME.fullmatch(n) for n in value[1])):
             memo[str(key)] = (value[0], list(value[1]))
     return memo

@@ -197,9 +197,10 @@ class EvalServer:
 
     def _start_sites(self) -> None:
         """Start every waiting site (each in a process of its own, which logs to the run's logs/site.log)."""
-        due, self._sites_due = self._sites_due, []
-        write = self._write_site
-        for run_dir in due if write is not None else ():  # none is due without a writer (`_site_due`)
+        due, self._sites_due, write = self._sites_due, [], self._write_site
+        if write is None:  # nothing is due then (`_site_due`)
+            return
+        for run_dir in due:
             try:
                 write(run_dir)
             except Exception:  # noqa: BLE001 - the job's results stand without their pages; the server's log says why
