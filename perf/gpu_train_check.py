@@ -1,4 +1,5 @@
-"""A prepared GPU check of the trainer: FSDP2 over NCCL, mixed batches, checkpoint + resume, vLLM sleep/wake + sync.
+"""A prepared GPU check of the trainer: FSDP2 over NCCL, mixed batches, checkpoint + resume, vLLM sleep/wake + sync,
+training that sees the pixels.
 
     PYTHONPATH=. .venv/bin/python perf/gpu_train_check.py                 # every visible GPU (1-8)
     PYTHONPATH=. .venv/bin/python perf/gpu_train_check.py --cpu-dry-run   # the same steps on CPU/gloo, 2 processes
@@ -19,7 +20,11 @@ model (default: tiny Qwen2.5-VL and tiny Qwen3-VL), on one machine:
      empty response): on GPU in bf16 with flash-attention 2 where flash-attn is installed (the path
      `train.packing: null` packs on), else sdpa with the block-diagonal mask (fp32 sdpa in the CPU rehearsal); the
      packed-vs-padded difference must stay within the difference between two attention kernels (eager vs the one
-     used) on the same padded batch, or 2e-2.
+     used) on the same padded batch, or 2e-2;
+  5. training sees the pixels (vbench_async/train/vision_check.py, the trainer's own start-up check, which runs A and
+     B also pass before their step 1): on the same micro-batch, in the same dtype, the log-probs change when the
+     pixels are replaced and the vision tower gets a non-zero gradient; and the same model with a forward that drops
+     `mm_encoder_outputs` (what transformers 5.17 does) must be refused, so the check is shown to bite on this stack.
 Runs A use the trainer's defaults for attention and packing, so with flash-attn installed they train packed.
 Ends with one SUMMARY line; exit status 0 only if every step passed. The whole check stops at `--budget-s` (570 s:
 under 10 minutes on 1-8 GPUs); what has not run by then is reported as a failure.
@@ -242,6 +247,33 @@ def check_packing(model: str, cuda: bool) -> dict:
             "packing": diff <= max(kernels, 2e-2)}
 
 
+def check_vision(model: str, cuda: bool) -> dict:
+    """The trainer's start-up vision check on one micro-batch, and the same model made blind must fail it."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    from vbench_async.demo.tiny_models import ensure_tiny_model
+    from vbench_async.train.policy import Policy
+    from vbench_async.train.vision_check import measure
+
+    path = str(ensure_tiny_model(model))
+    device = torch.device("cuda" if cuda else "cpu")
+    dtype = torch.bfloat16 if cuda else torch.float32
+    batch = mixed_micro_batch(path, pad_id=0).to(device)
+    net = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype).to(device).train()
+    seen = measure(Policy(net), batch, probe="mixed micro-batch")
+    forward = net.forward
+
+    def blind_forward(*args, **kwargs):  # transformers 5.17: the argument accepted and ignored
+        kwargs.pop("mm_encoder_outputs", None)
+        return forward(*args, **kwargs)
+
+    net.forward = blind_forward
+    blind = measure(Policy(net), batch, probe="mixed micro-batch, blind forward")
+    return {"vision": seen.ok and not blind.ok, "vision_logp_diff": seen.logp_diff,
+            "vision_grad_nonzero": seen.grad_nonzero, "vision_blind_refused": not blind.ok}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpus", type=int, help="processes (default: every visible GPU, at most 8)")
@@ -281,6 +313,7 @@ def main() -> int:
             res = check_family(root, records, model, world, engine, args.steps)
             extras = {"vllm_sync": check_vllm_sync} if vllm else {}
             extras["packing"] = lambda name: check_packing(name, cuda)
+            extras["vision"] = lambda name: check_vision(name, cuda)
             for key, run in extras.items():
                 try:
                     res.update(run(model))
@@ -290,13 +323,15 @@ def main() -> int:
             print(json.dumps(res), flush=True)
             results.append(res)
     passed = all(r.get("run_a") and r.get("resume") and r.get("vllm_sync", not vllm) and r.get("packing")
-                 for r in results)
+                 and r.get("vision") for r in results)
     figures = " ".join(
         f"{r['model']}:run_a={'ok' if r.get('run_a') else 'FAIL'},resume={'ok' if r.get('resume') else 'FAIL'},"
         f"resume_max_diff={r.get('resume_max_diff', float('nan')):.2e},tok_s={r.get('tokens_per_s', 0):.0f}"
         + (f",vllm_sleep{r.get('sleep_level')}_sync={'ok' if r.get('vllm_sync') else 'FAIL'}" if vllm else "")
         + f",packed_{r.get('packing_attention')}={'ok' if r.get('packing') else 'FAIL'}"
           f"(diff={r.get('packing_max_diff', float('nan')):.1e},kernels={r.get('kernel_max_diff', float('nan')):.1e})"
+        + f",vision={'ok' if r.get('vision') else 'FAIL'}(dlogp={r.get('vision_logp_diff', float('nan')):.1e},"
+          f"grad_nz={r.get('vision_grad_nonzero')},blind_refused={'yes' if r.get('vision_blind_refused') else 'NO'})"
         for r in results)
     device = f"{world}x {torch.cuda.get_device_name(0)} nccl" if cuda else f"cpu-dry-run {world}x gloo"
     print(f"SUMMARY gpu_train_check={'pass' if passed else 'FAIL'} ({device}, engine {engine}, "

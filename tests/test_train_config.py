@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from vbench_async.errors import UserError
-from vbench_async.train.config import RolloutEngine, TrainConfig, load_config
+from vbench_async.train.config import RolloutEngine, TrainConfig, load_config, resume_changes
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -72,6 +72,46 @@ def test_config_hash_ignores_cadence_but_not_what_is_trained(tmp_path):
     base = load_config(path).hash()
     assert load_config(path, ["train.steps=500", "checkpoint.every=7", "logging.progress=false"]).hash() == base
     assert load_config(path, ["train.lr=0.5"]).hash() != base
+
+
+RUNTIME = ["train.micro_batch_size=2", "train.max_tokens_per_micro_batch=4096", "train.gradient_checkpointing=true",
+           "train.logprob_chunk=64", "rollout.vllm_gpu_memory_utilization=0.5", "rollout.vllm_sleep_level=1",
+           "fsdp.timeout_s=60", "fsdp.peer_timeout_s=20", "data.cache_dir=/elsewhere", "data.decode_workers=2"]
+
+
+def test_runtime_knobs_may_change_on_resume_and_are_listed_old_to_new(tmp_path):
+    """Resume by global step: the knobs people turn after an out-of-memory or a hang are outside the identity."""
+    path = _write(tmp_path, "data: {records: r.json}\n")
+    saved = load_config(path)
+    state = {"config_hash": saved.hash(), "config": saved.to_dict()}
+    for knob in RUNTIME:
+        assert load_config(path, [knob]).hash() == saved.hash(), knob
+    changed = load_config(path, ["train.micro_batch_size=2", "fsdp.timeout_s=60", "train.steps=500"])
+    assert resume_changes(changed, state, "ckpt") == ["fsdp.timeout_s: 1800.0 -> 60.0",
+                                                      "train.micro_batch_size: 8 -> 2", "train.steps: 100 -> 500"]
+    assert resume_changes(load_config(path, RUNTIME), state, "ckpt")  # all of them at once
+    assert resume_changes(saved, state, "ckpt") == []
+
+
+def test_a_resume_that_changes_what_is_trained_is_refused_naming_the_setting(tmp_path):
+    path = _write(tmp_path, "data: {records: r.json}\n")
+    saved = load_config(path)
+    state = {"config_hash": saved.hash(), "config": saved.to_dict()}
+    with pytest.raises(UserError, match=r"cannot resume from ckpt: .*configuration \(train.lr: 1e-06 -> 0.5\)"):
+        resume_changes(load_config(path, ["train.lr=0.5", "train.micro_batch_size=2"]), state, "ckpt")
+    with pytest.raises(UserError, match=r"rollout.n: 8 -> 4"):
+        resume_changes(load_config(path, ["rollout.n=4"]), state, "ckpt")
+
+
+def test_a_checkpoint_without_its_config_resumes_by_hash_old_or_new(tmp_path):
+    """trainer_state.json of older checkpoints holds only the hash, computed with the runtime knobs in it."""
+    path = _write(tmp_path, "data: {records: r.json}\n")
+    cfg = load_config(path)
+    assert cfg.legacy_hash() != cfg.hash()
+    assert resume_changes(cfg, {"config_hash": cfg.legacy_hash()}, "ckpt") == []
+    assert resume_changes(cfg, {"config_hash": cfg.hash()}, "ckpt") == []
+    with pytest.raises(UserError, match="predates checkpoints that record their config"):  # no knob known to change
+        resume_changes(load_config(path, ["train.micro_batch_size=2"]), {"config_hash": cfg.legacy_hash()}, "ckpt")
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "examples" / "train").glob("*.yaml")), ids=lambda p: p.name)

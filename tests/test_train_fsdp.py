@@ -10,7 +10,8 @@ Run B (`vbench-async train --nproc-per-node 2`, which execs torchrun: one node, 
 resumes from A's step-1 checkpoint and trains step 2 on another mesh: hybrid sharding with `fsdp.shard_size: 1`
 (2 replicas x 1, the 2-D HSDP mesh), so it reads plain FSDP's shards into a replicated layout, syncs its rollout
 engine through the bucketed gather of a 2-D mesh and saves from it; its weights, optimizer state, data order and
-sampled completions must equal A's.
+sampled completions must equal A's. Run C resumes the same checkpoint with runtime knobs changed (the micro-batch
+size, the peer timeout): it logs them old -> new and ends within float rounding of A (resume by global step).
 """
 
 from __future__ import annotations
@@ -267,3 +268,31 @@ def test_resume_after_step_1_reaches_the_same_weights(uninterrupted, data, tmp_p
     assert moved > 0  # step 2 changed the weights ...
     worst = max((a[k].float() - b[k].float()).abs().max().item() for k in a)  # weights and Adam state
     assert worst <= 1e-6, f"resumed state differs from the uninterrupted run by {worst}"  # ... identically
+
+
+def test_resume_with_another_micro_batch_size_continues_and_logs_the_change(uninterrupted, data, tmp_path_factory):
+    """Resume by global step: a runtime knob (here the micro-batch size, as after an out-of-memory, and the peer
+    timeout) may change; the resume says old -> new and step 2 trains the same update, summed in other micro-batches
+    (so equal to the uninterrupted run's up to float rounding)."""
+    a_out, _ = uninterrupted
+    first = a_out / "checkpoints" / "step-000001"
+    out = tmp_path_factory.mktemp("runs") / "c"
+    proc = _resume_launch(_config(data, out, checkpoint__resume=str(first), train__micro_batch_size=1,
+                                  fsdp__peer_timeout_s=30.0))
+    assert re.search(r"resumed from \S*step-000001 at step 1", proc.stderr), proc.stderr[-3000:]
+    changed = next(line for line in proc.stderr.splitlines() if "changed since the checkpoint (old -> new)" in line)
+    assert "train.micro_batch_size: 3 -> 1" in changed and "fsdp.peer_timeout_s: 45.0 -> 30.0" in changed
+    rows = _metrics(out)
+    assert [r["step"] for r in rows] == [2] and rows[0]["grad_norm"] > 0
+    a_row = {r["step"]: r for r in _metrics(a_out)}[2]
+    assert rows[0]["data/consumed"] == a_row["data/consumed"] and rows[0]["reward/mean"] == a_row["reward/mean"]
+    a = consolidate(a_out / "checkpoints" / "step-000002", "")
+    c = consolidate(out / "checkpoints" / "step-000002", "")
+    start = consolidate(first, "")
+    assert a.keys() == c.keys()
+    weights = [k for k in a if k.startswith("model/")]
+    moved = max((a[k] - start[k]).abs().max().item() for k in weights)
+    worst = max((a[k] - c[k]).abs().max().item() for k in weights)
+    print(f"micro-batch size 3 -> 1 on resume: step 2 moved the weights by up to {moved:.2e}; they differ from the "
+          f"uninterrupted run's by up to {worst:.2e}")
+    assert worst <= 1e-5 < moved

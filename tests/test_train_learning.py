@@ -11,7 +11,9 @@ answer is right well under 1% of the time.
 - fast (default suite): pure online GRPO, no offline answers, on a task the random model can discover by sampling
   (below: an open-ended answer scored by ROUGE-L, which gives partial credit for every right word);
 - slow: the same for 16 steps, then `vbench-async run --backend hf` on the initial model and the export;
-- slow: pure online GRPO (8 samples per prompt), then `vbench-async run` on the real vLLM engine before/after;
+- slow: the same 16 steps with HF rollouts named (auto would pick vLLM on a GPU), then `vbench-async run` on the
+  real vLLM engine before/after (pure online GRPO on this letter task no longer learns with the current tiny model:
+  docs/training.md, "Measured here");
 - slow: hybrid GRPO with the colocated vLLM rollout engine (CPU build) instead of HF generate.
 """
 
@@ -111,8 +113,8 @@ def _mean(rows: list[dict], key: str) -> float:
     return sum(r[key] for r in rows) / len(rows)
 
 
-def _hybrid(task: Task, out: Path, steps: int, export: bool) -> list[dict]:
-    rows = _train(task.config(out, rollout={"n": 4, "offline_per_group": 1},
+def _hybrid(task: Task, out: Path, steps: int, export: bool, **rollout) -> list[dict]:
+    rows = _train(task.config(out, rollout={"n": 4, "offline_per_group": 1, **rollout},
                               train={"steps": steps, "prompts_per_step": 4, "micro_batch_size": 16, "lr": 5e-3},
                               checkpoint={"export": export}), timeout=900)
     before, after = _mean(rows[:3], "reward/online"), _mean(rows[-3:], "reward/online")
@@ -166,14 +168,15 @@ def test_hybrid_grpo_learns_and_the_export_scores_higher(task, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.vllm
-def test_online_grpo_learns_and_the_export_scores_higher_on_vllm(task, tmp_path):
-    out = tmp_path / "online"
-    rows = _train(task.config(out), timeout=3000)
-    before, after = _mean(rows[:3], "reward/mean"), _mean(rows[-3:], "reward/mean")
-    print(f"\nonline GRPO: reward {before:.3f} (steps 1-3) -> {after:.3f} (steps {len(rows) - 2}-{len(rows)})")
-    assert after >= before + 0.5
+def test_hybrid_grpo_with_hf_rollouts_and_the_export_scores_higher_on_vllm(task, tmp_path):
+    """The export of a run that learns, evaluated by the real vLLM engine: vLLM loads the written Hugging Face
+    directory and its greedy answers show what training taught. Rollouts are transformers' generate (named, so a GPU
+    machine runs the same); the colocated vLLM rollout engine is the next test's."""
+    out = tmp_path / "hybrid"
+    rows = _hybrid(task, out, steps=16, export=True, engine="hf")  # online reward rises by 0.4 or more
+    assert all(r["rollout_is/tokens"] == 0 for r in rows)  # HF rollouts report no sampling log-probs (no TIS)
     initial = task.evaluate("tiny-qwen2.5-vl", tmp_path / "eval-initial", "vllm")
-    trained = task.evaluate(str(export_dir(out, 20)), tmp_path / "eval-trained", "vllm")
+    trained = task.evaluate(str(export_dir(out, 16)), tmp_path / "eval-trained", "vllm")
     print(f"vbench-async run (vLLM): initial {initial:.3f}, trained {trained:.3f}")
     assert trained > initial
 

@@ -158,6 +158,7 @@ async def _loop(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cac
         loaders=cfg.loaders,
         queue_size=cfg.queue_size,
         progress=bar,
+        ablation=cfg.ablation,
     )
     task = asyncio.ensure_future(pipeline.run(groups, ready=started))
     if decoding is not None:

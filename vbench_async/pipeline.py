@@ -18,6 +18,7 @@ the exit; lines already queued for the writer are still written whole.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,7 @@ import numpy as np
 from .backends.base import CONCURRENCY, Backend, Completion, ImageInput, Request, SamplingParams, VideoInput, array_uuid
 from .errors import EngineDead, SampleError, UserError
 from .failure_kinds import ENVIRONMENT_KINDS, environment_fault, is_environment_oserror
+from .frames.ablation import ablate
 from .result import Result
 from .results.lines import InvalidResult
 from .results.manifest import PlannedBenchmark
@@ -169,8 +171,10 @@ class Pipeline:
         loaders: int = LOADERS,
         queue_size: int = QUEUE_SIZE,
         progress: Progress | None = None,
+        ablation: str | None = None,
     ):
         self.backend = backend
+        self.ablation = ablation  # frames/ablation.py: applied to each video after the cache, before the backend
         self.load_video = load_video
         self.load_image = load_image
         self.score = score
@@ -263,9 +267,10 @@ class Pipeline:
         """The group's frames as the backend sends them (in a loader thread: once per video, not per question), and
         the record of what the model receives that each result line keeps."""
         cached = self.load_video(group.video, group.spec, group.window)
-        video = VideoInput(frames=cached.frames, metadata=cached.hf_metadata(), uuid=cached.key)
+        video = ablate(VideoInput(frames=cached.frames, metadata=cached.hf_metadata(), uuid=cached.key), self.ablation)
         prepare = getattr(self.backend, "prepare_video", None)  # e.g. the OpenAI backend's frame encoding
-        return (prepare(video) if prepare is not None else video), cached.seen(group.video).to_dict()
+        seen = dataclasses.replace(cached.seen(group.video), ablation=self.ablation)
+        return (prepare(video) if prepare is not None else video), seen.to_dict()
 
     def _image_input(self, path: Path) -> ImageInput:
         pixels = self.load_image(path)

@@ -42,9 +42,13 @@ class FramesSeen:
     window: list[float | None] | None = None  # the clip window [start, end] in seconds, when the sample has one
     requested: int = 0  # frames the benchmark's rule asked for (more than `n` when the video was too short)
     source: str | None = None  # the video file as resolved when the run read it
+    ablation: str | None = None  # the input ablation applied to these frames (frames/ablation.py), if any
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        if d["ablation"] is None:  # a real run's lines stay as they were
+            del d["ablation"]
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FramesSeen:

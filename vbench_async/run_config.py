@@ -17,6 +17,7 @@ from .backends.openai import ServerSettings
 from .backends.vllm import VLLMSettings
 from .benchmarks.prompts import PromptSettings
 from .benchmarks.selection import Selection
+from .frames.ablation import ABLATIONS
 from .frames.overrides import FrameOverrides
 from .frames.preprocess import WORKERS as DECODE_WORKERS
 from .pipeline import LOADERS, QUEUE_SIZE
@@ -27,9 +28,10 @@ if TYPE_CHECKING:
 MODES = ("auto", "preprocess", "eval", "both")
 
 
-MODEL_HELP = ("model directory, hub id, or a built-in tiny model: tiny-qwen2-vl, tiny-qwen2.5-vl, tiny-qwen3-vl, "
-              "tiny-internvl, tiny-llava-onevision, tiny-glm-4.1v (random weights, for testing the pipeline; "
-              "`vbench-async list --models` shows the families)")
+MODEL_HELP = ("model directory, hub id, or a built-in model: seeing-qwen2.5-vl, seeing-qwen3-vl (tiny models trained on "
+              "the synthetic generator: they answer the demo's questions from the pixels), or tiny-qwen2-vl, "
+              "tiny-qwen2.5-vl, tiny-qwen3-vl, tiny-internvl, tiny-llava-onevision, tiny-glm-4.1v (random weights, for "
+              "testing the pipeline; `vbench-async list --models` shows the families)")
 _COUNT = {"min": 1}
 # What a judge model names, for `run --judge-model` and `judge --judge-model` (judge.JudgeConfig.model): the same
 # setting (the judge pass's model), read the same way by the backend kind that runs it.
@@ -87,6 +89,11 @@ class RunConfig:
     name: str | None = field(default=None, metadata={
         "help": "the model's name in the summary, the tables and the leaderboard, and in the default run directory "
                 "(default: from --model: the folder name, or parent_checkpoint-N for a checkpoint)"})
+    ablation: str | None = field(default=None, metadata={
+        "choices": tuple(ABLATIONS),
+        "help": "evaluate with one part of the input taken away, to check that it reaches the model: "
+                + "; ".join(f"{k}: {v}" for k, v in ABLATIONS.items())
+                + " (its own result file; perf/ablations.py runs them all)"})
     judge_model: str | None = field(default=None, metadata={
         "help": f"{JUDGE_MODEL_HELP}: after the run, judge the answers that wait for a judge with it (same backend "
                 "kind and settings as the run); see `vbench-async judge`"})

@@ -256,6 +256,8 @@ def _plan_benchmark(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_d
         "thinking": cfg.thinking,
         "sampling": cfg.sampling.to_dict(),
     }
+    if cfg.ablation is not None:  # present only when set: a real run's config hash stays what it was
+        config["ablation"] = cfg.ablation
     store = ResultStore(run_dir, benchmark.id, config_hash(config), shard=tuple(cfg.shard) if cfg.shard else None)
     if selection is not None:
         selection.write_index(run_dir, benchmark.id, store.config_hash, config, [s.sample_id for s in samples])

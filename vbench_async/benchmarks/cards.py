@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from .. import yaml_bounded
 from ..errors import SampleError, UserError
 
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
@@ -403,7 +404,7 @@ def load_card_and_data(path: Path) -> tuple[Card, Any]:
     """The card and the YAML data it was parsed from (a copy: presets merge over it), the file read and parsed once
     (parsing every card's YAML twice cost each plan and run a seventh of a second)."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml_bounded.load(path.read_text(encoding="utf-8"))  # no alias, bounded depth
     except yaml.YAMLError as exc:
         raise UserError(f"{path}: not valid YAML: {exc}") from exc
     return parse_card(copy.deepcopy(data), path), data

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import yaml
 
+from .. import yaml_bounded
 from ..errors import SampleError, UserError
 from ..resources import data_dir
 from ..result import Result
@@ -281,7 +282,7 @@ def list_suites() -> list[str]:
 def load_suite(path: Path) -> tuple[str, list[str]]:
     """(description, benchmark names) of a suite file: `{description: ..., benchmarks: [id, id@preset, ...]}`."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml_bounded.load(path.read_text(encoding="utf-8"))  # no alias, bounded depth
     except (OSError, yaml.YAMLError) as exc:
         raise UserError(f"cannot read suite {path}: {exc}") from exc
     if isinstance(data, list):  # a bare list of names is a suite too

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import yaml
 
+from .. import yaml_bounded
 from ..errors import DataMissing, SampleError, UserError
 from ..samples import Sample, iter_records, sample_from
 from .cards import Card
@@ -49,7 +50,7 @@ class DataRoot:
 @cache
 def _data_map(path: Path) -> DataRoot:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml_bounded.load(path.read_text(encoding="utf-8")) or {}  # no alias, bounded depth
     except (OSError, yaml.YAMLError) as exc:
         raise UserError(f"cannot read data map {path}: {exc}") from exc
     if not isinstance(data, Mapping) or not set(data) <= {"root", "benchmarks"}:

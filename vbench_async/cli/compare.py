@@ -37,7 +37,7 @@ def compare_runs(run_a: Path, run_b: Path, benchmarks: list[str] | None = None) 
     from ..leaderboard.load import differing_settings, load_runs
     from ..results.stats import paired_compare, values_by_id
 
-    a, b = load_runs([run_a, run_b])
+    a, b = load_runs([run_a, run_b], strict=True)
     common = [bid for bid in a.benchmarks if bid in b.benchmarks]
     if benchmarks:
         missing = [bid for bid in benchmarks if bid not in common]

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Iterator, TextIO
 
 from ..errors import UserError
+from ..redact import scrub_handlers
 
 LOG_FORMAT = "%(asctime)s %(processName)s pid=%(process)d %(levelname)s %(name)s: %(message)s"
 CONSOLE_FORMAT = "%(levelname)s: %(message)s"
@@ -50,12 +51,16 @@ def add_verbose(parser: argparse.ArgumentParser) -> None:
 
 
 def configure_logging(verbose: bool) -> None:
-    """Every command's logging before it runs: this package's messages on stderr (debug ones with --verbose)."""
+    """Every command's logging before it runs: this package's messages on stderr (debug ones with --verbose),
+    scrubbed of secrets (a library's record too: httpx logs each request's URL)."""
+    root = logging.getLogger()
+    before = list(root.handlers)
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
+    scrub_handlers(*(h for h in root.handlers if h not in before))
 
 
 @contextlib.contextmanager
@@ -92,6 +97,7 @@ def engine_console(log_path: Path, verbose: bool = False, engine_in_process: boo
         if not verbose:  # the warnings that matter: this package's
             terminal.setLevel(logging.WARNING)
             terminal.addFilter(lambda record: record.name.split(".")[0] == PACKAGE)
+        scrub_handlers(file_handler, terminal)  # no secret in the log or on the terminal, whoever logs it
         root.handlers = [file_handler, terminal]
         root.setLevel(logging.DEBUG if verbose else logging.INFO)
         vllm_handlers = _repoint_vllm(file_handler)
@@ -178,7 +184,7 @@ def _configure_vllm(log_path: Path, verbose: bool) -> None:
     config = {
         "version": 1,
         "disable_existing_loggers": False,
-        "formatters": {"plain": {"format": LOG_FORMAT}},
+        "formatters": {"plain": {"()": "vbench_async.redact.ScrubbingFormatter", "fmt": LOG_FORMAT}},
         "handlers": handlers,
         "loggers": {"vllm": {"handlers": list(handlers), "level": level, "propagate": False}},
     }

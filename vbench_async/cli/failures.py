@@ -8,6 +8,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..redact import scrub_text
+
 _DATA = "check the data: `data check` (below) lists missing or unreadable files"
 _DATA_KINDS = ("video_missing", "image_error", "video_empty", "no_video_stream", "decode_error")
 _EXAMPLES = 3  # failed samples named per kind
@@ -98,7 +100,7 @@ def print_failures(run_dir: Path, summary: dict[str, Any], file: TextIO | None =
         print(f"  {n} {kind}: {FIXES.get(kind, _OTHER)}", file=file)
         for ex in examples.get(kind, []):
             where = f" ({ex['video']})" if ex.get("video") else ""
-            message = str(ex.get("message") or "").splitlines()[0][:160] if ex.get("message") else ""
+            message = scrub_text(str(ex.get("message") or "")).splitlines()[0][:160] if ex.get("message") else ""
             print(f"    {ex['benchmark']} {ex['sample_id']}{where}{': ' + message if message else ''}", file=file)
         if n > len(examples.get(kind, [])):
             print(f"    ... {n - len(examples.get(kind, []))} more in {Path(run_dir) / 'results'}", file=file)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -25,8 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
-                   help="result directory (holds summary.json); a folder of result directories, such as runs/, "
-                        "stands for all of them")
+                   help="result directory (holds summary.json); a folder holding result directories, up to "
+                        f"{DEPTH} levels down (runs/, runs/demo-rl/), stands for all of them; a folder or file "
+                        "holding none (a glob's cache or site folder) is skipped with a note")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="SITE_DIR",
                    help="folder for the site (created; must be empty or an earlier site)")
     add_include_option(p)
@@ -37,26 +39,73 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
-def expand_run_dirs(paths: list[Path]) -> list[Path]:
-    """Each path itself if it holds summary.json, else its sub-folders that do (sorted); UserError if neither."""
+DEPTH = 3  # folder levels below a given folder searched for runs (runs/ -> demo-rl/ -> runs/ -> untrained/)
+
+
+def find_runs(path: Path, depth: int = DEPTH) -> list[Path]:
+    """`path` itself if it holds summary.json, else the result directories below it (sorted, up to `depth` levels
+    down; a run's own folder, a site and hidden folders are not searched further, nor links to folders)."""
+    from ..leaderboard.site import MARKER  # a site folder (the leaderboard about to be written, too)
+
+    if summary_path(path).is_file():
+        return [path]
+    if depth <= 0 or not path.is_dir() or (path / MARKER).exists():
+        return []
+    try:
+        children = sorted(c for c in path.iterdir() if not c.name.startswith(".") and c.is_dir())
+    except OSError:  # a folder we may not read holds no run we can show
+        return []
     out: list[Path] = []
+    for child in children:
+        if summary_path(child).is_file():
+            out.append(child)
+        elif not child.is_symlink():
+            out.extend(find_runs(child, depth - 1))
+    return out
+
+
+def expand_run_dirs(paths: list[Path]) -> tuple[list[Path], list[Path]]:
+    """(the result directories `paths` stand for, in the order given, each once; the paths that hold none). A path
+    that does not exist is a UserError (a typo, or a glob that matched nothing), as is finding no run at all."""
+    out: dict[Path, Path] = {}  # resolved -> as given
+    skipped: list[Path] = []
     for path in paths:
-        if summary_path(path).is_file():
-            out.append(path)
-            continue
-        children = sorted(c for c in path.iterdir() if summary_path(c).is_file()) if path.is_dir() else []
-        if not children:
-            raise UserError(f"{path} is not a result directory (no summary.json) and holds none; "
-                            "give folders written by `vbench-async run --output-dir`")
-        out.extend(children)
-    return list(dict.fromkeys(out))
+        if not path.exists():
+            raise UserError(f"{path} does not exist; give result directories written by `vbench-async run "
+                            "--output-dir`, or folders holding them")
+        found = find_runs(path)
+        if not found:
+            skipped.append(path)
+        for run in found:
+            out.setdefault(run.resolve(), run)
+    if not out:
+        named = ", ".join(str(p) for p in skipped)
+        raise UserError(f"no result directory (a folder with summary.json) in or up to {DEPTH} levels below "
+                        f"{named}; give folders written by `vbench-async run --output-dir`")
+    return list(out.values()), skipped
+
+
+def _describe(run_dir: Path) -> str:
+    """`runs/demo (tiny-qwen2.5-vl, 6 benchmarks)`: a run as the list of included runs names it."""
+    try:
+        summary = json.loads(summary_path(run_dir).read_text(encoding="utf-8"))
+        n = len(summary.get("benchmarks") or {})
+        return f"{run_dir} ({summary.get('model') or '?'}, {n} benchmark{'s' if n != 1 else ''})"
+    except (OSError, ValueError, AttributeError):
+        return str(run_dir)  # the site build says what is wrong with it
 
 
 def main(args: argparse.Namespace) -> int:
     from ..leaderboard import build_site
     from ..results.run_cards import use_run_cards
 
-    run_dirs = expand_run_dirs(args.run_dirs)
+    run_dirs, skipped = expand_run_dirs(args.run_dirs)
+    if skipped:
+        print(f"note: skipped {len(skipped)} path(s) holding no result directory (no summary.json in or up to "
+              f"{DEPTH} levels below): {', '.join(str(p) for p in skipped)}", file=sys.stderr)
+    print(f"including {len(run_dirs)} run(s):")
+    for run_dir in run_dirs:
+        print(f"  {_describe(run_dir)}")
     for run_dir in run_dirs:  # each run's own card folders (its manifest); a card that is gone is said, not hidden
         for problem in use_run_cards(run_dir, strict=False):
             print(f"warning: {problem}", file=sys.stderr)

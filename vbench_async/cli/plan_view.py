@@ -6,6 +6,8 @@ import logging
 import sys
 from typing import Any, TextIO
 
+from ..redact import scrub_text
+
 log = logging.getLogger(__name__)
 
 
@@ -62,6 +64,7 @@ def print_plan_lines(workload: Any, not_run: dict[str, str], file: TextIO | None
         if starting:
             lines.append((True, starting))
     for shown, line in lines:
+        line = scrub_text(line)  # the engine's URL may carry a password
         log.info("%s", line)
         if shown:
             print(line, file=file)

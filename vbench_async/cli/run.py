@@ -60,7 +60,13 @@ def main(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args, shard)
     if args.frame_budgets and len(args.frame_budgets) > 1:
+        if args.ablations and len(args.ablations) > 1:
+            raise UserError("--max-frames with several budgets and --ablation with several kinds: give one list")
         return sweep_main(args, cfg)
+    if args.ablations and len(args.ablations) > 1:
+        from .ablations import ablations_main
+
+        return ablations_main(args, cfg)
     kind = backend_kind(cfg.backend)
     if kind.settings is VLLMSettings:  # before anything touches CUDA: the engine processes inherit the restriction
         apply_devices(select_devices(args.gpus, cfg.engine.tensor_parallel_size * cfg.engine.data_parallel_size))

@@ -39,7 +39,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
     add_group(p, RunConfig, "output", only=OUTPUT_FLAGS)
 
-    add_group(p, RunConfig, "how", only=HOW_FLAGS)
+    how = add_group(p, RunConfig, "how", only=HOW_FLAGS)
+    field_ = next(f for f in dataclasses.fields(RunConfig) if f.name == "ablation")
+    how.add_argument("--ablation", dest="ablation", type=ablation_list, action=_Ablations, default=None,
+                     metavar="KIND[,KIND...]", help=field_.metadata["help"] + "; a list such as none,blank runs "
+                     "each on one engine (none: the real frames, in OUTPUT_DIR; each ablation in "
+                     "OUTPUT_DIR/ablation-KIND) and prints their scores side by side")
+    p.set_defaults(ablations=None)
     add_group(p, PromptSettings)
 
     frames = add_group(p, FrameOverrides, exclude=("max_frames",))
@@ -88,6 +94,28 @@ def frame_budgets(text: str) -> tuple[int, ...]:
     if why:
         raise argparse.ArgumentTypeError(why if len(budgets) == 1 else f"each frame count {why} (in {text!r})")
     return budgets
+
+
+def ablation_list(text: str) -> tuple[str | None, ...]:
+    """`--ablation blank` or `none,blank,reverse` (none: the real frames)."""
+    from ..frames.ablation import ABLATIONS
+
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    unknown = [p for p in parts if p != "none" and p not in ABLATIONS]
+    if not parts or unknown:
+        raise argparse.ArgumentTypeError(f"unknown ablation {', '.join(unknown) or repr(text)}; choose from none, "
+                                         + ", ".join(ABLATIONS))
+    if len(set(parts)) != len(parts):
+        raise argparse.ArgumentTypeError(f"an ablation is listed twice: {text!r}")
+    return tuple(None if p == "none" else p for p in parts)
+
+
+class _Ablations(argparse.Action):
+    """`--ablation blank` or `none,blank`: the first is the run's `ablation`; all of them, in `ablations`."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, values[0])
+        namespace.ablations = values
 
 
 class _Budgets(argparse.Action):

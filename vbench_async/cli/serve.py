@@ -51,8 +51,12 @@ def add_options(p: argparse.ArgumentParser) -> None:
     where = p.add_argument_group("listening")
     where.add_argument("--host", default="127.0.0.1", help="address to bind; beyond loopback a token is required")
     where.add_argument("--port", type=int, default=8765, help="port (0: any free port, printed at start)")
-    where.add_argument("--token", help="require `Authorization: Bearer TOKEN` on every request "
-                                       "(default: $VBENCH_ASYNC_SERVE_TOKEN)")
+    where.add_argument("--token", help="require `Authorization: Bearer TOKEN` on every request (default: "
+                                       "$VBENCH_ASYNC_SERVE_TOKEN, else a new secret written to a file only this "
+                                       "user may read, which `run --server` and the client read themselves)")
+    where.add_argument("--no-token", action="store_true",
+                       help="on loopback, take requests without a token (any local user can then submit jobs that "
+                            "read and write files as you)")
     where.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                        help="another Host name clients reach it by (a reverse proxy's); repeatable")
     where.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
@@ -101,8 +105,15 @@ def eval_server(base: RunConfig) -> EvalServer:
 
 
 def _serve(args: argparse.Namespace, base: RunConfig) -> int:
+    import secrets
+
+    from ..redact import remember
+    from ..serve import client
     from ..serve.api import TOKEN_ENV, make_http_server
     token = args.token or os.environ.get(TOKEN_ENV) or None
+    own = token is None and not args.no_token  # the default: a secret of this server's, in a file only we may read
+    if own:
+        token = secrets.token_urlsafe(32)  # replaced by the file's once the port is known
     evals = eval_server(base)
     try:
         httpd = make_http_server(evals, args.host, args.port, token, args.allow_host, args.allow_origin)
@@ -110,10 +121,24 @@ def _serve(args: argparse.Namespace, base: RunConfig) -> int:
         evals.close()
         raise
     host, port = httpd.server_address[:2]
+    token_file = None
+    if own:
+        try:
+            token, token_file = client.create_token_file(port)
+        except OSError as exc:
+            httpd.server_close()
+            evals.close()
+            raise UserError(f"cannot write the server's token file {client.token_path(port)}: "
+                            f"{exc.strerror or exc}; set VBENCH_ASYNC_HOME to a writable folder, or pass --token"
+                            ) from None
+        remember(token)
+        httpd.token = token
     shown = f"[{host}]" if ":" in host else host
-    print(f"vbench-async serve: {args.model} ({args.backend}) on http://{shown}:{port}"
-          f"{' (token required)' if token else ''}; submit with `vbench-async run --server http://{shown}:{port} "
-          f"...`; engine logs in {args.log_dir}/logs/engine.log; Ctrl-C stops", flush=True)
+    needs = f" (token required: {token_file}, read by `run --server` itself)" if token_file else \
+        " (token required)" if token else " (NO TOKEN: any local user can submit jobs)"
+    print(f"vbench-async serve: {args.model} ({args.backend}) on http://{shown}:{port}{needs}; submit with "
+          f"`vbench-async run --server http://{shown}:{port} ...`; engine logs in {args.log_dir}/logs/engine.log; "
+          "Ctrl-C stops", flush=True)
     # SIGTERM (a scheduler, `timeout`) stops the server as Ctrl-C does; shutdown() must come from another thread.
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=httpd.shutdown, daemon=True).start())
     try:
@@ -125,6 +150,8 @@ def _serve(args: argparse.Namespace, base: RunConfig) -> int:
               file=sys.stderr, flush=True)
         httpd.server_close()
         evals.close()
+        if token_file is not None:
+            client.remove_token_file(token_file, token)
     return 0
 
 

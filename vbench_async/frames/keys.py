@@ -95,11 +95,10 @@ class FingerprintMemo:
         record = self._record_path(stamp)
         if record is None:
             return None
-        try:
-            data = json.loads(record.read_text(encoding="utf-8"))
-            return str(data["digest"]) if tuple(data["stamp"]) == stamp[1:] and data["path"] == stamp[0] else None
-        except (OSError, ValueError, KeyError, TypeError):
+        data = read_record(record)
+        if data is None or tuple(data["stamp"]) != stamp[1:] or data["path"] != stamp[0]:
             return None
+        return data["digest"]
 
     def _save(self, stamp: tuple, digest: str) -> None:
         record = self._record_path(stamp)
@@ -108,6 +107,31 @@ class FingerprintMemo:
         from .layout import write_text_atomic
 
         try:
-            write_text_atomic(record, json.dumps({"path": stamp[0], "stamp": list(stamp[1:]), "digest": digest}))
+            data = {"path": stamp[0], "stamp": list(stamp[1:]), "mode": self.mode, "digest": digest}
+            write_text_atomic(record, json.dumps({**data, "check": record_check(data)}))
         except OSError:
             pass  # a read-only cache: the in-memory memo still holds it
+
+
+def record_check(data: dict) -> str:
+    """The checksum a fingerprint record carries over its path, stat fields, mode and digest: a record whose digest
+    was changed (to another video's: the run would serve that video's frames) fails it and is not used."""
+    fields = {k: data[k] for k in ("path", "stamp", "mode", "digest")}
+    blob = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.blake2b(b"vbench-async fingerprint record\0" + blob, digest_size=16).hexdigest()
+
+
+def read_record(path: Path) -> dict | None:
+    """A fingerprint record if it is a regular file, parses and carries its own checksum (an earlier version's
+    record, without one, is not used: the file is hashed again); None otherwise. Never opens a FIFO for a blocking
+    read."""
+    from .store import read_regular_text
+
+    try:
+        data = json.loads(read_regular_text(path))
+        if (not isinstance(data, dict) or not isinstance(data.get("digest"), str) or not isinstance(data["path"], str)
+                or not isinstance(data["stamp"], list) or data.get("check") != record_check(data)):
+            return None
+        return data
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -12,7 +12,7 @@ import re
 from typing import Iterable
 
 from .layout import CacheLayout, write_text_atomic
-from .store import TMP_PREFIX
+from .store import TMP_PREFIX, read_regular_text
 
 UNLABELLED = "(unlabelled)"
 
@@ -39,7 +39,7 @@ def keys_by_benchmark(layout: CacheLayout) -> dict[str, set[str]]:
         if path.name.startswith(TMP_PREFIX):
             continue
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = read_regular_text(path).splitlines()  # a FIFO in its place is skipped, not a hang
         except OSError:
             continue
         if lines:

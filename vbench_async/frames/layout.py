@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from .errors import FrameError
-from .store import TMP_PREFIX, temp_path
+from .store import TMP_PREFIX, read_regular_text, temp_path
 from .video import FORMAT_VERSION
 
 CACHE_ENV = "VBENCH_ASYNC_CACHE"
@@ -62,6 +62,9 @@ class CacheLayout:
     def failures(self) -> Iterator[Path]:
         yield from sorted(p for p in (self.base / "failures").glob("*.json") if not _is_temp(p))
 
+    def fingerprint_records(self) -> Iterator[Path]:
+        yield from sorted(p for p in self.fingerprints.glob("*/*.json") if not _is_temp(p))
+
     def temp_files(self) -> Iterator[Path]:
         yield from (self.base / "entries").glob(f"*/{TMP_PREFIX}*")
         yield from (self.base / "failures").glob(f"{TMP_PREFIX}*")
@@ -100,7 +103,7 @@ class FailureRecord:
     def read(cls, path: Path) -> FailureRecord | None:
         """The record at `path`, or None if absent or unreadable (an unreadable record is just retried)."""
         try:
-            d = json.loads(path.read_text(encoding="utf-8"))
+            d = json.loads(read_regular_text(path))  # a FIFO in its place is unreadable, not a hang
             window = tuple(d["window"]) if d.get("window") is not None else None
             return cls(**{**d, "window": window})
         except (OSError, ValueError, TypeError, KeyError):

@@ -7,13 +7,16 @@ it never reads back someone else's file."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .codecs import DEFAULT_CODEC, CodecError, check_codec
+from .keys import read_record
 from .labels import UNLABELLED, keys_by_benchmark
 from .layout import CacheLayout, FailureRecord
 from .store import (
@@ -132,6 +135,18 @@ def verify_cache(root: Path, remove: bool = False, deep: bool = True) -> VerifyR
                 discard_entry(path, exc.stat)
                 report.removed += 1
         report.checked += 1
+    for path in CacheLayout(Path(root)).fingerprint_records():  # what maps a video to its entries' keys
+        if read_record(path) is None:
+            report.corrupt.append((str(path), "fingerprint record unreadable, not a regular file, or its checksum "
+                                              "does not match (an edited digest would map a video to another's "
+                                              "frames); it is never used, and the video is hashed again"))
+            if remove:
+                with contextlib.suppress(FileNotFoundError):
+                    if path.is_dir() and not path.is_symlink():
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        path.unlink()
+                report.removed += 1
     return report
 
 

@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import socket
+import stat as stat_mode
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,17 +152,43 @@ def _create_temp(path: Path) -> Path:
     raise AssertionError("unreachable")
 
 
+class NotRegular(OSError):
+    """A FIFO, a device, a socket or a directory where the cache keeps a file: never read (a FIFO would hang)."""
+
+
+def open_regular(path: Path):  # -> BinaryIO
+    """`path` opened for reading if it is a regular file (a symlink to one included); NotRegular otherwise.
+    Opened with O_NONBLOCK, so a FIFO in its place returns at once instead of waiting for a writer."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat_mode.S_ISREG(st.st_mode):
+            raise NotRegular(f"not a regular file ({stat_mode.filemode(st.st_mode)[0]!r}): {path}")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular_text(path: Path) -> str:
+    """The text of a small cache file (a record, a label list); NotRegular for anything but a regular file."""
+    with open_regular(path) as f:
+        return f.read().decode("utf-8")
+
+
 def read_header(path: Path, key: str | None = None) -> EntryHeader:
     """The entry's header, checksum-verified and checked against the file size, the frame shape and (when given)
     the key it must belong to. No frame I/O: the payload digest is checked by `read_entry`."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             st = os.fstat(f.fileno())
             head = f.read(8)
             size = _header_length(head, st)
             raw = f.read(size)
     except (FileNotFoundError, NotADirectoryError) as exc:
         raise EntryMissing(f"no entry: {exc}") from exc
+    except NotRegular as exc:
+        raise CorruptEntry(str(exc)) from exc  # no stat: whatever sits there is removed, never read
     except OSError as exc:
         raise CorruptEntry(f"cannot read: {exc}") from exc
     return _parse(head, raw, st, key)
@@ -171,7 +198,7 @@ def load_entry(path: Path, key: str | None = None) -> tuple[np.ndarray, EntryHea
     """Frames and header of an entry read through one open, every checksum verified (decompressed in this thread).
     CorruptEntry (EntryMissing when there is no file) if anything is off."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             st = os.fstat(f.fileno())
             buf = bytearray(st.st_size)
             view = memoryview(buf)
@@ -183,6 +210,8 @@ def load_entry(path: Path, key: str | None = None) -> tuple[np.ndarray, EntryHea
                 got += n
     except (FileNotFoundError, NotADirectoryError) as exc:
         raise EntryMissing(f"no entry: {exc}") from exc
+    except NotRegular as exc:
+        raise CorruptEntry(str(exc)) from exc  # no stat: whatever sits there is removed, never read
     except OSError as exc:
         raise CorruptEntry(f"cannot read: {exc}") from exc
     if got != st.st_size:

@@ -1,8 +1,8 @@
 """The index page's board: per run its rank, metadata (family, parameters, revision, date, frames) and short badges;
 the benchmark groups a reader can switch between; each column's chance level.
 
-The numbers themselves come from `tables.main_table` (the same rows as the CSV/JSON exports); this module only
-decides how they are laid out and labelled.
+The numbers themselves come from `tables.board_of` (the same rows as the CSV/JSON exports), keyed by column id; this
+module only decides how they are laid out and labelled, and reads every cell by its column id, never by position.
 """
 
 from __future__ import annotations
@@ -58,31 +58,31 @@ def badge(marker: str) -> Badge:
     return Badge(text, marker)
 
 
-def lay_out(rows: list[dict[str, Any]]) -> None:
-    """Give each board row its metadata and badges and each cell its flags, in place.
+def lay_out(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
+    """Give each board row its metadata and badges and each cell (`row["cells"]`: column id -> cell) its flags, in
+    place; `columns` are the board's column ids in order.
 
     A config letter is a mark only where it is the exception: cells whose settings match most runs of their column
     carry none, the others are marked (`cfg`) and their row gets one short badge naming the setting that differs."""
-    n_cols = len(rows[0]["cells"]) if rows else 0
-    usual = []
-    for i in range(n_cols):
-        counts = Counter(c.get("config_group") for r in rows if (c := r["cells"][i]) and c.get("config_group"))
-        usual.append(counts.most_common(1)[0][0] if counts else None)
+    usual: dict[str, str | None] = {}
+    for cid in columns:
+        counts = Counter(c.get("config_group") for r in rows if (c := r["cells"].get(cid)) and c.get("config_group"))
+        usual[cid] = counts.most_common(1)[0][0] if counts else None
     for row in rows:
         row["meta"] = run_meta(row["run"])
         notes: dict[str, str] = {}
-        cells = []
-        for i, cell in enumerate(row["cells"]):
+        cells: dict[str, dict[str, Any]] = {}
+        for cid in columns:
+            cell = row["cells"].get(cid)
             if cell is None:
-                cells.append(None)
                 continue
             markers = [m for m in (cell.get("markers") or "").split("; ") if m]
             config = next((m for m in markers if m.startswith("config ")), None)
-            odd = bool(config) and cell.get("config_group") != usual[i]
+            odd = bool(config) and cell.get("config_group") != usual[cid]
             if odd and config:
                 notes.setdefault(config.split(": ", 1)[1] if ": " in config else config, config)
-            cells.append({**cell, "config_odd": odd, "flags": [m for m in markers if not m.startswith("config ")],
-                          "tooltip": "; ".join(markers)})
+            cells[cid] = {**cell, "config_odd": odd, "flags": [m for m in markers if not m.startswith("config ")],
+                          "tooltip": "; ".join(markers)}
         row["cells"] = cells
         row["badges"] = [badge(m) for m in row["run"].markers] + [badge(f"config: {note}") for note in notes]
 
@@ -118,21 +118,21 @@ def groups(columns: Sequence[dict[str, Any]], suites: dict[str, list[str]]) -> l
     return out
 
 
-def rank(grid: list[dict[str, Any]], column: int | None) -> None:
-    """Set each row's `rank` (1 = best) by the score in cell `column`; rows without one get none."""
+def rank(grid: list[dict[str, Any]], column: str | None) -> None:
+    """Set each row's `rank` (1 = best) by its score in column `column` (an id); rows without one get none."""
     if column is None:
         for row in grid:
             row["rank"] = None
         return
-    score = [ScoreCell.of(row["cells"][column]).score if row["cells"][column] else None for row in grid]
+    score = [ScoreCell.of(cell).score if (cell := row["cells"].get(column)) else None for row in grid]
     ranked = sorted({s for s in score if s is not None}, reverse=True)
     for row, s in zip(grid, score):
         row["rank"] = ranked.index(s) + 1 if s is not None else None
 
 
 def chances(runs: list[Run], columns: Sequence[dict[str, Any]],
-            suites: dict[str, list[str]]) -> list[dict[str, Any]]:
-    """Per column: the chance level of its benchmark (`scoring.chance`, as the summary records it; suites: the mean
+            suites: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
+    """Per column id: the chance level of its benchmark (`scoring.chance`, as the summary records it; suites: the mean
     of their members', free-form ones as 0). `free` marks a column whose answers are free-form."""
     per: dict[str, float | None] = {}
     seen: set[str] = set()
@@ -142,7 +142,7 @@ def chances(runs: list[Run], columns: Sequence[dict[str, Any]],
                 seen.add(bid)
                 if b.aggregate["chance"] is not None:
                     per.setdefault(bid, float(b.aggregate["chance"]))
-    out = []
+    out: dict[str, dict[str, Any]] = {}
     for c in columns:
         if c["kind"] == "benchmark":
             value = per.get(c["id"])
@@ -151,5 +151,5 @@ def chances(runs: list[Run], columns: Sequence[dict[str, Any]],
             members = suites.get(c["id"].removeprefix("avg: "), [])
             known = bool(members) and all(m in seen for m in members)
             value = sum(per.get(m) or 0.0 for m in members) / len(members) if known else None
-        out.append({"value": value, "free": known and value is None, "known": known})
+        out[c["id"]] = {"value": value, "free": known and value is None, "known": known}
     return out

@@ -11,6 +11,7 @@ each variant gets a letter, so cells are never compared silently), `no manifest`
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +21,11 @@ from ..errors import UserError
 from ..result import Result
 from ..results.current import is_complete
 from ..results.readings import differing_ids, reading_lines
-from ..results.rundir import read_manifest, read_summary, safe_name
+from ..results.rundir import manifest_path, read_json, read_summary, safe_name, summary_path
 from ..results.stats import Estimate, category_estimates, headline_estimate
 from ..results.summaries import judged_aggregate
+
+log = logging.getLogger(__name__)
 
 # Config keys that must agree for two runs' numbers on a benchmark to be comparable (the model may differ).
 _COMPARED = ("frames", "prompt", "thinking", "sampling")
@@ -127,17 +130,31 @@ class Run:
         return out
 
 
-def load_runs(run_dirs: list[Path]) -> list[Run]:
-    """Every run directory (in the order given), with judged results and recomputed aggregates."""
+def load_runs(run_dirs: list[Path], strict: bool = False) -> list[Run]:
+    """Every run directory (in the order given), with judged results and recomputed aggregates. A run whose
+    summary.json cannot be read or has the wrong shape is left out with a warning naming it (the others are still
+    shown; UserError when none is left), or with `strict` (compare) a UserError naming it."""
     runs: list[Run] = []
     used: set[str] = set()
+    left_out: list[str] = []
     for d in run_dirs:
-        run = load_run(Path(d))
+        try:
+            run = load_run(Path(d))
+        except (UserError, TypeError, ValueError, KeyError, AttributeError) as exc:
+            why = str(exc) if isinstance(exc, UserError) else (
+                f"{summary_path(Path(d))} has the wrong shape ({type(exc).__name__}: {str(exc)[:200]})")
+            if strict:
+                raise UserError(f"cannot read the run {d}: {why}") from None
+            log.warning("left out of the leaderboard: %s", why)
+            left_out.append(why)
+            continue
         base, i = run.id, 2
         while run.id in used:  # two folders with the same name (runs/a/x, runs/b/x)
             run.id, i = f"{base}-{i}", i + 1
         used.add(run.id)
         runs.append(run)
+    if not runs and left_out:
+        raise UserError("no run could be read: " + "; ".join(left_out))
     label_counts: dict[str, int] = {}
     for r in runs:
         label_counts[r.model] = label_counts.get(r.model, 0) + 1
@@ -149,13 +166,49 @@ def load_runs(run_dirs: list[Path]) -> list[Run]:
 
 def load_run(run_dir: Path) -> Run:
     summary = read_summary(run_dir)
-    manifest = read_manifest(run_dir)
+    for bid, block in summary["benchmarks"].items():
+        if not isinstance(block, dict):
+            raise UserError(f"{summary_path(run_dir)}: benchmark {str(bid)[:80]!r} is a {type(block).__name__}, "
+                            "not a mapping")
+    manifest = _checked_manifest(run_dir)
     model = str(summary.get("model") or run_dir.name)
     run = Run(id=safe_name(run_dir.resolve().name or "run"), label=model, model=model, dir=run_dir,
               summary=summary, manifest=manifest)
     for bid, block in summary["benchmarks"].items():
         run.benchmarks[bid] = _load_benchmark(run_dir, bid, block, manifest)
     return run
+
+
+_MANIFEST_MAPPINGS = ("model", "backend", "hardware", "judge", "run_config", "benchmarks", "sampling")
+
+
+def _checked_manifest(run_dir: Path) -> dict[str, Any] | None:
+    """The run's manifest when it is JSON and the parts the site reads have their shape; else None (the run is shown
+    as one without a manifest) and a warning naming the file and the problem."""
+    try:
+        manifest = read_json(manifest_path(run_dir))
+    except UserError as exc:
+        log.warning("%s; the run is shown without its manifest", exc)
+        return None
+    if manifest is None:
+        return None
+    if not isinstance(manifest, dict):
+        log.warning("%s is a %s, not a mapping; the run is shown without its manifest", manifest_path(run_dir),
+                    type(manifest).__name__)
+        return None
+    problem = next((f"{k!r} is a {type(manifest[k]).__name__}" for k in _MANIFEST_MAPPINGS
+                    if manifest.get(k) is not None and not isinstance(manifest[k], dict)), None)
+    if problem is None and not isinstance((manifest.get("hardware") or {}).get("gpus") or [], list):
+        problem = "'hardware.gpus' is not a list"
+    if problem is None:
+        problem = next((f"'benchmarks.{str(bid)[:80]}' is not a mapping with a mapping 'config'"
+                        for bid, b in (manifest.get("benchmarks") or {}).items()
+                        if b is not None and (not isinstance(b, dict)
+                                              or not isinstance(b.get("config") or {}, dict))), None)
+    if problem is None:
+        return manifest
+    log.warning("%s: %s; the run is shown without its manifest", manifest_path(run_dir), problem)
+    return None
 
 
 def _load_benchmark(run_dir: Path, bid: str, block: dict[str, Any], manifest: dict[str, Any] | None) -> BenchRun:

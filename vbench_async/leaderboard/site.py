@@ -29,8 +29,8 @@ from ..results.rundir import safe_name
 from . import board, tables
 from .charts import diff_chart, score_chart
 from .compare_pages import budget_chart, pair_sections, pairs
-from .csv_cells import safe_cell
-from .families import grouped, run_family
+from .csv_cells import csv_text, safe_cell
+from .families import run_family
 from .load import Run, benchmark_ids, load_runs
 from .samples_page import category_options, reading_scores, sample_rows
 from .thumbnails import MEMO, Thumbnailer, load_memo
@@ -107,8 +107,8 @@ def _build(run_dirs: list[Path], out_dir: Path, previous: set[Path], cache_dirs:
     thumbs = Thumbnailer(writer.bytes, _cache_roots(runs, cache_dirs), reuse=load_memo(out_dir),
                          keep=writer.keep) if frames else None
 
-    main = tables.main_table(runs)
-    writer.table("leaderboard", main)
+    cells = tables.board_of(runs)  # the one keyed structure the board, its charts and its exports are drawn from
+    writer.table("leaderboard", cells.frame())
     readings = {(r.id, bid): reading_scores(b) for r in runs for bid, b in r.benchmarks.items()}
     pair_list = pairs(runs)
     pages = []
@@ -128,14 +128,7 @@ def _build(run_dirs: list[Path], out_dir: Path, previous: set[Path], cache_dirs:
         writer.text(f"runs/{r.id}.html", env.get_template("run.html.j2").render(
             root="../", run=r, facts=_facts(r), manifest_text=_pretty(scrub(r.manifest)),
             summary_text=_pretty(r.summary)))
-    columns, suites = _columns(main, bids), tables.suites_for(bids)
-    views = board.groups(columns, suites)
-    grid = _grid(runs, main, readings)
-    board.rank(grid, next((i for i, c in enumerate(columns) if c["id"] == views[0]["avg"]), None))
-    writer.text("index.html", env.get_template("index.html.j2").render(
-        root="", runs=runs, benchmarks=pages, grid=grid, columns=columns, views=views,
-        chances=board.chances(runs, columns, suites), suite_charts=_suite_charts(runs, main), compares=compares,
-        random_weights=[r.label for r in runs if r.summary.get("random_weights")]))
+    writer.text("index.html", render_index(env, runs, cells, readings, pages, compares))
     static = data_dir("leaderboards") / "static"
     for f in sorted(static.iterdir()):
         if f.is_file():
@@ -210,32 +203,48 @@ def _pivot(rows: list[dict[str, Any]], runs: list[Run]) -> list[dict[str, Any]]:
     return [{"group": g["group"], "cells": [g["cells"].get(r.id) for r in runs]} for g in by_group.values()]
 
 
-def _columns(main: pd.DataFrame, bids: list[str]) -> list[dict[str, Any]]:
-    suites = [c for c in dict.fromkeys(main.loc[main["kind"] == "suite", "column"])] if not main.empty else []
-    return [{"id": b, "kind": "benchmark", "slug": slug(b)} for b in bids] + \
-           [{"id": s, "kind": "suite", "slug": None} for s in suites]
+def render_index(env, runs: list[Run], cells: tables.Board, readings: dict[tuple[str, str], dict[str, Any]],
+                 pages: list[dict[str, Any]], compares: list[dict[str, Any]]) -> str:
+    """The index page: the board table, its chance row and the average charts, every cell looked up in `cells` by
+    (run, column id)."""
+    columns = [{"id": c.id, "kind": c.kind, "slug": slug(c.id) if c.kind == "benchmark" else None}
+               for c in cells.columns]
+    views = board.groups(columns, cells.suites)
+    grid = _grid(cells, readings)
+    board.rank(grid, views[0]["avg"])
+    return env.get_template("index.html.j2").render(
+        root="", runs=runs, benchmarks=pages, grid=grid, columns=columns, views=views,
+        chances=board.chances(runs, columns, cells.suites), suite_charts=_suite_charts(cells), compares=compares,
+        random_weights=[r.label for r in runs if r.summary.get("random_weights")])
 
 
-def _grid(runs: list[Run], main: pd.DataFrame,
-          readings: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
-    cells: dict[tuple[str, str], dict[str, Any]] = {
-        (r["run"], r["column"]): {**r, "readings": readings.get((r["run"], r["column"]))} for r in tables.records(main)}
-    columns = list(dict.fromkeys(main["column"])) if not main.empty else []
-    rows = [{"run": r, "family": run_family(r), "cells": [cells.get((r.id, c)) for c in columns]}
-            for r in grouped(runs)]  # grouped by model family
-    board.lay_out(rows)
+def index_html(runs: list[Run], env: Any = None) -> str:
+    """The index page alone for loaded `runs` (as `build_site` writes it, without the side-by-side links): a board to
+    check or preview without writing the whole site. Its links and assets are relative to the site's root. `env`: an
+    `environment()` to reuse (its templates are compiled once)."""
+    cells = tables.board_of(runs)
+    readings = {(r.id, bid): reading_scores(b) for r in runs for bid, b in r.benchmarks.items()}
+    pages = [{"id": bid, "slug": slug(bid), "n_runs": sum(bid in r.benchmarks for r in runs)}
+             for bid in benchmark_ids(runs)]
+    return render_index(env or environment(), runs, cells, readings, pages, [])
+
+
+def _grid(cells: tables.Board, readings: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of the index table in `cells`' row order (grouped by model family): per run, column id -> cell."""
+    rows = [{"run": r, "family": run_family(r),
+             "cells": {cid: {**tables.plain_row(c), "readings": readings.get((r.id, cid))}
+                       for cid, c in cells.cells[r.id].items()}}
+            for r in cells.runs]
+    board.lay_out(rows, [c.id for c in cells.columns])
     return rows
 
 
-def _suite_charts(runs: list[Run], main: pd.DataFrame) -> list[Any]:
-    if main.empty:
-        return []
+def _suite_charts(cells: tables.Board) -> list[Any]:
     charts = []
-    suites = main[main["kind"] == "suite"]
-    for column in dict.fromkeys(suites["column"]):
-        rows = tables.records(suites[suites["column"] == column])
-        charts.append(score_chart(f"{column.removeprefix('avg: ')}: mean score with 95% CI",
-                                  [tables.ScoreCell.of(r).chart_item() for r in rows]))
+    for col in cells.columns:
+        if col.kind == "suite":
+            charts.append(score_chart(f"{col.id.removeprefix('avg: ')}: mean score with 95% CI",
+                                      [tables.ScoreCell.of(c).chart_item() for _, c in cells.column(col.id)]))
     return charts
 
 
@@ -355,7 +364,7 @@ class _Writer:
                                           if isinstance(v, (list, dict)) else v)
             if not pd.api.types.is_numeric_dtype(flat[col]):
                 flat[col] = flat[col].map(safe_cell)  # a spreadsheet must not run model output as a formula
-        self.text(f"data/{name}.csv", flat.to_csv(index=False, lineterminator="\n"))
+        self.text(f"data/{name}.csv", csv_text(flat))
         self.json(f"data/{name}.json", tables.records(df))
 
     def finish(self, previous: set[Path]) -> None:

@@ -66,43 +66,101 @@ def _benchmark_row(r: Run, bid: str, b: BenchRun) -> dict[str, Any]:
                                                 (agg.get("unavailable_breakdowns") or {}).items()) or None}
 
 
-def main_table(runs: list[Run]) -> pd.DataFrame:
-    """One row per run and benchmark (long form): score, CI, robust score, counts, markers; suite averages as extra
-    rows (of the headlines). Runs are grouped by model family; each row says the frame settings it was run with."""
-    rows = []
+@dataclass(frozen=True)
+class Column:
+    """One column of the board: a benchmark (`id` = its id) or a suite average (`id` = "avg: <suite>")."""
+
+    id: str
+    kind: str  # "benchmark" or "suite"
+    members: tuple[str, ...] = ()  # a suite's benchmarks
+
+
+@dataclass
+class Board:
+    """The board's one keyed structure: per run, column id -> that run's main-table row. The index table, its
+    tooltips, the average charts, the ranks and the CSV/JSON exports all read cells by (run, column id), never by
+    position, so a column always holds one benchmark whatever mix of runs is shown.
+
+    `runs` are in row order (grouped by model family); `columns` the benchmarks in first-seen order, then the suite
+    averages that at least one run has."""
+
+    runs: list[Run]
+    columns: list[Column]
+    suites: dict[str, list[str]]
+    cells: dict[str, dict[str, dict[str, Any]]]  # run id -> column id -> row (the CSV/JSON row)
+
+    def cell(self, run: Run | str, column: Column | str) -> dict[str, Any] | None:
+        rid = run if isinstance(run, str) else run.id
+        cid = column if isinstance(column, str) else column.id
+        return self.cells.get(rid, {}).get(cid)
+
+    def column(self, cid: str) -> list[tuple[Run, dict[str, Any]]]:
+        """The runs holding a cell in column `cid`, in row order, with their cells."""
+        return [(r, c) for r in self.runs if (c := self.cell(r, cid)) is not None]
+
+    def frame(self) -> pd.DataFrame:
+        """The long-form table (one row per run and column, in row then column order): the CSV/JSON exports."""
+        rows = [c for r in self.runs for col in self.columns if (c := self.cell(r, col)) is not None]
+        return pd.DataFrame(rows, columns=MAIN_COLUMNS)
+
+
+def _suite_row(r: Run, suite: str, members: list[str]) -> dict[str, Any] | None:
+    """A run's average over a suite's benchmarks; None unless it holds a score on every one of them."""
+    cells = [r.benchmarks.get(m) for m in members]
+    if any(c is None or c.score is None for c in cells):
+        return None  # an average over some of a suite's benchmarks would pass for the suite's
+    present = [c for c in cells if c is not None]
+    ests = [c.estimate if c.estimate is not None else Estimate(c.score, None, None, None, len(c.results), 0)
+            for c in present]
+    avg = combine_independent(ests)
+    groups = sorted({c.config_group for c in present if c.config_group})
+    failed = sum(int(c.aggregate.get("n_failed") or 0) for c in present)
+    judge = sum(int(c.aggregate.get("n_needs_judge") or 0) for c in present)
+    subset = any(c.subset for c in present)
+    complete = all(c.complete for c in present)
+    markers = ([] if complete else ["partial"]) + (["subset"] if subset else []) + \
+        ([f"{failed} failed"] if failed else []) + ([f"{judge} need judge"] if judge else [])
+    return {"run": r.id, "model": r.label, "family": run_family(r),
+            "frames": "; ".join(dict.fromkeys(bench_frames(c) for c in present)),
+            "column": f"avg: {suite}", "kind": "suite",
+            "score": avg.value, **_ci("", avg), "n_total": sum(len(c.results) for c in present),
+            "n_expected": sum(c.n_expected for c in present),
+            "n_failed": failed, "n_needs_judge": judge,
+            "complete": complete and not subset,
+            "status": "partial" if not complete else "subset" if subset else "complete",
+            "config_group": ",".join(groups) or None,
+            "markers": "; ".join(markers + (["config differs"] if groups else [])),
+            "metric": "mean of benchmark scores", "headline": ", ".join(members)}
+
+
+def board_of(runs: list[Run]) -> Board:
+    """Every run's cells, keyed by column id: benchmark scores with CI, robust score, counts, markers; suite averages
+    (of the headlines) for runs holding every benchmark of the suite. Runs are grouped by model family."""
     bids = benchmark_ids(runs)
     suites = suites_for(bids)
-    for r in grouped(runs):
+    ordered = grouped(runs)
+    cells: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in ordered:
+        mine = cells.setdefault(r.id, {})
         for bid in bids:
             b = r.benchmarks.get(bid)
             if b is not None:
-                rows.append(_benchmark_row(r, bid, b))
+                mine[bid] = _benchmark_row(r, bid, b)
         for suite, members in suites.items():
-            cells = [r.benchmarks.get(m) for m in members]
-            if any(c is None or c.score is None for c in cells):
-                continue  # an average over some of a suite's benchmarks would pass for the suite's
-            ests = [c.estimate if c.estimate is not None else Estimate(c.score, None, None, None, len(c.results), 0)
-                    for c in cells]
-            avg = combine_independent(ests)
-            groups = sorted({c.config_group for c in cells if c.config_group})
-            failed = sum(int(c.aggregate.get("n_failed") or 0) for c in cells)
-            judge = sum(int(c.aggregate.get("n_needs_judge") or 0) for c in cells)
-            subset = any(c.subset for c in cells)
-            complete = all(c.complete for c in cells)
-            markers = ([] if complete else ["partial"]) + (["subset"] if subset else []) + \
-                ([f"{failed} failed"] if failed else []) + ([f"{judge} need judge"] if judge else [])
-            rows.append({"run": r.id, "model": r.label, "family": run_family(r),
-                         "frames": "; ".join(dict.fromkeys(bench_frames(c) for c in cells)),
-                         "column": f"avg: {suite}", "kind": "suite",
-                         "score": avg.value, **_ci("", avg), "n_total": sum(len(c.results) for c in cells),
-                         "n_expected": sum(c.n_expected for c in cells),
-                         "n_failed": failed, "n_needs_judge": judge,
-                         "complete": complete and not subset,
-                         "status": "partial" if not complete else "subset" if subset else "complete",
-                         "config_group": ",".join(groups) or None,
-                         "markers": "; ".join(markers + (["config differs"] if groups else [])),
-                         "metric": "mean of benchmark scores", "headline": ", ".join(members)})
-    return pd.DataFrame(rows, columns=MAIN_COLUMNS)
+            row = _suite_row(r, suite, members)
+            if row is not None:
+                mine[row["column"]] = row
+    columns = [Column(b, "benchmark") for b in bids]
+    columns += [Column(f"avg: {s}", "suite", tuple(m)) for s, m in suites.items()
+                if any(f"avg: {s}" in cells[r.id] for r in ordered)]
+    return Board(ordered, columns, suites, cells)
+
+
+def main_table(runs: list[Run]) -> pd.DataFrame:
+    """One row per run and benchmark (long form): score, CI, robust score, counts, markers; suite averages as extra
+    rows (of the headlines). Runs are grouped by model family; each row says the frame settings it was run with.
+    The rows of `board_of(runs)`, the structure the index page is drawn from."""
+    return board_of(runs).frame()
 
 
 def category_table(runs: list[Run], bid: str) -> pd.DataFrame:
@@ -203,6 +261,11 @@ def records(df: pd.DataFrame) -> list[dict[str, Any]]:
     if df.empty:
         return []
     return [{k: _plain(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
+
+
+def plain_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row as `records` gives it: None for missing values, plain Python numbers."""
+    return {k: _plain(v) for k, v in row.items()}
 
 
 def _plain(v: Any) -> Any:

@@ -113,6 +113,10 @@ def iter_lines(path: Path, problems: list[BadLine] | None = None) -> Iterator[tu
     bad: list[BadLine] = []
     if not path.exists():
         return
+    # Sample id -> the line that answered it. A run appends a second line for a sample only to retry a failure, so a
+    # line replacing an answered one was added by hand or by another tool: it still counts (the latest line wins),
+    # but never silently: the replaced line is reported like a bad line (logged, counted in n_bad_lines, marked).
+    answered: dict[str, int] | None = {} if path.parent.name != JUDGE_DIRNAME else None
     with open(path, encoding="utf-8", errors="replace") as fh:
         for lineno, line in enumerate(fh, 1):
             last = not line.endswith("\n")  # only the last line can lack its newline
@@ -129,6 +133,15 @@ def iter_lines(path: Path, problems: list[BadLine] | None = None) -> Iterator[tu
                 continue
             if last:
                 _warn_once(path, lineno, "the last line has no newline (edited by hand?); it is whole and counted")
+            if answered is not None:
+                sid = rec["sample_id"]
+                first = answered.pop(sid, None)
+                if first is not None:
+                    bad.append(BadLine(path, first, f"sample {sid[:80]!r} answered here is replaced by line {lineno} "
+                                                    "(a run never writes a second line for an answered sample: "
+                                                    "appended by hand or by another tool?)"))
+                if rec.get("error") is None:
+                    answered[sid] = lineno
             yield lineno, rec
     if bad:
         _report(path, bad)

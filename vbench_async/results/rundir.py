@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..redact import scrub
 
 RESULTS_DIRNAME = "results"
 PLAN_DIRNAME = "shards"
@@ -81,7 +82,9 @@ def has_site(run_dir: Path) -> bool:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write `data` as indented JSON, atomically (a reader sees the old file or the new one, never half of one)."""
+    """Write `data` as indented JSON, atomically (a reader sees the old file or the new one, never half of one);
+    scrubbed of secrets (redact.scrub: a manifest's URL, a summary's messages)."""
+    data = scrub(data)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")  # unique: writers may race
     try:
         tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
@@ -100,13 +103,15 @@ def read_json(path: Path) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{path} is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise UserError(f"{path} is nested too deeply to be a vbench-async file") from None
 
 
 def read_summary(run_dir: Path, shard: ShardId | None = None) -> dict[str, Any]:
     """The run's summary; UserError when the folder is not a result directory."""
     path = summary_path(run_dir, shard)
     summary = read_json(path)
-    if summary is None:
+    if summary is None and not path.exists():
         raise UserError(f"{Path(run_dir)} is not a result directory (no {path.name}); evaluate a model into it first")
     if not isinstance(summary, dict) or not isinstance(summary.get("benchmarks"), dict):
         raise UserError(f"{path} has no 'benchmarks' mapping: not a vbench-async summary")

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Mapping, TextIO
 
 from ..errors import UserError
 from ..failure_kinds import environment_fault, is_final
+from ..redact import scrub
 from ..result import Result
 from .lines import BadLine, check_line, line_problem, read_lines
 from .rundir import ShardId, results_path
@@ -163,7 +164,12 @@ def error_kinds(path: Path) -> Counter[str]:
     return Counter(k["kind"] for k in read_lines(path, view=kind).values() if k["kind"] is not None)
 
 
+_IDENTITY = ("sample_id", "config_hash", "benchmark")  # what a resume matches lines by: written as it is
+
+
 def _line(result: Mapping[str, Any]) -> str:
+    # No secret at rest: a server's error quoting `Bearer KEY`, an output repeating a URL's password.
+    result = {k: v if k in _IDENTITY else scrub(v) for k, v in result.items()}
     try:
         line = json.dumps(result, ensure_ascii=False, default=_json_default, allow_nan=False)
     except ValueError:  # NaN/inf somewhere in the details: store null, keep valid JSON for every reader

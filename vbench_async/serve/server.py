@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..errors import EngineDead, UserError
-from ..redact import scrub
+from ..redact import ScrubbingFormatter, scrub
 from ..results.rundir import has_site, site_dir
 from ..run_config import RunConfig, run_dir_for
 from ..runner import run
@@ -220,7 +220,7 @@ def job_log(run_dir: Path) -> Iterator[Path]:
     path = run_dir / "logs" / "engine.log"
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(processName)s pid=%(process)d %(levelname)s %(name)s: "
+    handler.setFormatter(ScrubbingFormatter("%(asctime)s %(processName)s pid=%(process)d %(levelname)s %(name)s: "
                                            "%(message)s"))
     vllm = logging.getLogger("vllm")
     targets = [logging.getLogger()] + ([] if vllm.propagate else [vllm])  # a record reaches the file once

@@ -31,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else (logging.INFO if rank == 0 else logging.WARNING),
         format=f"%(asctime)s [rank {rank}] %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S",
     )
+    from ..redact import scrub_handlers
+
+    scrub_handlers(*logging.getLogger().handlers)  # no secret in a log line, whoever logs it
     from ..errors import UserError
     from .config import load_config
 

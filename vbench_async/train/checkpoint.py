@@ -6,9 +6,15 @@ A checkpoint is a directory `OUTPUT/checkpoints/step-NNNNNN/` holding
                                                    torch.distributed.checkpoint in safetensors (the offsets of every
                                                    shard are JSON in the file header)
     optimizer.json                                 optimizer param groups
-    trainer_state.json                             step, prompts consumed, config hash, world size
+    trainer_state.json                             step, prompts consumed, config (and its hash), world size
 No pickle anywhere, and no gather on rank 0: each rank writes its own shard, and on resume each rank reads only the
-slices of the files that make up its shard (so the number of ranks may even change). The files go into a temporary
+slices of the files that make up its shard (so the number of ranks may even change). AdamW creates a parameter's state
+at its first gradient; before saving, every trainable parameter still without state gets exactly what that first step
+would create (step 0, zero moments: `complete_adam_state`), so a checkpoint holds state for every parameter even when
+one had no gradient yet (a tower no loss reached, an expert no token was routed to, a first step skipped for a
+non-finite gradient norm), and nothing changes numerically. Loading checks the model's keys strictly and reads the
+optimizer state of the parameters the checkpoint has it for (one saved before the state was completed lacks some);
+the others start fresh, as they would have in the run that saved it. The files go into a temporary
 directory that rank 0 renames into place, so a crash never leaves a half-written checkpoint behind; `keep` newest
 checkpoints are kept. `consolidate` reassembles the full weights offline (an export on demand).
 """
@@ -58,12 +64,43 @@ def checkpoint_dirs(output_dir: Path) -> list[Path]:
     return sorted(p for p in root.glob("step-*") if (p / STATE_FILE).is_file()) if root.is_dir() else []
 
 
+def complete_adam_state(optimizer: torch.optim.Optimizer) -> int:
+    """Give every trainable parameter that has no Adam(W) state yet the state the optimizer's first step would create
+    for it (torch's `Adam._init_group`: `step` a 0-d tensor 0.0, on the CPU unless capturable or fused; `exp_avg`,
+    `exp_avg_sq` and, with amsgrad, `max_exp_avg_sq` zeros like the parameter, so a DTensor shard stays one). Its
+    first real update then computes exactly what it would have from no state, and a parameter without a gradient is
+    skipped by the optimizer either way. Returns how many parameters were completed; other optimizers are left as
+    they are (the tolerant load copes with what they lack)."""
+    from torch.optim.optimizer import _get_scalar_dtype  # what Adam._init_group gives `step`
+
+    if not isinstance(optimizer, torch.optim.Adam):  # AdamW is an Adam
+        return 0
+    added = 0
+    for group in optimizer.param_groups:
+        on_device = group.get("capturable") or group.get("fused")
+        for p in group["params"]:
+            if not p.requires_grad or optimizer.state.get(p):
+                continue
+            state = optimizer.state[p]
+            state["step"] = (torch.zeros((), dtype=_get_scalar_dtype(is_fused=group.get("fused")), device=p.device)
+                             if on_device else torch.tensor(0.0, dtype=_get_scalar_dtype(), device="cpu"))
+            for key in ("exp_avg", "exp_avg_sq", *(("max_exp_avg_sq",) if group.get("amsgrad") else ())):
+                state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            added += 1
+    return added
+
+
 def _sharded_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict[str, Any], list[dict]]:
-    """One flat dict of this rank's shards (DTensors) of weights and optimizer state, plus the param groups."""
+    """One flat dict of this rank's shards (DTensors) of weights and optimizer state, plus the param groups. The
+    optimizer state is completed first (`complete_adam_state`): torch's own initialisation in
+    `get_optimizer_state_dict` acts only on an optimizer with no state at all and no gradients (and then takes a
+    step at lr 0, which leaves `step` at 1, not 0), so a parameter without a gradient at step 1, or a first step
+    skipped with its gradients kept, would be missing from the checkpoint."""
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
 
     flat: dict[str, Any] = {_MODEL + k: v for k, v in get_model_state_dict(model).items()}
-    osd = get_optimizer_state_dict(model, optimizer)  # initialises empty state (a zero step at lr 0) if needed
+    complete_adam_state(optimizer)
+    osd = get_optimizer_state_dict(model, optimizer)
     for name, entry in osd["state"].items():
         for key, value in entry.items():
             if not isinstance(value, torch.Tensor):
@@ -99,7 +136,7 @@ def save_checkpoint(output_dir: Path, model: nn.Module, optimizer: torch.optim.O
     return final
 
 
-def _read_state(path: Path) -> dict[str, Any]:
+def read_state(path: Path) -> dict[str, Any]:
     if not (path / STATE_FILE).is_file():
         raise UserError(f"{path} is not a training checkpoint (no {STATE_FILE})")
     state = json.loads((path / STATE_FILE).read_text())
@@ -113,11 +150,39 @@ def load_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimiz
     """Restore this rank's shards of weights and optimizer state (reading only their slices); the trainer state."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint import HuggingFaceStorageReader
-    from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict, set_optimizer_state_dict
 
     path = Path(path)
-    state = _read_state(path)
-    flat, _ = _sharded_state(model, optimizer)
+    state = read_state(path)
+    flat, _ = _sharded_state(model, optimizer)  # the template: every key this model and optimizer hold
+    stored = set(HuggingFaceStorageReader(str(path)).read_metadata().state_dict_metadata)
+    wanted = {k for k in flat if k.startswith(_MODEL)}
+    held = {k for k in stored if k.startswith(_MODEL)}
+    if wanted != held:
+        missing, unexpected = sorted(wanted - held), sorted(held - wanted)
+        raise UserError(f"{path} does not hold this model's weights: {len(missing)} missing "
+                        f"({', '.join(k[len(_MODEL):] for k in missing[:3])}), {len(unexpected)} unexpected "
+                        f"({', '.join(k[len(_MODEL):] for k in unexpected[:3])}); is it a checkpoint of "
+                        f"{state.get('model', 'this model')}?")
+    by_param: dict[str, list[str]] = {}
+    for key in flat:
+        if key.startswith(_OPTIM):
+            by_param.setdefault(key[len(_OPTIM):].rpartition("/")[0], []).append(key)
+    # A checkpoint saved before the state was completed lacks the parameters that had none: they start fresh (no
+    # state), as they were in the run that saved it. A parameter's state is read whole: part of it is another
+    # optimizer's (or amsgrad's) layout, not an older checkpoint.
+    absent = {name for name, keys in by_param.items() if not any(k in stored for k in keys)}
+    partial = sorted(k for name, keys in by_param.items() if name not in absent for k in keys if k not in stored)
+    if partial:
+        raise UserError(f"{path}: the optimizer state of some parameters lacks {', '.join(partial[:3])}: it was "
+                        "saved with another optimizer configuration")
+    for name in absent:
+        for key in by_param[name]:
+            del flat[key]
+    if absent:
+        log.info("%s holds no optimizer state for %d of %d parameters (saved before the state was completed: no "
+                 "gradient yet, or a skipped first step); they start fresh, as they would have (first: %s)",
+                 path, len(absent), len(by_param), min(absent))
     dcp.load(flat, storage_reader=HuggingFaceStorageReader(str(path)))
     set_model_state_dict(model, {k[len(_MODEL):]: v for k, v in flat.items() if k.startswith(_MODEL)})
     opt_state: dict[str, dict[str, Any]] = {}
@@ -127,7 +192,8 @@ def load_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimiz
             opt_state.setdefault(name, {})[sub] = value
     groups = json.loads((path / "optimizer.json").read_text())["param_groups"]
     groups = [dict(g, betas=tuple(g["betas"])) if "betas" in g else g for g in groups]
-    set_optimizer_state_dict(model, optimizer, {"state": opt_state, "param_groups": groups})
+    set_optimizer_state_dict(model, optimizer, {"state": opt_state, "param_groups": groups},
+                             options=StateDictOptions(strict=not absent))
     return state
 
 
@@ -137,7 +203,7 @@ def consolidate(path: Path, prefix: str = _MODEL) -> dict[str, torch.Tensor]:
     from safetensors import safe_open
 
     path = Path(path)
-    _read_state(path)
+    read_state(path)
     parts: list[tuple[str, torch.Tensor, list[int]]] = []
     for file in sorted(path.glob("*.safetensors")):
         with safe_open(str(file), framework="pt") as f:

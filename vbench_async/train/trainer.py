@@ -2,7 +2,9 @@
 
 Before step 1 the frame cache is filled (each rank its share, split by decoding cost) and items whose frames cannot
 be cached are dropped on every rank (`data/dropped_items`, OUTPUT/dropped_items.jsonl); ranks that finish early wait
-on the store, not in a collective, so preparation may outlast `fsdp.timeout_s`. Each step, on every rank:
+on the store, not in a collective, so preparation may outlast `fsdp.timeout_s`. Then one probe checks that the policy
+sees the pixels (vision_check.py: log-probs change with them, the vision tower gets a gradient) or refuses it.
+Each step, on every rank:
   1. sync     the FSDP weights into the rollout engine (full tensors, cast and gathered in buckets: sync.py)
   2. rollout  this rank's share of the prompts, n samples each (collect.py: cached frames, the evaluation's
               `Request`, offline responses mixed in, rewards from the scorer library, DAPO refills)
@@ -24,9 +26,17 @@ import yaml
 
 from ..errors import UserError
 from . import algos, watch
-from .checkpoint import export_dir, export_hf, find_resume, gather_for_rank0, load_checkpoint, save_checkpoint
+from .checkpoint import (
+    export_dir,
+    export_hf,
+    find_resume,
+    gather_for_rank0,
+    load_checkpoint,
+    read_state,
+    save_checkpoint,
+)
 from .collect import Collector
-from .config import RolloutEngine, TrainConfig
+from .config import RolloutEngine, TrainConfig, resume_changes
 from .data import DataOrder, MediaSource, TrainItem, frame_spec, load_items
 from .fsdp import all_reduce, barrier, build_mesh, close_distributed, init_distributed, load_sharded, shard
 from .logger import MetricsLogger, Sums, step_metrics
@@ -35,6 +45,7 @@ from .policy import Policy
 from .rollout import Group
 from .sync import SyncStats, bucketed_full_tensors
 from .update import Seq, Updater
+from .vision_check import startup_check
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +85,10 @@ class Trainer:
                                            self.mixed or self.load_dtype == torch.bfloat16)
         self.policy = self._build_policy(trainable=True)
         log.info("attention %s, %s micro-batches", self.attention, "packed" if self.policy.packed else "padded")
+        # Refuse a policy that would train blind to the pixels (a transformers whose Qwen-VL forward drops the
+        # vision features): one tiny probe, every rank alike, before anything else is built (vision_check.py).
+        self.vision = startup_check(self.policy, self.items, self.media, self.model_dir, self.info,
+                                    check_grad=not cfg.train.freeze_vision)
         if cfg.algorithm.kl != "none":  # frozen: bf16 on GPU (the compute dtype anyway), half the memory
             self.ref = self._build_policy(False, torch.bfloat16 if gpu or cfg.train.dtype == "bfloat16"
                                           else torch.float32)
@@ -178,11 +193,12 @@ class Trainer:
         return HFRollout(self.model_dir, self.info.device)
 
     def _resume(self, path: Path) -> None:
+        """Resume by global step: what is trained must match (config.identity); runtime knobs and the layout may
+        have changed, and each change is logged."""
+        changes = resume_changes(self.cfg, read_state(path), str(path))
+        if changes:
+            log.info("changed since the checkpoint (old -> new): %s", "; ".join(changes))
         state = load_checkpoint(path, self.policy.model, self.optim)
-        if state.get("config_hash") != self.cfg.hash():
-            raise UserError(f"cannot resume from {path}: it was trained with a different configuration (only "
-                            "train.steps, logging, checkpoint and validation may change); use a new output_dir or "
-                            "checkpoint.resume: none")
         self.step, self.order.consumed, self._synced = int(state["step"]), int(state["consumed"]), False
         log.info("resumed from %s at step %d", path, self.step)
 
@@ -285,7 +301,7 @@ class Trainer:
     # -- checkpoints, export, validation ----------------------------------------------------------------------------
     def save(self) -> Path:
         state = {"step": self.step, "consumed": self.order.consumed, "config_hash": self.cfg.hash(),
-                 "world_size": self.info.world, "model": self.cfg.model}
+                 "config": self.cfg.to_dict(), "world_size": self.info.world, "model": self.cfg.model}
         return save_checkpoint(self.out, self.policy.model, self.optim, state, self.info, self.cfg.checkpoint.keep)
 
     def export(self, out_dir: Path) -> Path:

@@ -1,0 +1,84 @@
+"""`run --ablation none,blank,...`: the same evaluation with each input ablation, on one engine, side by side.
+
+`none` is the real frames, written to OUTPUT_DIR as a plain run would be; each ablation is a run of its own in
+OUTPUT_DIR/ablation-KIND. The last table puts their headlines next to each other with the chance level: a model
+that sees scores above chance with the frames and at chance without them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..process_exit import sigterm_as_ctrl_c
+from .output import _pct, print_table, write_run_site_in_background
+
+if TYPE_CHECKING:
+    from ..run_config import RunConfig
+
+
+def ablation_dir(base: Path, kind: str | None) -> Path:
+    return base if kind is None else base / f"ablation-{kind}"
+
+
+def side_by_side(kinds: list[str | None], summaries: list[dict[str, Any]]) -> list[str]:
+    """Lines of one table: a row per benchmark, its chance level and its headline under each input."""
+    heads = ["benchmark", "chance", *("frames" if k is None else k for k in kinds)]
+    rows = [heads]
+    for bid in summaries[0]["benchmarks"]:
+        chance = summaries[0]["benchmarks"][bid].get("chance")
+        cells = [bid, "~0" if chance is None else _pct(chance)]
+        for s in summaries:
+            cells.append(_pct((s["benchmarks"].get(bid) or {}).get("score")))
+        rows.append(cells)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(heads))]
+    return ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+            for r in rows]
+
+
+def ablations_main(args: argparse.Namespace, cfg: RunConfig) -> int:
+    from ..backends.factory import backend_kind
+    from ..run_config import resolve_model, run_dir_for
+    from ..sweep import run_on_one_engine
+    from .console import engine_console, engine_log_path
+    from .plan_view import print_plan_lines
+
+    sigterm_as_ctrl_c()
+    kinds: list[str | None] = list(args.ablations)
+    kind = backend_kind(cfg.backend)
+    model = resolve_model(cfg)
+    base = run_dir_for(dataclasses.replace(cfg, ablation=None), model)
+    cfgs = [dataclasses.replace(cfg, ablation=k, output_dir=ablation_dir(base, k)) for k in kinds]
+    first = [True]
+
+    def console(run_dir: Path) -> contextlib.AbstractContextManager[Any]:
+        return engine_console(engine_log_path(run_dir), verbose=args.verbose, engine_in_process=kind.in_process)
+
+    def on_plan(workload: Any, not_run: dict[str, str], budget: int, first_run: bool) -> None:
+        label = "frames" if kinds[budget] is None else f"ablation {kinds[budget]}"
+        if first[0]:
+            print_plan_lines(workload, not_run, engine=kind.describe_target(cfg.server), verbose=args.verbose)
+            first[0] = False
+        else:
+            print_plan_lines(workload, not_run, verbose=args.verbose, then=label)
+
+    # run_on_one_engine orders its runs by "budget", largest first: give each its position, reversed, to keep ours
+    order = [len(kinds) - i for i in range(len(kinds))]
+    summaries = run_on_one_engine(cfgs, model.path, order, lambda w, n, budget, first: on_plan(
+        w, n, len(kinds) - budget, first), console, model)
+    code = 0
+    for k, summary in zip(kinds, summaries):
+        print(f"\n{'frames' if k is None else 'ablation ' + k}: {summary['run_dir']}")
+        print_table(summary)
+        failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
+        code = code or (1 if failed or not summary["complete"] else 0)
+    print("\nscores by input (a model that sees falls to chance without its frames):")
+    for line in side_by_side(kinds, summaries):
+        print(line)
+    if None in kinds and not args.no_site:
+        print(f"\nleaderboard: {write_run_site_in_background(base)}", file=sys.stdout)
+    return code
