@@ -1,9 +1,10 @@
-"""Ablations: does each part of the input reach the model? The seeing models on the demo suite, with every ablation,
-through every backend.
+"""Ablations: does each part of the input reach the model? A model on the demo suite, with every ablation, through
+every backend. Only a model that answers from the pixels gives a signal (random-weight tiny models do not; see
+docs/seeing-models.md for the seeing models in progress).
 
-For each seeing model (tiny Qwen2.5-VL and Qwen3-VL trained on the synthetic generator, `vbench_async/demo/
-seeing_models.py`) and each backend (the in-process vLLM engine, vLLM's OpenAI server through `--backend openai`,
-transformers through `--backend hf`), the demo's choice, yes/no and counting benchmarks are evaluated with the real
+For each model given (a model directory or hub id whose family the demo cards support) and each backend (the
+in-process vLLM engine, vLLM's OpenAI server through `--backend openai`, transformers through `--backend hf`), the
+demo's choice, yes/no and counting benchmarks are evaluated with the real
 frames and with each ablation of `run --ablation` (frames blanked, shuffled, reversed; fps doubled; timestamps lost).
 A model that sees scores above chance on the real frames and falls to chance with blank frames; reversed frames flip
 its answers about the direction of motion (the "motion" questions fall below chance).
@@ -11,7 +12,7 @@ its answers about the direction of motion (the "motion" questions fall below cha
 Runs go through `vbench_async.runner.run`, each ablation a run of its own in WORKDIR/<model>/<backend>/<ablation>,
 all of one model and backend on one engine (`sweep.run_on_one_engine`), and the vLLM server once per model.
 
-    PYTHONPATH=. .venv/bin/python perf/ablations.py [--models seeing-qwen2.5-vl] [--backends vllm,hf] [--workdir DIR]
+    PYTHONPATH=. .venv/bin/python perf/ablations.py --models DIR[,DIR] [--backends vllm,openai,hf] [--workdir DIR]
 
 Prints one table per model and backend (headline per benchmark, and the motion questions' accuracy), then one
 SUMMARY line: per model and backend, the mean score over the benchmarks with real frames and with each ablation.
@@ -98,9 +99,9 @@ def run_all(model: str, backend: str, workdir: Path, base_url: str | None) -> di
 
     base = RunConfig(model=model, selection=Selection(benchmarks=BENCHMARKS), backend=backend,
                      sampling=SamplingParams(max_tokens=8), cache_dir=workdir / "cache", progress=False, site=False,
-                     engine=VLLMSettings(kv_cache_memory_bytes=64 << 20),
+                     engine=VLLMSettings(),
                      server=ServerSettings(base_url=base_url, served_model="seeing") if base_url else ServerSettings())
-    cfgs = [dataclasses.replace(base, ablation=a, output_dir=workdir / model / backend / (a or "frames"))
+    cfgs = [dataclasses.replace(base, ablation=a, output_dir=workdir / Path(model).name / backend / (a or "frames"))
             for a in ABLATION_ORDER]
     ref = models.resolve(model)
     summaries = run_on_one_engine(cfgs, ref.path, [0] * len(cfgs), None,
@@ -125,7 +126,7 @@ def table(model: str, backend: str, rows: dict[str | None, dict[str, Any]]) -> s
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default="seeing-qwen2.5-vl,seeing-qwen3-vl")
+    ap.add_argument("--models", required=True, help="comma-separated model directories (or hub ids)")
     ap.add_argument("--backends", default="vllm,openai,hf")
     ap.add_argument("--workdir", type=Path, default=None)
     args = ap.parse_args()

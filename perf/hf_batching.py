@@ -2,7 +2,8 @@
 per second over the demo suite's questions, with the same greedy outputs asserted.
 
     PYTHONPATH=. .venv/bin/python perf/hf_batching.py [--models tiny-qwen2.5-vl,tiny-qwen3-vl] [--samples 2]
-        [--max-tokens 16] [--batch 8] [--concurrency 16] [--repeats 2] [--device cpu|cuda] [--workdir DIR]
+        [--max-tokens 16] [--batch 8] [--concurrency 16] [--repeats 2] [--device cpu|cuda]
+        [--threads N] [--workdir DIR]
 
 Per model: `--samples` questions of every demo benchmark, with the frames a run sends (decoded once into a frame
 cache under --workdir, not timed), kept `--concurrency` in flight as the pipeline does (the default is the pipeline's
@@ -114,9 +115,14 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=CONCURRENCY, help="requests in flight")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, help="torch CPU threads (default: torch's own); 1 steadies a busy machine")
     ap.add_argument("--workdir", type=Path)
     args = ap.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="vbench-perf-hf-batching-"))
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     rows = [measure(m, args, workdir) for m in args.models.split(",")]
 
     print(f"\n{'model':<18} {'arm':<8} {'requests':>8} {'best_s':>8} {'req/s':>7} {'batches':>8} {'mean_batch':>10} "
@@ -135,7 +141,8 @@ def main() -> None:
         f"batched_rps={r['requests'] / r['wall']['batched']:.2f} "
         f"speedup={r['wall']['serial'] / r['wall']['batched']:.2f}x" for r in rows)
     print(f"\nSUMMARY hf_batching device={rows[0]['device']} requests={rows[0]['requests']} "
-          f"max_tokens={args.max_tokens} batch={args.batch} concurrency={args.concurrency} {per_model} "
+          f"max_tokens={args.max_tokens} batch={args.batch} concurrency={args.concurrency} "
+          f"threads={args.threads or 'default'} {per_model} "
           f"same_outputs=yes load={load}")
 
 

@@ -30,7 +30,8 @@ from vbench_async.serve import client  # noqa: E402
 
 def start_serve(model: str, cache: Path) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen([sys.executable, "-m", "vbench_async", "serve", "--model", model, "--port", "0",
-                             "--cache-dir", str(cache), "--workers", "1"], cwd=ROOT, stdout=subprocess.PIPE,
+                             "--cache-dir", str(cache), "--workers", "1",
+                             "--output-root", str(cache.parent)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     match = re.search(r"on (http://127\.0\.0\.1:\d+)", proc.stdout.readline())
     if not match:

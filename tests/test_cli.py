@@ -42,7 +42,7 @@ def test_top_level_help_lists_commands():
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["run", "--model", "tiny-qwen9", "--suite", "demo"], "unknown built-in model 'tiny-qwen9'; available: tiny-qwen2-vl"),
+    (["run", "--model", "tiny-qwen9", "--suite", "demo"], "unknown tiny model 'tiny-qwen9'; available: tiny-qwen2-vl"),
     (["run", "--model", "./no/such/dir", "--suite", "demo"], "does not exist"),
     (["run", "--model", "tiny-qwen2.5-vl", "--suite", "nosuch"], "unknown suite 'nosuch'; built-in suites: all, demo"),
     (["run", "--model", "tiny-qwen2.5-vl", "--benchmarks", "foo"], "unknown benchmark 'foo'; known benchmarks:"),

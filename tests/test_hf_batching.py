@@ -115,7 +115,7 @@ def test_a_row_that_stops_early_is_cut_at_its_stop_token(family):
 
 def test_a_failing_batch_falls_back_to_one_request_at_a_time(family, monkeypatch):
     backend, requests, serial = family
-    bad = Request("bad", "this one fails", sampling=GREEDY)
+    bad = Request("bad", requests[1].prompt, videos=requests[1].videos, sampling=GREEDY)  # batched with the others
     real = backend.batch_inputs
 
     def batch_inputs(reqs):
@@ -138,29 +138,32 @@ def test_sampling_and_several_samples_run_alone(family):
     alone = [backend._generate(r) for r in reqs]
     backend.batch_sizes.clear()
     got = asyncio.run(_concurrently(backend, reqs))
-    assert backend.batch_sizes == [1, 1, 1, 1]
+    assert list(backend.batch_sizes) == [1, 1, 1, 1]
     assert [fields(c) for c in got] == [fields(c) for c in alone]  # each seeded as alone
     assert got[0].token_ids == got[1].token_ids  # same seed, same prompt: the same sample, whoever was in flight
     assert len(got[3].token_ids) == 2 and got[3].output_tokens == sum(len(r) for r in got[3].token_ids)
 
 
-def test_requests_are_grouped_by_what_gives_equal_answers():
+def test_requests_are_grouped_by_what_gives_equal_answers_and_by_length():
     from vbench_async.backends.hf import HFBackend, _Job
 
+    text = "x" * 40  # about 10 tokens; the small video and image below add about one each
     video = VideoInput(np.zeros((2, 28, 28, 3), np.uint8), {}, "v")
+    long_video = VideoInput(np.zeros((64, 56, 56, 3), np.uint8), {}, "w")  # about 128 tokens
     image = ImageInput(np.zeros((28, 28, 3), np.uint8), "i")
-    long_answers = SamplingParams(max_tokens=64)
     jobs = deque(_Job(r) for r in (
-        Request("v1", "a", videos=(video,)), Request("i1", "b", images=(image,)), Request("t1", "c"),
-        Request("vi", "d", videos=(video,), images=(image,)), Request("l1", "e", sampling=long_answers),
-        Request("s1", "f", sampling=SamplingParams(temperature=1.0)), Request("n2", "g", n=2),
-        Request("v2", "h", videos=(video,)), Request("i2", "k", images=(image,)),
+        Request("v1", text, videos=(video,)), Request("i1", text, images=(image,)), Request("t1", text),
+        Request("w1", text, videos=(long_video,)), Request("vi", text, videos=(video,), images=(image,)),
+        Request("l1", text, sampling=SamplingParams(max_tokens=64)),
+        Request("s1", text, sampling=SamplingParams(temperature=1.0)), Request("n2", text, n=2),
+        Request("v2", text, videos=(video,)), Request("i2", text, images=(image,)),
+        Request("w2", text, videos=(long_video,)), Request("v3", text, videos=(video,)),
     ))
     backend = HFBackend("unused", max_batch_size=3)
     batches = []
     while jobs:
         batches.append([j.request.request_id for j in backend._take(jobs)])
-    assert batches == [["v1", "t1", "vi"], ["i1", "i2"], ["l1"], ["s1"], ["n2"], ["v2"]]
+    assert batches == [["v1", "t1", "vi"], ["i1", "i2"], ["w1", "w2"], ["l1"], ["s1"], ["n2"], ["v2", "v3"]]
     with pytest.raises(ValueError):
         HFBackend("unused", max_batch_size=0)
     assert HFBackend("unused").batch_limit() == 8 and HFBackend("unused", device="cuda:0").batch_limit() == 32

@@ -196,11 +196,13 @@ def test_run_server_records_the_prompt_variant_the_name_and_the_judge_in_the_job
 
     from vbench_async.backends.openai import ServerSettings
     from vbench_async.serve.api import make_http_server
+    from vbench_async.serve.paths import JobPaths
     from vbench_async.serve.server import EvalServer
 
     cards, data = open_card(tmp_path)
     evals = EvalServer(RunConfig(model="tiny-qwen2.5-vl", backend="openai",
-                                 server=ServerSettings(base_url="http://127.0.0.1:9/v1")))
+                                 server=ServerSettings(base_url="http://127.0.0.1:9/v1")),
+                       paths=JobPaths.of(tmp_path, [tmp_path], [tmp_path]))  # the folders its jobs may use
     httpd = make_http_server(evals, "127.0.0.1", 0, None)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     out = tmp_path / "out"

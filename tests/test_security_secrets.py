@@ -14,7 +14,7 @@ from pathlib import Path
 
 from conftest import REPO
 from support.fault_server import FaultServer, fault_suite, openai_args, wait_until
-from test_security_server import openai_base, serving
+from test_security_server import allowed, openai_base, serving
 
 from vbench_async.cli import main as cli_main
 from vbench_async.redact import REDACTED, redact_argv, scrub
@@ -57,7 +57,7 @@ def test_no_secret_reaches_any_artefact(tmp_path: Path, monkeypatch) -> None:
             proc = subprocess.Popen([sys.executable, "-m", "vbench_async", *args], cwd=REPO, stdout=log,
                                     stderr=subprocess.STDOUT)
         try:
-            with serving(openai_base(fake.url, cache), TOKEN) as (_, url):
+            with serving(openai_base(fake.url, cache), TOKEN, allowed(tmp_path)) as (_, url):
                 lock = out / ".run.lock"
                 wait_until(lambda: lock.is_file() and bool(lock.read_text().strip()), proc)
                 note = lock.read_text()

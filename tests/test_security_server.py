@@ -24,15 +24,18 @@ from vbench_async.resources import data_dir
 from vbench_async.runner import RunConfig
 from vbench_async.serve import api, client
 from vbench_async.serve.api import MAX_BODY, make_http_server
+from vbench_async.serve.paths import JobPaths
 from vbench_async.serve.server import EvalServer
 
 JOB = {"selection": {"benchmarks": ["demo-mc"]}, "output_dir": "/nonexistent/never-written"}
 
 
 @contextlib.contextmanager
-def serving(base: RunConfig, token: str | None = None) -> Iterator[tuple[EvalServer, str]]:
-    """An in-process evaluation server on 127.0.0.1 (any free port) for `base`; yields it and its URL."""
-    evals = EvalServer(base)
+def serving(base: RunConfig, token: str | None = None, paths: JobPaths | None = None
+            ) -> Iterator[tuple[EvalServer, str]]:
+    """An in-process evaluation server on 127.0.0.1 (any free port) for `base`; yields it and its URL. `paths`: the
+    folders its jobs may use (`allowed(tmp_path)`: run directories, data roots and card folders there)."""
+    evals = EvalServer(base, paths=paths)
     httpd = make_http_server(evals, "127.0.0.1", 0, token)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -42,6 +45,11 @@ def serving(base: RunConfig, token: str | None = None) -> Iterator[tuple[EvalSer
         httpd.shutdown()
         httpd.server_close()
         evals.close()
+
+
+def allowed(folder: Path) -> JobPaths:
+    """A server's folders for a test: run directories, data roots and card folders all inside `folder`."""
+    return JobPaths.of(folder, [folder], [folder])
 
 
 def openai_base(url: str, cache: Path) -> RunConfig:
@@ -135,6 +143,14 @@ MALFORMED = [
                            b"Content-Length: 5\r\n\r\n{nope", 400, "not JSON"),
     ("not UTF-8", b"POST /jobs HTTP/1.1\r\nHost: H\r\nContent-Type: application/json\r\n"
                   b"Content-Length: 4\r\n\r\n\"\xff\xfe\"", 400, "not JSON"),
+    # "²" is a digit to str.isdigit, not to int: headers are ASCII digits only (a 500 before; no answer on text/plain)
+    ("Content-Length ²", b"POST /jobs HTTP/1.1\r\nHost: H\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: \xb2\r\n\r\n{}", 400, "Content-Length"),
+    ("Content-Length ² on text/plain", b"POST /jobs HTTP/1.1\r\nHost: H\r\nContent-Type: text/plain\r\n"
+                                       b"Content-Length: \xb2\r\n\r\n{}", 400, "Content-Length"),
+    ("Content-Length 5,000 digits", b"POST /jobs HTTP/1.1\r\nHost: H\r\nContent-Type: application/json\r\n"
+                                    b"Content-Length: " + b"9" * 5000 + b"\r\n\r\n{}", 413, "over"),
+    ("Host port ²", b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:\xb2\r\n\r\n", 400, "Host"),
     ("a huge integer", None, 400, "not JSON"),
     ("concurrency 400,000", None, 400, "concurrency"),
     ("max_frames 1e300", None, 400, "max_frames"),
@@ -210,7 +226,8 @@ def test_a_bad_include_job_fails_alone(tmp_path: Path) -> None:
     (good / "my-mmvu.yaml").write_text(yaml.safe_dump({**card, "id": "my-mmvu", "name": "My MMVU"}))
     job = {"frame_overrides": {"max_frames": 4, "max_pixels": 16384}, "sampling": {"max_tokens": 8}}
     selection = {"benchmarks": ["mmvu"], "data_root": str(data_map)}
-    with FaultServer() as fake, serving(openai_base(fake.url, tmp_path / "cache")) as (evals, url):
+    with FaultServer() as fake, serving(openai_base(fake.url, tmp_path / "cache"), paths=allowed(tmp_path)) as (evals,
+                                                                                                             url):
         def finished(spec: dict) -> dict:
             return client.wait(url, client.submit(url, spec)["id"], poll_s=0.05)
 

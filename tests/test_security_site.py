@@ -93,3 +93,28 @@ def test_builds_into_one_folder_take_turns(runs, tmp_path: Path) -> None:
     assert not errors, errors
     listed = json.loads((site / MARKER).read_text())["files"]
     assert "index.html" in listed and all((site / rel).is_file() for rel in listed)
+
+
+def test_the_site_never_follows_a_link_inside_its_folder(runs, tmp_path: Path) -> None:
+    """A linked subfolder inside a site folder (`runs` -> the user's `outside/`): a rebuild writes nothing through
+    it and removes nothing behind it (the user's `outside/noisy.html` survives, and nothing new appears there); a
+    link named as the writer's temporary file is never written through either."""
+    site = build_site(runs, tmp_path / "V")
+    outside = tmp_path / "outside"
+    (site / "runs").rename(outside)  # the user keeps the run pages elsewhere, and links them back
+    (site / "runs").symlink_to(outside)
+    kept = {p.name: p.read_bytes() for p in outside.iterdir()}
+    assert "noisy.html" in kept
+    with pytest.raises(UserError, match="holds a link at runs"):
+        build_site(runs[:1], site)  # before: noisy.html (listed by the last build) was deleted through the link
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == kept
+    assert cli_main(["leaderboard", str(runs[0]), "-o", str(site)]) == 2
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == kept
+
+    (site / "runs").unlink()  # the link gone: the site is built again, and a linked temporary name is not followed
+    target = tmp_path / "target.txt"
+    target.write_text("mine")
+    (site / "index.html.tmp").symlink_to(target)
+    build_site(runs[:1], site)
+    assert target.read_text() == "mine" and not (site / "index.html.tmp").exists()
+    assert (site / "runs" / "perfect.html").is_file() and (site / "index.html").is_file()

@@ -24,6 +24,7 @@ from conftest import REPO, SERVED, SERVER_GROUP, run_cli, stop, wait_for_site
 from test_cli_console import ENGINE_MARKERS
 from test_include import included_run_args, my_clips  # noqa: F401 - the session's clips, their frames cached
 from test_run_settings import includes, open_card  # noqa: F401 - a card whose samples fail without an engine
+from test_security_server import allowed
 
 from vbench_async.backends.openai import ServerSettings
 from vbench_async.cli import main as cli_main
@@ -115,7 +116,7 @@ def test_a_job_posted_over_http_gets_its_site_from_the_server_and_run_server_wri
     sample fails at once, no engine starts."""
     cards, data = open_card(tmp_path)
     evals = eval_server(RunConfig(model="tiny-qwen2.5-vl", backend="openai",
-                                  server=ServerSettings(base_url="http://127.0.0.1:9/v1")))
+                                  server=ServerSettings(base_url="http://127.0.0.1:9/v1")), allowed(tmp_path))
     httpd = make_http_server(evals, "127.0.0.1", 0, None)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -166,7 +167,8 @@ def test_sites_wait_while_jobs_follow_each_other_and_are_written_once_the_queue_
         return write_run_site_in_background(run_dir)
 
     evals = EvalServer(RunConfig(model="tiny-qwen2.5-vl", backend="openai",
-                                 server=ServerSettings(base_url="http://127.0.0.1:9/v1")), write_site=write_site)
+                                 server=ServerSettings(base_url="http://127.0.0.1:9/v1")), write_site=write_site,
+                       paths=allowed(tmp_path))
     outs = [tmp_path / f"job{i}" for i in range(3)]
     try:
         jobs = [evals.submit(JobSpec.from_json({"selection": {"benchmarks": ["my-open"], "include": [str(cards)],
@@ -244,6 +246,7 @@ def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vll
     console = tmp_path / "serve-console.txt"
     proc, url = start_serve("--model", SERVED, "--backend", "openai", "--base-url", vllm_server, "--served-model",
                             SERVED, "--cache-dir", str(cache), "--workers", "1", "--log-dir", str(tmp_path / "serve"),
+                            "--output-root", str(tmp_path), "--data-root", str(data), "--include", str(cards),
                             token=TOKEN, console=console)
     try:
         # One job from `run --server` (its --include travels with the job), one from the client library.
@@ -300,7 +303,7 @@ def test_two_jobs_give_two_complete_run_directories_and_others_are_cancelled(vll
 def test_the_server_keeps_its_engine_across_jobs_and_swaps_it_for_another_model(tmp_path: Path) -> None:
     console = tmp_path / "serve-console.txt"
     proc, url = start_serve("--model", "tiny-qwen2.5-vl", "--cache-dir", str(tmp_path / "cache"), "--workers", "1",
-                            "--log-dir", str(tmp_path / "serve"), console=console)
+                            "--log-dir", str(tmp_path / "serve"), "--output-root", str(tmp_path), console=console)
     try:
         for name in ("one", "two"):
             job = client.submit(url, {"selection": {"benchmarks": ["demo-mc"]}, "sampling": {"max_tokens": 8},

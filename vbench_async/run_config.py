@@ -28,10 +28,9 @@ if TYPE_CHECKING:
 MODES = ("auto", "preprocess", "eval", "both")
 
 
-MODEL_HELP = ("model directory, hub id, or a built-in model: seeing-qwen2.5-vl, seeing-qwen3-vl (tiny models trained on "
-              "the synthetic generator: they answer the demo's questions from the pixels), or tiny-qwen2-vl, "
-              "tiny-qwen2.5-vl, tiny-qwen3-vl, tiny-internvl, tiny-llava-onevision, tiny-glm-4.1v (random weights, for "
-              "testing the pipeline; `vbench-async list --models` shows the families)")
+MODEL_HELP = ("model directory, hub id, or a built-in tiny model: tiny-qwen2-vl, tiny-qwen2.5-vl, tiny-qwen3-vl, "
+              "tiny-internvl, tiny-llava-onevision, tiny-glm-4.1v (random weights, for testing the pipeline; "
+              "`vbench-async list --models` shows the families)")
 _COUNT = {"min": 1}
 # What a judge model names, for `run --judge-model` and `judge --judge-model` (judge.JudgeConfig.model): the same
 # setting (the judge pass's model), read the same way by the backend kind that runs it.
@@ -93,7 +92,7 @@ class RunConfig:
         "choices": tuple(ABLATIONS),
         "help": "evaluate with one part of the input taken away, to check that it reaches the model: "
                 + "; ".join(f"{k}: {v}" for k, v in ABLATIONS.items())
-                + " (its own result file; perf/ablations.py runs them all)"})
+                + " (its own result file; perf/ablations.py runs them all for a model)"})
     judge_model: str | None = field(default=None, metadata={
         "help": f"{JUDGE_MODEL_HELP}: after the run, judge the answers that wait for a judge with it (same backend "
                 "kind and settings as the run); see `vbench-async judge`"})

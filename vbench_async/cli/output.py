@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -105,12 +106,22 @@ def write_run_site_in_background(run_dir: Path) -> Path:
     return build_site_in_background([run_dir], site_dir(run_dir), site_log_path(run_dir)) / "index.html"
 
 
+def write_run_site_and_wait(run_dir: Path) -> Path:
+    """As `write_run_site_in_background`, but return once its process has ended: a server writes its jobs' sites one
+    at a time (thirty finished jobs must not start thirty builds at once)."""
+    _start_build([run_dir], site_dir(run_dir), site_log_path(run_dir)).wait()
+    return site_dir(run_dir) / "index.html"
+
+
 def build_site_in_background(run_dirs: list[Path], out_dir: Path, log_path: Path) -> Path:
     """`vbench-async leaderboard RUN_DIR... -o OUT_DIR` in a detached process (it need not outlive the command that
     starts it); returns `out_dir` at once. Its output goes to `log_path`, whose last line is `leaderboard of ...`
     once the site is written."""
-    import subprocess
+    _start_build(run_dirs, out_dir, log_path)
+    return out_dir
 
+
+def _start_build(run_dirs: list[Path], out_dir: Path, log_path: Path) -> subprocess.Popen:
     from ..benchmarks.include import include_dirs
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -118,6 +129,5 @@ def build_site_in_background(run_dirs: list[Path], out_dir: Path, log_path: Path
     for folder in include_dirs():  # the run's own cards name its benchmarks on the pages
         command += ["--include", str(folder)]
     with open(log_path, "w", encoding="utf-8") as log:
-        subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                         start_new_session=True)
-    return out_dir
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)

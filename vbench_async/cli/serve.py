@@ -15,6 +15,7 @@ from .formatting import DefaultsHelpFormatter
 
 if TYPE_CHECKING:
     from ..run_config import RunConfig
+    from ..serve.paths import JobPaths
     from ..serve.server import EvalServer
 
 
@@ -66,6 +67,15 @@ def add_options(p: argparse.ArgumentParser) -> None:
                             "writes its run directory's logs/engine.log")
     how = add_group(p, RunConfig, "how jobs run (a job may ask for another --concurrency)", only=SERVE_FLAGS)
     add_include_option(how)
+    paths = p.add_argument_group("what jobs may read and write (any other path in a job is refused, HTTP 403)")
+    paths.add_argument("--output-root", type=Path, default=Path("runs"), metavar="DIR",
+                       help="a job's run directory (its output_dir, or runs/<model name>) must be inside DIR")
+    paths.add_argument("--data-root", action="append", type=Path, default=[], metavar="DIR",
+                       help="a folder a job may name as its data_root (or a folder inside it); repeatable. Without "
+                            "one, jobs use the default data root only. A job's card folders (include) and suite "
+                            "file must be inside a folder given with --include (or $VBENCH_ASYNC_INCLUDE)")
+    paths.add_argument("--allow-outside-root", action="store_true",
+                       help="let a job set selection.allow_outside_root (annotation paths outside its data root)")
     add_group(p, VLLMSettings)
     add_group(p, ServerSettings)
     add_verbose(p)
@@ -95,13 +105,26 @@ def main(args: argparse.Namespace) -> int:
         return _serve(args, base)
 
 
-def eval_server(base: RunConfig) -> EvalServer:
+def eval_server(base: RunConfig, paths: JobPaths | None = None) -> EvalServer:
     """`serve`'s job worker: each finished job's run directory gets its own site, written as `run` writes a run's
-    (in the background, `logs/site.log`); the pages are this layer's, so the hook is passed from here."""
+    (in a process of its own, `logs/site.log`; the server writes one at a time); the pages are this layer's, so the
+    hook is passed from here. `paths`: the folders jobs may use (default: run directories under ./runs only)."""
     from ..serve.server import EvalServer
-    from .output import write_run_site_in_background
+    from .output import write_run_site_and_wait
 
-    return EvalServer(base, write_site=write_run_site_in_background)
+    return EvalServer(base, write_site=write_run_site_and_wait, paths=paths)  # one site at a time
+
+
+def job_paths(args: argparse.Namespace) -> JobPaths:
+    """The folders `serve`'s options allow jobs: its output root, data roots and card folders (--include and
+    $VBENCH_ASYNC_INCLUDE, registered by now)."""
+    from ..benchmarks.include import include_dirs
+    from ..serve.paths import JobPaths
+
+    for folder in args.data_root:
+        if not folder.expanduser().is_dir():
+            raise UserError(f"--data-root {folder} is not a folder")
+    return JobPaths.of(args.output_root, args.data_root, include_dirs(), args.allow_outside_root)
 
 
 def _serve(args: argparse.Namespace, base: RunConfig) -> int:
@@ -114,7 +137,8 @@ def _serve(args: argparse.Namespace, base: RunConfig) -> int:
     own = token is None and not args.no_token  # the default: a secret of this server's, in a file only we may read
     if own:
         token = secrets.token_urlsafe(32)  # replaced by the file's once the port is known
-    evals = eval_server(base)
+    paths = job_paths(args)
+    evals = eval_server(base, paths)
     try:
         httpd = make_http_server(evals, args.host, args.port, token, args.allow_host, args.allow_origin)
     except UserError:
@@ -137,8 +161,8 @@ def _serve(args: argparse.Namespace, base: RunConfig) -> int:
     needs = f" (token required: {token_file}, read by `run --server` itself)" if token_file else \
         " (token required)" if token else " (NO TOKEN: any local user can submit jobs)"
     print(f"vbench-async serve: {args.model} ({args.backend}) on http://{shown}:{port}{needs}; submit with "
-          f"`vbench-async run --server http://{shown}:{port} ...`; engine logs in {args.log_dir}/logs/engine.log; "
-          "Ctrl-C stops", flush=True)
+          f"`vbench-async run --server http://{shown}:{port} ...`; run directories under {paths.output_root} "
+          f"(--output-root); engine logs in {args.log_dir}/logs/engine.log; Ctrl-C stops", flush=True)
     # SIGTERM (a scheduler, `timeout`) stops the server as Ctrl-C does; shutdown() must come from another thread.
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=httpd.shutdown, daemon=True).start())
     try:

@@ -19,12 +19,10 @@ from typing import Any
 
 from ..errors import UserError
 from ._atomic import build_once, default_home
-from .seeing_models import SEEING_MODELS, ensure_seeing_model
 from .tiny_families import RECIPES
 
 QWEN_TINY_MODELS = ("tiny-qwen2-vl", "tiny-qwen2.5-vl", "tiny-qwen3-vl")
 TINY_MODELS = QWEN_TINY_MODELS + tuple(RECIPES)
-BUILT_IN_MODELS = TINY_MODELS + SEEING_MODELS  # names `--model` builds locally
 TINY_MODEL_VERSION = 2  # bump when anything below changes what gets written (2: weights stored in bf16)
 SEED = 1234
 
@@ -102,19 +100,16 @@ REQUIRED_FILES = ("config.json", "*.safetensors", "processor_config.json", "toke
 def resolve_model(name_or_path: str) -> Path | str:
     """Map a `--model` value to what the backends load.
 
-    tiny-* names give a built tiny model, seeing-* names a seeing model (trained tiny weights, `seeing_models.py`);
-    an existing directory is returned as a Path; a hub id such as
+    tiny-* names give a built tiny model; an existing directory is returned as a Path; a hub id such as
     `Qwen/Qwen2.5-VL-7B-Instruct` is returned unchanged. Unknown tiny names and missing local paths raise UserError.
     """
     if name_or_path in TINY_MODELS:
         return ensure_tiny_model(name_or_path)
-    if name_or_path in SEEING_MODELS:
-        return ensure_seeing_model(name_or_path)
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         return path
-    if name_or_path.startswith(("tiny-", "seeing-")):
-        raise UserError(f"unknown built-in model {name_or_path!r}; available: {', '.join(BUILT_IN_MODELS)}")
+    if name_or_path.startswith("tiny-"):
+        raise UserError(f"unknown tiny model {name_or_path!r}; available: {', '.join(TINY_MODELS)}")
     if path.exists():
         raise UserError(f"model {name_or_path!r} is a file; give a model directory or a hub id (org/name)")
     if _looks_like_path(name_or_path):

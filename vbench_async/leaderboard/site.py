@@ -306,10 +306,14 @@ def _write_marker(root: Path, files: list[str]) -> None:
 
 
 def _atomic(path: Path, data: bytes) -> None:
-    """Write `data` under a temporary name, then rename it into place; no temporary file is left if it fails."""
+    """Write `data` under a temporary name, then rename it into place (over a link: the link itself is replaced); no
+    temporary file is left if it fails. The temporary file is created new, never opened through a link."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_bytes(data)
+        tmp.unlink(missing_ok=True)  # a link (or a stale file) of that name: removed itself, never written through
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         tmp.replace(path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -332,9 +336,13 @@ class _Writer:
 
     def bytes(self, rel: str, data: bytes) -> None:
         path = self.root / rel
+        linked = _linked_folder(self.root, path)
+        if linked is not None:
+            raise UserError(f"{self.root} holds a link at {linked.relative_to(self.root)}: the site never writes "
+                            "through links inside its folder; remove the link (or choose another -o folder)")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            if not path.exists() or path.read_bytes() != data:  # unchanged files keep their mtime
+            if path.is_symlink() or not path.exists() or path.read_bytes() != data:  # unchanged files keep their mtime
                 _atomic(path, data)
         except OSError as exc:  # a full disk: one message, exit 2 (as for the results), no temporary file left
             raise _unwritable(self.root, exc) from None
@@ -344,7 +352,8 @@ class _Writer:
         """Keep a file the last build wrote as part of this one (unread: its name is the hash of its bytes); False
         when it is gone."""
         path = self.root / rel
-        if path.is_symlink() or not path.is_file():  # a link placed in the folder is replaced, never published
+        if _linked_folder(self.root, path) is not None or path.is_symlink() or not path.is_file():
+            # a link placed in the folder is replaced, never published
             return False
         self.written.add(path)
         return True
@@ -374,5 +383,18 @@ class _Writer:
         except OSError as exc:
             raise _unwritable(self.root, exc) from None
         for path in sorted(previous - self.written):
+            if _linked_folder(self.root, path) is not None:  # inside a linked folder: what it points to is not ours
+                continue
             if path.is_file() or path.is_symlink():  # a link itself, never what it points to
                 path.unlink()
+
+
+def _linked_folder(root: Path, path: Path) -> Path | None:
+    """The first folder between `root` (excluded) and `path` (excluded) that is a link, or None: the site never
+    writes or removes anything through a link inside its folder (it may point anywhere)."""
+    folder = root
+    for part in path.relative_to(root).parts[:-1]:
+        folder = folder / part
+        if folder.is_symlink():
+            return folder
+    return None

@@ -31,6 +31,7 @@ from ..errors import UserError
 from ..redact import remember, scrub
 from .client import TOKEN_ENV
 from .jobs import JobSpec
+from .paths import PathRefused
 from .server import EvalServer
 
 log = logging.getLogger(__name__)
@@ -94,12 +95,15 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self._check_origin()
             self._check_token()
+            self._declared_length()  # a malformed one is a 400 whatever the body's type
             if method == "POST":
                 self._json_only()
             route()
         except BadRequest as exc:
             self._drain()
             self._error(exc.status, exc.message)
+        except PathRefused as exc:  # a path the server's configuration does not allow
+            self._error(HTTPStatus.FORBIDDEN, str(exc))
         except UserError as exc:
             self._error(HTTPStatus.BAD_REQUEST, str(exc))
         except OSError as exc:  # the client stalled or left while sending its body
@@ -113,19 +117,22 @@ class _Handler(BaseHTTPRequestHandler):
         """Read (and drop) a refused request's body of a valid length, so the client reads the answer: closing a
         socket with unread data resets the connection, and the client may lose what was sent."""
         raw = self.headers.get_all("Content-Length") or []
-        if self._body_read or len(raw) != 1 or not raw[0].strip().isdigit() or int(raw[0]) > MAX_BODY:
+        length = _digits(raw[0]) if len(raw) == 1 else None
+        if self._body_read or length is None or length > MAX_BODY:
             return
         try:
-            self.rfile.read(int(raw[0]))
+            self.rfile.read(length)
         except OSError:
             pass
         self._body_read = True
 
     def _check_origin(self) -> None:
         host = self.headers.get_all("Host") or []
+        if len(host) == 1 and _split_host(host[0].strip().lower())[1] == -1:
+            raise BadRequest(HTTPStatus.BAD_REQUEST, f"Host {host[0]!r:.200} has a port that is not a number")
         if len(host) != 1 or not self.server.host_allowed(host[0]):
-            raise BadRequest(HTTPStatus.FORBIDDEN, f"Host {host[0] if host else '(none)'!r} is not this server's "
-                                                   f"address ({self.server.own_host}); requests must name it")
+            raise BadRequest(HTTPStatus.FORBIDDEN, f"Host {host[0] if host else '(none)'!r:.200} is not this "
+                                                   f"server's address ({self.server.own_host}); requests must name it")
         origin = self.headers.get("Origin")
         if origin is not None and origin.rstrip("/") not in self.server.allowed_origins:
             raise BadRequest(HTTPStatus.FORBIDDEN, f"requests from web pages ({origin}) are refused; "
@@ -145,15 +152,20 @@ class _Handler(BaseHTTPRequestHandler):
             raise BadRequest(HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
                              f"request bodies are JSON: send Content-Type: application/json (got {kind or 'none'!r})")
 
+    def _declared_length(self) -> int:
+        """The request's Content-Length (0 without one): one number of ASCII digits, else 400."""
+        raw = self.headers.get_all("Content-Length") or []
+        length = _digits(raw[0]) if len(raw) == 1 else 0 if not raw else None
+        if length is None:
+            raise BadRequest(HTTPStatus.BAD_REQUEST, f"Content-Length must be one non-negative integer, got "
+                                                     f"{', '.join(raw)!r:.200}")
+        return length
+
     def _body(self) -> Any:
         """The request's JSON body ({} when it has none), read within its declared length and the caps."""
         if self.headers.get("Transfer-Encoding"):
             raise BadRequest(HTTPStatus.BAD_REQUEST, "send the body with a Content-Length, not chunked")
-        raw = self.headers.get_all("Content-Length") or []
-        if len(raw) > 1 or (raw and not raw[0].strip().isdigit()):
-            raise BadRequest(HTTPStatus.BAD_REQUEST, f"Content-Length must be one non-negative integer, got "
-                                                     f"{', '.join(raw)!r}")
-        length = int(raw[0]) if raw else 0
+        length = self._declared_length()
         if length > MAX_BODY:
             raise BadRequest(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request body over {MAX_BODY} bytes")
         data = self.rfile.read(length) if length else b""
@@ -219,6 +231,15 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(HTTPStatus.OK, {"job": job.to_json()})
 
 
+def _digits(value: str) -> int | None:
+    """A header's non-negative integer, ASCII digits only (`str.isdigit` takes "²", which `int` refuses); None for
+    anything else. Beyond 18 digits it is only "too large" (never parsed: `int` refuses 4,300 digits)."""
+    value = value.strip(" \t")
+    if not value or not value.isascii() or not value.isdigit():
+        return None
+    return int(value) if len(value) <= 18 else 1 << 62
+
+
 def _depth(obj: Any) -> int:
     """How deeply lists and objects nest in a parsed body (iterative: the body is untrusted)."""
     deepest, stack = 0, [(obj, 1)]
@@ -276,7 +297,8 @@ def _split_host(header: str) -> tuple[str, int | None]:
         port = port or None
     if port is None:
         return name, None
-    return name, int(port) if port.isdigit() else -1
+    number = _digits(port) if port.strip(" \t") == port else None
+    return name, number if number is not None else -1
 
 
 def make_http_server(evals: EvalServer, host: str = "127.0.0.1", port: int = 8765,

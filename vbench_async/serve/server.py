@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import queue
 import threading
@@ -24,6 +25,7 @@ from ..run_config import RunConfig, run_dir_for
 from ..runner import run
 from .engine import EngineKeeper, JobCancelled
 from .jobs import Job, JobSpec, result_lines
+from .paths import JobPaths
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,9 @@ log = logging.getLogger(__name__)
 # client that sends its next job as the last one ends (a script over checkpoints) would otherwise have that job share
 # the machine with the pages (perf/e2e.py's serve arm: ~0.5 s of a 6 s job on 2 cores).
 SITE_GRACE_S = 2.0
+# Sites are written one at a time, by a thread of their own (a build takes a core and ~100 MB for seconds: thirty
+# finished jobs must not start thirty at once). A stopping server waits this long for the ones still queued.
+SITE_CLOSE_S = 120.0
 
 
 @dataclass
@@ -42,13 +47,17 @@ class _Running:
 
 class EvalServer:
     """Jobs in, run directories out. `base` holds the server's settings (model, backend, engine, cache).
-    `write_site(run_dir)` starts writing a finished job's own site and returns its index.html, as `run` does; it is
+    `write_site(run_dir)` writes a finished job's own site and returns its index.html, as `run` does (it may take
+    its time: sites are written one at a time, on a thread of their own, `_write_sites`); it is
     passed in because pages are the presentation layer's (`vbench-async serve` passes cli/output.py's). Sites wait
-    while jobs follow each other (`SITE_GRACE_S`): the evaluations come first, the pages when the queue is idle."""
+    while jobs follow each other (`SITE_GRACE_S`): the evaluations come first, the pages when the queue is idle.
+    `paths`: the folders jobs may use (serve/paths.py; by default run directories under ./runs, no other data root
+    or card folder than the server's own); a job naming another is refused when it is submitted."""
 
     def __init__(self, base: RunConfig, max_finished: int = 1000,
-                 write_site: Callable[[Path], Path] | None = None):
+                 write_site: Callable[[Path], Path] | None = None, paths: JobPaths | None = None):
         self.base = base
+        self.paths = paths if paths is not None else JobPaths.of()
         self._write_site = write_site
         self.keeper = EngineKeeper()
         self._jobs: dict[str, Job] = {}
@@ -57,11 +66,17 @@ class EvalServer:
         self._lock = threading.Lock()
         self._max_finished = max_finished
         self._sites_due: list[Path] = []  # finished jobs' run directories whose site waits for an idle queue
+        self._sites_queued: list[Path] = []  # those handed to the site writer, not yet written (one at a time)
+        self._site_queue: queue.Queue[Path | None] = queue.Queue()
+        self._site_writer = threading.Thread(target=self._write_sites, name="serve-sites", daemon=True)
+        self._site_writer.start()
         self._worker = threading.Thread(target=self._work, name="serve-jobs", daemon=True)
         self._worker.start()
 
     # -- the API the HTTP layer calls ------------------------------------------------------------------------------
     def submit(self, spec: JobSpec) -> Job:
+        """Queue a job; PathRefused (HTTP 403) when it names a path the server's configuration does not allow."""
+        self.paths.check(spec.run_config(self.base))
         job = Job(spec)
         with self._lock:
             self._forget_old()
@@ -99,7 +114,8 @@ class EvalServer:
     def health(self) -> dict[str, Any]:
         counts = {s: sum(1 for j in self._jobs.values() if j.status == s) for s in ("queued", "running")}
         return {"ok": True, "model": self.base.model, "backend": self.base.backend, "jobs": counts,
-                "sites_waiting": len(self._sites_due), **self.keeper.describe()}
+                "sites_waiting": len(self._sites_due), "sites_queued": len(self._sites_queued),
+                **self.keeper.describe()}
 
     def close(self) -> None:
         """Cancel what is queued or running, wait for the running job's partial summary, stop the engine."""
@@ -108,6 +124,11 @@ class EvalServer:
         self._queue.put(None)
         self._worker.join(timeout=300)
         self.keeper.close()
+        self._site_queue.put(None)  # after the sites the worker queued as it stopped
+        self._site_writer.join(timeout=SITE_CLOSE_S)
+        for run_dir in list(self._sites_queued):
+            log.warning("the site of %s was not written before the server stopped: `vbench-async leaderboard %s -o "
+                        "%s` writes it", run_dir, run_dir, site_dir(run_dir))
 
     # -- the worker ------------------------------------------------------------------------------------------------
     def _work(self) -> None:
@@ -138,11 +159,16 @@ class EvalServer:
         cfg: RunConfig | None = None
         try:
             cfg = job.spec.run_config(self.base)
+            self.paths.check(cfg)  # again: a folder may have changed while the job waited
             scope.enter_context(included(*cfg.selection.include))  # its card folders, for this job only
+            self.paths.check_suite(cfg.selection.suite)
             if not backend_kind(cfg.backend).in_process and cfg.model != self.base.model:
                 raise UserError(f"this server sends requests to {self.base.server.base_url}, which serves "
                                 f"{self.base.model}; start a server for {cfg.model} to evaluate it")
             model = models.resolve(cfg.model)
+            if cfg.output_dir is None:  # runs/<model name>, under the output root
+                cfg = dataclasses.replace(cfg, output_dir=self.paths.output_root / model.display_name)
+            self.paths.check_run_dir(run_dir_for(cfg, model))
             job.run_dir = str(run_dir_for(cfg, model))
             kept = self.keeper.engine_settings(cfg.backend, model.path)
             if kept is not None:  # plan against the engine that will answer, not a fresh one's sizing
@@ -196,15 +222,29 @@ class EvalServer:
         return str(site_dir(run_dir) / "index.html")
 
     def _start_sites(self) -> None:
-        """Start every waiting site (each in a process of its own, which logs to the run's logs/site.log)."""
-        due, self._sites_due, write = self._sites_due, [], self._write_site
-        if write is None:  # nothing is due then (`_site_due`)
+        """Hand every waiting site to the site writer, which writes them one at a time (`_write_sites`)."""
+        due, self._sites_due = self._sites_due, []
+        if self._write_site is None:  # nothing is due then (`_site_due`)
             return
-        for run_dir in due:
+        with self._lock:
+            for run_dir in due:
+                if run_dir not in self._sites_queued:  # one not started yet reads the newest results anyway
+                    self._sites_queued.append(run_dir)
+                    self._site_queue.put(run_dir)
+
+    def _write_sites(self) -> None:
+        """The site writer: one site at a time (`write_site` returns once its build has ended: cli/output.py's
+        process, which logs to the run's logs/site.log)."""
+        while True:
+            run_dir = self._site_queue.get()
+            if run_dir is None:
+                return
+            with self._lock:
+                self._sites_queued.remove(run_dir)  # a later job into it queues it again
             try:
-                write(run_dir)
+                self._write_site(run_dir)
             except Exception:  # noqa: BLE001 - the job's results stand without their pages; the server's log says why
-                log.exception("the site of %s could not be started", run_dir)
+                log.exception("the site of %s could not be written", run_dir)
 
     def _forget_old(self) -> None:
         """Keep the records of at most `max_finished` finished jobs (their run directories stay on disk)."""
