@@ -70,7 +70,7 @@ def test_serve_help_says_each_default_once(capsys):
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "(default: $VBENCH_ASYNC_SERVE_TOKEN)" in text and "(default: None)" not in text
+    assert "(default: $VBENCH_ASYNC_SERVE_TOKEN, else a new secret" in text and "(default: None)" not in text
 
 
 def test_a_failure_report_names_the_samples_their_files_and_a_real_check_command(tmp_path, capsys):

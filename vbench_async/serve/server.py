@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 SITE_GRACE_S = 2.0
 # Sites are written one at a time, by a thread of their own (a build takes a core and ~100 MB for seconds: thirty
 # finished jobs must not start thirty at once). A stopping server waits this long for the ones still queued.
-SITE_CLOSE_S = 120.0
+SITE_CLOSE_S = 60.0
 
 
 @dataclass
@@ -115,7 +115,7 @@ class EvalServer:
         counts = {s: sum(1 for j in self._jobs.values() if j.status == s) for s in ("queued", "running")}
         return {"ok": True, "model": self.base.model, "backend": self.base.backend, "jobs": counts,
                 "sites_waiting": len(self._sites_due), "sites_queued": len(self._sites_queued),
-                **self.keeper.describe()}
+                "paths": self.paths.describe(), **self.keeper.describe()}
 
     def close(self) -> None:
         """Cancel what is queued or running, wait for the running job's partial summary, stop the engine."""
