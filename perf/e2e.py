@@ -212,8 +212,11 @@ def serve_second(data: Path, second: Path, cards: Path, cache: Path, work: Path)
     nothing of it is in the engine's prefix or encoder caches (its frames are in the frame cache, as for warm)."""
     from vbench_async.serve import client
 
+    # The server's own folders: its jobs may write only under --output-root, read only --data-root and --include.
     proc = subprocess.Popen([sys.executable, "-m", "vbench_async", "serve", "--model", MODEL, "--port", "0",
-                             "--cache-dir", str(cache)], cwd=ROOT, env=env(), stdout=subprocess.PIPE,
+                             "--cache-dir", str(cache), "--output-root", str(work), "--data-root", str(data),
+                             "--data-root", str(second), "--include", str(cards)],
+                            cwd=ROOT, env=env(), stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     try:
         match = re.search(r"on (http://127\.0\.0\.1:\d+)", proc.stdout.readline())
