@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from vbench_async.errors import UserError
-from vbench_async.train.config import RolloutEngine, TrainConfig, load_config, resume_changes
+from vbench_async.train.config import RolloutEngine, TrainConfig, load_config
+from vbench_async.train.resume_identity import resume_changes
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..process_exit import sigterm_as_ctrl_c
-from .output import _pct, print_table, write_run_site_in_background
+from .output import pct, print_table, write_run_site_in_background
 
 if TYPE_CHECKING:
     from ..run_config import RunConfig
@@ -31,9 +31,9 @@ def side_by_side(kinds: list[str | None], summaries: list[dict[str, Any]]) -> li
     rows = [heads]
     for bid in summaries[0]["benchmarks"]:
         chance = summaries[0]["benchmarks"][bid].get("chance")
-        cells = [bid, "~0" if chance is None else _pct(chance)]
+        cells = [bid, "~0" if chance is None else pct(chance)]
         for s in summaries:
-            cells.append(_pct((s["benchmarks"].get(bid) or {}).get("score")))
+            cells.append(pct((s["benchmarks"].get(bid) or {}).get("score")))
         rows.append(cells)
     widths = [max(len(r[i]) for r in rows) for i in range(len(heads))]
     return ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
@@ -53,23 +53,20 @@ def ablations_main(args: argparse.Namespace, cfg: RunConfig) -> int:
     model = resolve_model(cfg)
     base = run_dir_for(dataclasses.replace(cfg, ablation=None), model)
     cfgs = [dataclasses.replace(cfg, ablation=k, output_dir=ablation_dir(base, k)) for k in kinds]
-    first = [True]
-
     def console(run_dir: Path) -> contextlib.AbstractContextManager[Any]:
         return engine_console(engine_log_path(run_dir), verbose=args.verbose, engine_in_process=kind.in_process)
 
-    def on_plan(workload: Any, not_run: dict[str, str], budget: int, first_run: bool) -> None:
-        label = "frames" if kinds[budget] is None else f"ablation {kinds[budget]}"
-        if first[0]:
-            print_plan_lines(workload, not_run, engine=kind.describe_target(cfg.server), verbose=args.verbose)
-            first[0] = False
-        else:
-            print_plan_lines(workload, not_run, verbose=args.verbose, then=label)
+    # run_on_one_engine runs the largest "budget" first: rank each input by its place, so ours keep their order
+    rank = [len(kinds) - i for i in range(len(kinds))]
 
-    # run_on_one_engine orders its runs by "budget", largest first: give each its position, reversed, to keep ours
-    order = [len(kinds) - i for i in range(len(kinds))]
-    summaries = run_on_one_engine(cfgs, model.path, order, lambda w, n, budget, first: on_plan(
-        w, n, len(kinds) - budget, first), console, model)
+    def on_plan(workload: Any, not_run: dict[str, str], budget: int, first: bool) -> None:
+        if first:  # the run that starts the engine: the start line
+            print_plan_lines(workload, not_run, engine=kind.describe_target(cfg.server), verbose=args.verbose)
+        else:
+            k = kinds[rank.index(budget)]
+            print_plan_lines(workload, not_run, verbose=args.verbose, then="frames" if k is None else f"ablation {k}")
+
+    summaries = run_on_one_engine(cfgs, model.path, rank, on_plan, console, model)
     code = 0
     for k, summary in zip(kinds, summaries):
         print(f"\n{'frames' if k is None else 'ablation ' + k}: {summary['run_dir']}")

@@ -25,18 +25,18 @@ def print_rows(rows: list[tuple[str, ...]], left: tuple[int, ...] = (0,), file: 
 _STATUS_LABELS = {"complete": "complete", "subset": "SUBSET", "failed": "ALL FAILED", "partial": "PARTIAL"}
 
 
-def _pct(x: Any) -> str:
+def pct(x: Any) -> str:
     return f"{100 * x:.2f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else "-"
 
 
 def _interval(block: dict[str, Any]) -> str:
     ci = block.get("interval") or {}
-    return f"[{_pct(ci.get('low'))}, {_pct(ci.get('high'))}]" if ci else "-"
+    return f"[{pct(ci.get('low'))}, {pct(ci.get('high'))}]" if ci else "-"
 
 
 def _chance(block: dict[str, Any]) -> str:
     """The chance column: a uniform guess's score among the options; "~0" for free-form answers."""
-    return _pct(block["chance"]) if block.get("chance") is not None else "~0" if "chance" in block else "-"
+    return pct(block["chance"]) if block.get("chance") is not None else "~0" if "chance" in block else "-"
 
 
 def chance_notes(summary: dict[str, Any]) -> list[str]:
@@ -65,10 +65,10 @@ def print_table(summary: dict[str, Any], file: TextIO | None = None) -> None:
         rows.append((
             bid,
             str(b.get("metric") or "").split(";")[0].strip() or "-",
-            "-" if failed else b.get("headline_status") if b.get("headline_status") else _pct(b.get("score")),
+            "-" if failed else b.get("headline_status") if b.get("headline_status") else pct(b.get("score")),
             "-" if failed else _interval(b),
             _chance(b),
-            "-" if failed or not robust else _pct(robust.get("score")),
+            "-" if failed or not robust else pct(robust.get("score")),
             str(b["n_readings_differ"]) if "n_readings_differ" in b else "-",
             str(b.get("n_total", 0)),
             str(b.get("n_failed", 0)),

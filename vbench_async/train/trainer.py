@@ -36,12 +36,13 @@ from .checkpoint import (
     save_checkpoint,
 )
 from .collect import Collector
-from .config import RolloutEngine, TrainConfig, resume_changes
+from .config import RolloutEngine, TrainConfig
 from .data import DataOrder, MediaSource, TrainItem, frame_spec, load_items
 from .fsdp import all_reduce, barrier, build_mesh, close_distributed, init_distributed, load_sharded, shard
 from .logger import MetricsLogger, Sums, step_metrics
 from .packing import resolve_attention
 from .policy import Policy
+from .resume_identity import resume_changes
 from .rollout import Group
 from .sync import SyncStats, bucketed_full_tensors
 from .update import Seq, Updater
@@ -193,7 +194,7 @@ class Trainer:
         return HFRollout(self.model_dir, self.info.device)
 
     def _resume(self, path: Path) -> None:
-        """Resume by global step: what is trained must match (config.identity); runtime knobs and the layout may
+        """Resume by global step: what is trained must match (resume_identity); runtime knobs and the layout may
         have changed, and each change is logged."""
         changes = resume_changes(self.cfg, read_state(path), str(path))
         if changes:
