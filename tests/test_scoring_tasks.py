@@ -1,8 +1,13 @@
 """OCR, math, open-ended, code and preference scorers; routing, records as input, and the RL reward."""
 
 import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +24,8 @@ from vbench_async.scoring import (
     score,
 )
 from vbench_async.scoring.math_task import equivalent
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def make(task_type, answer, options=(), **fields):
@@ -95,6 +102,30 @@ def test_math_off_the_main_thread():
     with ThreadPoolExecutor(1) as pool:
         results = list(pool.map(lambda o: score(HALF, o), ["0.5", "0.7"]))
     assert [r.value for r in results] == [1.0, 0.0]
+
+
+def test_math_works_from_a_script_read_on_standard_input():
+    # multiprocessing's spawn re-runs the caller's main script in the worker: from stdin (or a notebook) that failed,
+    # the worker never started and every symbolic check "timed out" and scored 0 after 20 s.
+    script = ("from vbench_async.scoring.math_task import equivalent\n"
+              "print(equivalent('x^2+2x+1', '(x+1)^2'), equivalent('\\\\frac{1}{2}', '0.6'))\n")
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=120,
+                         cwd=tempfile.gettempdir(), env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[0] == "(True, True, False) (True, False, False)"
+    assert time.monotonic() - start < 60
+
+
+def test_math_worker_that_cannot_start_is_an_error_not_a_zero(monkeypatch):
+    from vbench_async.scoring import math_task
+
+    math_task._reset_worker()
+    monkeypatch.setattr(math_task.sys, "executable", "/bin/false")  # the interpreter the worker would run
+    with pytest.raises(math_task.MathCheckUnavailable, match="not checked"):
+        score(make("math", "<answer>x^2+2x+1</answer>"), "$(x+1)^2$")
+    monkeypatch.undo()
+    assert score(make("math", "<answer>x^2+2x+1</answer>"), "$(x+1)^2$").value == 1.0  # a fresh worker after
 
 
 # ------------------------------------------------------------------------------------------- open-ended

@@ -80,6 +80,11 @@ def clip01(x: float) -> float:
     return 1.0 if x > 1.0 else float(x)
 
 
+class ScorerUnavailable(RuntimeError):
+    """A scorer's own machinery failed (a worker process that cannot start): the answer was not checked, so the
+    sample gets a `score_error`, never a 0."""
+
+
 class UnknownTaskType(ValueError):
     """A `problem_type` that no scorer handles. The message lists the known types."""
 

@@ -2,22 +2,33 @@
 
 math-verify bounds its own work with SIGALRM, but its alarm raises an ordinary exception that sympy sometimes catches
 and carries on (an integral ran for minutes under load), and SIGALRM only exists in the main thread anyway. So every
-math-verify check runs in a one-process worker pool, with math-verify's own limit inside it and a hard limit outside:
-the pool is killed and replaced when a check overruns.
+math-verify check runs in a worker process (`math_worker`, its own `python -m`, JSON over a pipe), with math-verify's
+own limit inside it and a hard limit outside: the worker is killed and replaced when a check overruns (scored 0, as
+math-verify scores its own timeout). A worker that cannot start or dies raises `MathCheckUnavailable`, which the
+pipeline records as the sample's `score_error`: an infrastructure failure is never a wrong answer.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import json
 import logging
-import multiprocessing
+import os
 import re
+import selectors
+import subprocess
+import sys
+import tempfile
 import threading
+import time
 from functools import lru_cache
+from pathlib import Path
+from typing import Any
 
 from ..samples import Sample
 from . import extract
-from .base import Score, malformed
+from .base import Score, ScorerUnavailable, malformed
 from .tasks import first_answer, ground_truth, numbers_match, score_multiple_choice
 
 log = logging.getLogger(__name__)
@@ -25,8 +36,8 @@ log = logging.getLogger(__name__)
 TIME_LIMIT_S = 5  # per parse and per comparison (math-verify takes whole seconds)
 
 _MATHY = re.compile(r"[\\^_{}=+\-*/\d]")
-_pool = None
-_pool_lock = threading.Lock()
+START_TIMEOUT_S = 60  # the worker's first answer (interpreter start and imports, under load) must come within this
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def _parse_math(text: str, whole: bool) -> str | None:
@@ -70,23 +81,93 @@ def _gold(gt: str, limit: int):
     return _mv_parse(gt, limit)
 
 
-def _worker_pool():
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = multiprocessing.get_context("spawn").Pool(1)
-        return _pool
+class MathCheckUnavailable(ScorerUnavailable):
+    """The math-check worker could not start or died: the answer was not checked."""
 
 
-def _reset_pool() -> None:
-    global _pool
-    with _pool_lock:
-        if _pool is not None:
-            _pool.terminate()
-            _pool = None
+class _Worker:
+    """One `python -m vbench_async.scoring.math_worker` process; calls are serialised by the module's lock."""
+
+    def __init__(self) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (_PACKAGE_ROOT, os.environ.get("PYTHONPATH"))))}
+        self.last_words = ""  # the tail of its stderr once closed
+        self.stderr = tempfile.TemporaryFile("w+")  # a file, not a pipe: chatty warnings can never fill it and block
+        self.proc = subprocess.Popen([sys.executable, "-m", "vbench_async.scoring.math_worker"], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        if self.call("ready", (), START_TIMEOUT_S) is None:
+            raise self._dead(TimeoutError(f"no answer within {START_TIMEOUT_S} s of its start"))
+
+    def call(self, fn: str, args: tuple[Any, ...], timeout: float) -> Any:
+        """The function's result; None when it overran `timeout` (the caller kills this worker)."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(json.dumps({"fn": fn, "args": list(args)}) + "\n")
+            self.proc.stdin.flush()
+        except OSError as exc:
+            raise self._dead(exc) from exc
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            deadline = time.monotonic() + timeout
+            while not sel.select(max(0.0, deadline - time.monotonic())):
+                if time.monotonic() >= deadline:
+                    return None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise self._dead(EOFError("it exited"))
+        answer = json.loads(line)
+        if "error" in answer:
+            raise RuntimeError(f"math check failed: {answer['error']}")
+        return answer["result"]
+
+    def _dead(self, cause: BaseException) -> MathCheckUnavailable:
+        self.close()
+        return MathCheckUnavailable(f"the math-check worker process failed ({cause})"
+                                    f"{': ' + self.last_words if self.last_words else ''}; the answer was not checked")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):  # a dead worker's stdin cannot take the buffered rest
+                    pipe.close()
+        if not self.stderr.closed:
+            self.stderr.seek(0)
+            self.last_words = self.stderr.read()[-500:].strip()
+            self.stderr.close()
 
 
-atexit.register(_reset_pool)
+_worker: _Worker | None = None
+_worker_lock = threading.Lock()
+
+
+def _call(fn: str, args: tuple[Any, ...], timeout: float) -> Any:
+    """fn(*args) in the worker, or None when it overran (the worker is then replaced)."""
+    global _worker
+    with _worker_lock:
+        if _worker is None:
+            _worker = _Worker()
+        try:
+            result = _worker.call(fn, args, timeout)
+        except MathCheckUnavailable:
+            _worker = None
+            raise
+        if result is None:
+            _worker.close()
+            _worker = None
+        return result
+
+
+def _reset_worker() -> None:
+    global _worker
+    with _worker_lock:
+        if _worker is not None:
+            _worker.close()
+            _worker = None
+
+
+atexit.register(_reset_worker)
 
 
 def equivalent(gt: str, pred: str, limit: int = TIME_LIMIT_S) -> tuple[bool, bool, bool]:
@@ -97,18 +178,16 @@ def equivalent(gt: str, pred: str, limit: int = TIME_LIMIT_S) -> tuple[bool, boo
     plain = all(len(n) == 1 and n[0].text.strip() == s.strip() for n, s in ((g, gt), (p, pred)))
     if plain:
         return True, numbers_match(p[0], g[0]), False
-    result = _bounded(check_equivalence, (gt, pred, limit), limit)
+    result = _bounded("equivalence", (gt, pred, limit), limit)
     return (True, False, True) if result is None else (*result, False)
 
 
-def _bounded(fn, args: tuple, limit: int):
-    """fn(*args) in the worker pool, or None when it overran (the pool is then replaced)."""
-    try:
-        return _worker_pool().apply_async(fn, args).get(timeout=3 * limit + 5)
-    except multiprocessing.TimeoutError:
+def _bounded(fn: str, args: tuple[Any, ...], limit: int) -> Any:
+    """The worker's `fn(*args)`, or None when it overran its hard limit (scored 0 like math-verify's own timeout)."""
+    result = _call(fn, args, 3 * limit + 5)
+    if result is None:
         log.warning("math check timed out after %ss; scoring 0: %.80r", 3 * limit + 5, args[1])
-        _reset_pool()
-        return None
+    return result
 
 
 def _plain_verify(target: str, gold: str, limit: int) -> bool:
@@ -124,7 +203,7 @@ def _plain_verify(target: str, gold: str, limit: int) -> bool:
 def raw_verify(output: str, solution: str, limit: int = TIME_LIMIT_S) -> bool:
     """`verify(parse(output), parse(solution))` on the raw texts, as NVlabs/Long-RL's eval script calls it (the
     output first), bounded like every math-verify check."""
-    return bool(_bounded(_plain_verify, (output, solution, limit), limit))
+    return bool(_bounded("plain_verify", (output, solution, limit), limit))
 
 
 def score_math(sample: Sample, output: str) -> Score:

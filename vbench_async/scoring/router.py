@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import SampleError
 from ..samples import Sample, parse_record
 from . import extract
-from .base import Reading, Score, clip01, malformed
+from .base import Reading, Score, ScorerUnavailable, clip01, malformed
 from .official import Protocol, get_protocol
 from .task_types import task_type
 from .tasks import score_numerical
@@ -38,8 +38,8 @@ def score(sample: Sample | Mapping[str, Any], output: str, protocol: str | None 
     benchmark's own reading of the output; without one it is None.
 
     Never raises on the output: anything unreadable scores 0 with well_formed=False. Raises UnknownTaskType for an
-    unknown task type, ValueError for an unknown protocol, and SampleError("record_invalid") when the sample
-    itself (its ground truth) is unreadable.
+    unknown task type, ValueError for an unknown protocol, SampleError("record_invalid") when the sample
+    itself (its ground truth) is unreadable, and ScorerUnavailable when the scorer could not check the answer.
     """
     sample = _as_sample(sample)
     proto = get_protocol(protocol) if protocol is not None else None
@@ -62,7 +62,7 @@ def score(sample: Sample | Mapping[str, Any], output: str, protocol: str | None 
 def _run(scorer: Scorer, sample: Sample, output: str) -> Score:
     try:
         result = scorer(sample, output)
-    except SampleError:
+    except (SampleError, ScorerUnavailable):
         raise
     except Exception as exc:  # a scorer bug must not take a whole run down: score 0 and say why
         log.exception("scorer for %r failed on %s", sample.task_type, sample.key)
@@ -78,7 +78,7 @@ def _official(proto: Protocol, sample: Sample, output: str) -> Reading:
         return Reading(None, None)
     try:
         reading = proto.grade(sample, output)
-    except SampleError:
+    except (SampleError, ScorerUnavailable):
         raise
     except Exception as exc:
         log.exception("official protocol %r failed on %s", proto.name, sample.key)

@@ -1,0 +1,42 @@
+"""The math-check worker process: one JSON request a line on stdin, one JSON answer a line on stdout.
+
+    {"fn": "equivalence" | "plain_verify" | "ready", "args": [...]}  ->  {"result": ...}  or  {"error": "Type: message"}
+
+Started by `math_task` as `python -m vbench_async.scoring.math_worker`, so it never depends on how the caller was
+started (a script read on standard input or a notebook cannot be re-imported, which multiprocessing's spawn needs),
+and nothing but JSON crosses the pipe.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Callable
+
+
+def _functions() -> dict[str, Callable[..., Any]]:
+    from .math_task import _plain_verify, check_equivalence
+
+    return {"equivalence": check_equivalence, "plain_verify": _plain_verify, "ready": _ready}
+
+
+def _ready() -> bool:
+    import math_verify  # noqa: F401 - imported here, inside the start-up allowance, not in the first check's limit
+
+    return True
+
+
+def main() -> None:
+    functions = _functions()
+    for line in sys.stdin:
+        try:
+            request = json.loads(line)
+            answer: dict[str, Any] = {"result": functions[request["fn"]](*request["args"])}
+        except Exception as exc:  # noqa: BLE001 - reported to the caller, which decides
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
