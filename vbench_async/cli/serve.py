@@ -74,6 +74,10 @@ def add_options(p: argparse.ArgumentParser) -> None:
                        help="a folder a job may name as its data_root (or a folder inside it); repeatable. Without "
                             "one, jobs use the default data root only. A job's card folders (include) and suite "
                             "file must be inside a folder given with --include (or $VBENCH_ASYNC_INCLUDE)")
+    paths.add_argument("--model-root", action="append", type=Path, default=[], metavar="DIR",
+                       help="a folder whose model directories (checkpoints) a job may name as its model or judge "
+                            "model; repeatable. Without one, a job's model is the server's --model, a built tiny-* "
+                            "model or a hub id: any other local path is refused")
     paths.add_argument("--allow-outside-root", action="store_true",
                        help="let a job set selection.allow_outside_root (annotation paths outside its data root)")
     add_group(p, VLLMSettings)
@@ -116,15 +120,17 @@ def eval_server(base: RunConfig, paths: JobPaths | None = None) -> EvalServer:
 
 
 def job_paths(args: argparse.Namespace) -> JobPaths:
-    """The folders `serve`'s options allow jobs: its output root, data roots and card folders (--include and
-    $VBENCH_ASYNC_INCLUDE, registered by now)."""
+    """The folders `serve`'s options allow jobs: its output root, data roots, card folders (--include and
+    $VBENCH_ASYNC_INCLUDE, registered by now) and model folders (--model-root, and the server's own --model)."""
     from ..benchmarks.include import include_dirs
     from ..serve.paths import JobPaths
 
-    for folder in args.data_root:
-        if not folder.expanduser().is_dir():
-            raise UserError(f"--data-root {folder} is not a folder")
-    return JobPaths.of(args.output_root, args.data_root, include_dirs(), args.allow_outside_root)
+    for flag, folders in (("--data-root", args.data_root), ("--model-root", args.model_root)):
+        for folder in folders:
+            if not folder.expanduser().is_dir():
+                raise UserError(f"{flag} {folder} is not a folder")
+    return JobPaths.of(args.output_root, args.data_root, include_dirs(), args.allow_outside_root,
+                       args.model_root).with_model(args.model)
 
 
 def _serve(args: argparse.Namespace, base: RunConfig) -> int:

@@ -81,9 +81,14 @@ _FAMILIES: dict[str, _Family] = {
 }
 
 
+def models_home(home: Path | None = None) -> Path:
+    """The folder every tiny model is built in (a server's jobs may name what is inside: serve/paths.py)."""
+    return (home or default_home()) / "models"
+
+
 def model_dir(name: str, home: Path | None = None) -> Path:
     """Where `name` is (or will be) built."""
-    return (home or default_home()) / "models" / f"{name}-v{TINY_MODEL_VERSION}"
+    return models_home(home) / f"{name}-v{TINY_MODEL_VERSION}"
 
 
 def ensure_tiny_model(name: str, home: Path | None = None) -> Path:
@@ -118,6 +123,18 @@ def resolve_model(name_or_path: str) -> Path | str:
 
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
+
+
+def local_model_path(name_or_path: str) -> Path | None:
+    """The local file or folder a `--model` value names, as `resolve_model` reads it (a path-like value that does not
+    exist included); None for a tiny-* name or a hub id, which name no folder of the caller's (serve/paths.py)."""
+    if name_or_path in TINY_MODELS:
+        return None
+    try:
+        path = Path(name_or_path).expanduser()
+    except RuntimeError:  # `~user/...` of no such user: still a path
+        return Path(name_or_path)
+    return path if os.path.lexists(path) or _looks_like_path(name_or_path) else None
 
 
 def _looks_like_path(text: str) -> bool:

@@ -3,14 +3,16 @@
 A job runs as the server's user, so a job that could name any folder could make the server read (a data root, card
 folders, a suite file) and write (its run directory) wherever that user can. `JobPaths` holds what `vbench-async
 serve` was started with: an output root (run directories go under it), data roots and card folders (a job's
-`data_root`, `include` folders and suite file must be one of them or inside one), and whether a job may read
-annotation paths outside its data root. A job's run directory must also be one a run wrote (or new, or empty): a
-user's own `summary.json`, `manifest.json` or `leaderboard/` there is never replaced. Refusals name the path and the
-server option that would allow it, never a file's contents.
+`data_root`, `include` folders and suite file must be one of them or inside one), model folders (a job's `model` or
+judge model, when it names a local folder, must be inside one: the server's own model, the built tiny models,
+`--model-root`), and whether a job may read annotation paths outside its data root. A job's run directory must
+also be one a run wrote (or new, or empty): a user's own `summary.json`, `manifest.json` or `leaderboard/` there is
+never replaced. Refusals name the path and the server option that would allow it, never a file's contents.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -37,6 +39,13 @@ def _resolved(path: str | Path) -> Path:
     return Path(path).expanduser().resolve()
 
 
+def _models_home() -> Path:
+    """Where the built tiny-* models live (the vbench home's model cache): a folder of this tool's own."""
+    from ..demo.tiny_models import models_home
+
+    return models_home()
+
+
 def _inside(path: Path, roots: Iterable[Path]) -> bool:
     return any(path == root or path.is_relative_to(root) for root in roots)
 
@@ -45,24 +54,42 @@ def _inside(path: Path, roots: Iterable[Path]) -> bool:
 class JobPaths:
     """The folders a server's jobs may use (absolute, resolved). `output_root`: run directories go under it;
     `data_roots`: a job's `selection.data_root` must be one of them (or a folder inside one); `include_roots`: a job's
-    card folders and suite file likewise; `allow_outside_root`: whether a job may set `allow_outside_root`."""
+    card folders and suite file likewise; `model_roots`: a job's model (and in-process judge model) that names a
+    local folder must be inside one (a tiny-* name or a hub id names none); `allow_outside_root`: whether a job may
+    set `allow_outside_root`."""
 
     output_root: Path
     data_roots: tuple[Path, ...] = ()
     include_roots: tuple[Path, ...] = ()
     allow_outside_root: bool = False
+    model_roots: tuple[Path, ...] = ()
 
     @classmethod
     def of(cls, output_root: str | Path | None = None, data_roots: Iterable[str | Path] = (),
-           include_roots: Iterable[str | Path] = (), allow_outside_root: bool = False) -> JobPaths:
-        """Resolved now (the server's working directory): `output_root` defaults to ./runs."""
+           include_roots: Iterable[str | Path] = (), allow_outside_root: bool = False,
+           model_roots: Iterable[str | Path] = ()) -> JobPaths:
+        """Resolved now (the server's working directory): `output_root` defaults to ./runs; the built tiny models'
+        folder is always a model root (`with_model` adds the server's own model)."""
+        models = tuple(dict.fromkeys(_resolved(p) for p in (*model_roots, _models_home())))
         return cls(_resolved(output_root if output_root is not None else Path("runs")),
                    tuple(_resolved(p) for p in data_roots), tuple(_resolved(p) for p in include_roots),
-                   allow_outside_root)
+                   allow_outside_root, models)
+
+    def with_model(self, model: str) -> JobPaths:
+        """These paths with the server's own model folder allowed (when its model is a local folder): a job may always
+        name the model the server was started with."""
+        try:
+            local = _local_model(model)
+        except ValueError:  # a path that cannot be resolved: loading it fails, whoever names it
+            return self
+        if local is None or local in self.model_roots:
+            return self
+        return dataclasses.replace(self, model_roots=(*self.model_roots, local))
 
     def describe(self) -> dict[str, Any]:
         return {"output_root": str(self.output_root), "data_roots": [str(p) for p in self.data_roots],
-                "include_roots": [str(p) for p in self.include_roots]}
+                "include_roots": [str(p) for p in self.include_roots],
+                "model_roots": [str(p) for p in self.model_roots]}
 
     def check(self, cfg: Any) -> None:
         """Refuse (PathRefused) a job's RunConfig that names a path outside what the server allows."""
@@ -83,8 +110,28 @@ class JobPaths:
             if not _inside(_resolved(suite), allowed):
                 raise PathRefused(f"job field selection.suite {suite!r} is a file outside this server's card folders "
                                   "and data roots; put it in a folder given to the server with --include DIR")
+        self.check_model(cfg.model, "model")
+        if cfg.judge_model:
+            from ..backends.factory import backend_kind
+
+            if backend_kind(cfg.backend).in_process:  # a served judge (openai) is a name the server answers to
+                self.check_model(cfg.judge_model, "judge_model")
         if cfg.output_dir is not None:
             self.check_run_dir(Path(cfg.output_dir))
+
+    def check_model(self, model: str, field: str = "model") -> None:
+        """Refuse a model that names a local folder (or file, or a path that does not exist: no existence oracle)
+        outside the model roots: loading it reads its config.json and weights as the server's user, and an error
+        could quote them. A tiny-* name or a hub id is allowed."""
+        try:
+            local = _local_model(model)
+            allowed = local is None or _inside(local, self.model_roots)
+        except ValueError:
+            allowed = False
+        if not allowed:
+            raise PathRefused(f"job field {field} {model!r:.300} is a local path outside this server's model folders "
+                              f"({_shown(self.model_roots)}); start the server with --model-root DIR (a tiny-* "
+                              "model or a hub id needs none)")
 
     def check_suite(self, suite: str | None) -> None:
         """A suite given by name (checked with the job's card folders known) is a suite's name, never a file in the
@@ -102,6 +149,20 @@ class JobPaths:
             raise PathRefused(f"job field output_dir {str(run_dir)!r} is outside this server's output root "
                               f"{str(self.output_root)!r}; start the server with --output-root DIR")
         check_own_run_dir(resolved)
+
+
+def _local_model(model: str) -> Path | None:
+    """The resolved local folder a job's model names (links and `..` resolved), None for a tiny-* name or a hub id;
+    ValueError for a path that cannot be resolved (a link loop, `~user` of no such user)."""
+    from ..demo.tiny_models import local_model_path
+
+    path = local_model_path(model)
+    if path is None:
+        return None
+    try:
+        return _resolved(path)
+    except (OSError, RuntimeError) as exc:
+        raise ValueError(model) from exc
 
 
 def _shown(roots: tuple[Path, ...]) -> str:

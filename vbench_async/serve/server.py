@@ -51,13 +51,15 @@ class EvalServer:
     its time: sites are written one at a time, on a thread of their own, `_write_sites`); it is
     passed in because pages are the presentation layer's (`vbench-async serve` passes cli/output.py's). Sites wait
     while jobs follow each other (`SITE_GRACE_S`): the evaluations come first, the pages when the queue is idle.
-    `paths`: the folders jobs may use (serve/paths.py; by default run directories under ./runs, no other data root
-    or card folder than the server's own); a job naming another is refused when it is submitted."""
+    `paths`: the folders jobs may use (serve/paths.py; by default run directories under ./runs, no other data root,
+    card folder or local model than the server's own and the built tiny models); a job naming another is refused when
+    it is submitted."""
 
     def __init__(self, base: RunConfig, max_finished: int = 1000,
                  write_site: Callable[[Path], Path] | None = None, paths: JobPaths | None = None):
         self.base = base
-        self.paths = paths if paths is not None else JobPaths.of()
+        # The server's own model is always a job's to name (a job that names none evaluates it).
+        self.paths = (paths if paths is not None else JobPaths.of()).with_model(base.model)
         self._write_site = write_site
         self.keeper = EngineKeeper()
         self._jobs: dict[str, Job] = {}
