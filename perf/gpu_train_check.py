@@ -6,7 +6,8 @@ training that sees the pixels.
 
 First, before any process group exists, every model the check needs is resolved and built (tiny models with random
 weights; a failure there is reported at once, not as a half-built directory in the first launch). Then for each
-model (default: tiny Qwen2.5-VL and tiny Qwen3-VL), on one machine:
+model (default: tiny Qwen2.5-VL and tiny Qwen3-VL; a model directory such as a seeing model's checkpoint is accepted
+too), on one machine:
   1. run A: `torchrun --nproc_per_node N -m vbench_async.train`, `--steps` (3) GRPO steps, FSDP2 per layer (NCCL on
      GPU), each rank's prompts a mix of video, image and text records, rollouts on the colocated vLLM engine when vLLM
      and CUDA are there (it sleeps at level 2 between rollouts and gets the weights synced every step), else HF
@@ -33,7 +34,8 @@ Time plan (one launch costs the interpreter and torch start-up, the model load a
 rank in parallel: about 60-90 s on a GPU machine whatever N is, since the ranks start side by side): 2 models x 2
 launches + the in-process vLLM sync check (one more engine start) + the packing forward, about 6-8 minutes on 1 GPU
 and on 8 GPUs alike; each launch is cut at 240 s. `--families tiny-qwen2.5-vl` halves it. The CPU rehearsal with one
-model and `--steps 2` is a default-suite test (tests/test_gpu_train_check.py) on an empty `VBENCH_ASYNC_HOME`.
+model and `--steps 2` runs in the default suite inside perf/gpu_check.py's rehearsal (tests/test_gpu_check.py) on an
+empty `VBENCH_ASYNC_HOME`.
 """
 
 from __future__ import annotations
@@ -143,7 +145,7 @@ def check_family(root: Path, records: Path, model: str, world: int, engine: str,
     from vbench_async.train.checkpoint import consolidate
 
     res: dict = {"model": model}
-    a, b = root / f"{model}-a", root / f"{model}-b"
+    a, b = root / f"{Path(model).name}-a", root / f"{Path(model).name}-b"  # a model directory: its name
     ok, err, res["run_a_s"] = launch(config(root, records, model, a, world, engine, "none", steps), world)
     rows = metrics(a)
     res["run_a"] = ok and [r["step"] for r in rows] == list(range(1, steps + 1)) and all(
@@ -171,11 +173,11 @@ def check_vllm_sync(model: str) -> dict:
     from transformers import AutoModelForImageTextToText
 
     from vbench_async.backends.base import Request, SamplingParams
-    from vbench_async.demo.tiny_models import ensure_tiny_model
+    from vbench_async.demo.tiny_models import resolve_model
     from vbench_async.train.config import RolloutConfig
     from vbench_async.train.vllm_rollout import VLLMRollout
 
-    path = str(ensure_tiny_model(model))
+    path = str(resolve_model(model))  # a tiny name or a model directory
     engine = VLLMRollout(path, RolloutConfig(max_model_len=1024, vllm_gpu_memory_utilization=0.25), seed=0)
     hf = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float32)
     req = Request("q", "Which letter comes after A?", sampling=SamplingParams(temperature=1e-3, max_tokens=12, seed=0))
@@ -225,10 +227,10 @@ def check_packing(model: str, cuda: bool) -> dict:
     import torch
     from transformers import AutoModelForImageTextToText
 
-    from vbench_async.demo.tiny_models import ensure_tiny_model
+    from vbench_async.demo.tiny_models import resolve_model
     from vbench_async.train.policy import Policy, forward_batch
 
-    path = str(ensure_tiny_model(model))
+    path = str(resolve_model(model))  # a tiny name or a model directory
     device = torch.device("cuda" if cuda else "cpu")
     dtype = torch.bfloat16 if cuda else torch.float32
     batch = mixed_micro_batch(path, pad_id=0).to(device)
@@ -252,11 +254,11 @@ def check_vision(model: str, cuda: bool) -> dict:
     import torch
     from transformers import AutoModelForImageTextToText
 
-    from vbench_async.demo.tiny_models import ensure_tiny_model
+    from vbench_async.demo.tiny_models import resolve_model
     from vbench_async.train.policy import Policy
     from vbench_async.train.vision_check import measure
 
-    path = str(ensure_tiny_model(model))
+    path = str(resolve_model(model))  # a tiny name or a model directory
     device = torch.device("cuda" if cuda else "cpu")
     dtype = torch.bfloat16 if cuda else torch.float32
     batch = mixed_micro_batch(path, pad_id=0).to(device)
@@ -278,7 +280,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpus", type=int, help="processes (default: every visible GPU, at most 8)")
     ap.add_argument("--cpu-dry-run", action="store_true", help="run the same steps on CPU/gloo with 2 processes")
-    ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated tiny model names")
+    ap.add_argument("--families", default=",".join(FAMILIES),
+                    help="comma-separated tiny model names or model directories")
     ap.add_argument("--workdir", type=Path, help="keep the runs here (default: a temporary directory)")
     ap.add_argument("--budget-s", type=float, default=570.0, help="stop the whole check after this many seconds")
     ap.add_argument("--steps", type=int, default=3, help="training steps of run A (run B resumes from step 1)")
