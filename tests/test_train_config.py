@@ -77,7 +77,8 @@ def test_config_hash_ignores_cadence_but_not_what_is_trained(tmp_path):
 
 RUNTIME = ["train.micro_batch_size=2", "train.max_tokens_per_micro_batch=4096", "train.gradient_checkpointing=true",
            "train.logprob_chunk=64", "rollout.vllm_gpu_memory_utilization=0.5", "rollout.vllm_sleep_level=1",
-           "fsdp.timeout_s=60", "fsdp.peer_timeout_s=20", "data.cache_dir=/elsewhere", "data.decode_workers=2"]
+           "fsdp.timeout_s=60", "fsdp.peer_timeout_s=20", "fsdp.offload_rollout=true", "data.cache_dir=/elsewhere",
+           "data.decode_workers=2"]
 
 
 def test_runtime_knobs_may_change_on_resume_and_are_listed_old_to_new(tmp_path):

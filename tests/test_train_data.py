@@ -155,16 +155,44 @@ def test_cache_preparation_is_split_by_decoding_cost_not_count(tmp_path):
     and three short ones; by cost the long one goes alone against the six short ones (300 vs 180 frames)."""
     from tests.support.videos import write_video
     from vbench_async.train.data import split_by_cost
+    from vbench_async.train.headers import HeaderFile
 
     long = write_video(tmp_path / "a-long.mp4", frames=300, width=32, height=32)
     short = [write_video(tmp_path / f"b-short{i}.mp4", frames=30, width=32, height=32) for i in range(6)]
     missing = (str(tmp_path / "c-missing.mp4"), None)  # unreadable header: costs the median
     jobs = sorted([(str(long), None), *((str(p), None) for p in short), missing], key=str)
-    owner = split_by_cost(jobs, 2)
-    assert owner == split_by_cost(jobs, 2)  # the same on every rank
+    probes = HeaderFile(tmp_path / "cache", "clips").headers([video for video, _ in jobs])
+    owner = split_by_cost(jobs, 2, probes)
+    assert owner == split_by_cost(jobs, 2, probes)  # the same on every rank
     long_rank = owner[0]
     assert [o for job, o in zip(jobs, owner) if o == long_rank] == [long_rank]  # the long video alone
     assert sum(1 for o in owner if o != long_rank) == 7
     # a window counts only its span: the long video cut to its first second costs as much as a short one
     windowed = sorted([(str(long), (0.0, 0.99)), *((str(p), None) for p in short)], key=str)
-    assert sorted(split_by_cost(windowed, 2).count(r) for r in (0, 1)) == [3, 4]
+    assert sorted(split_by_cost(windowed, 2, probes).count(r) for r in (0, 1)) == [3, 4]
+
+
+def test_headers_are_probed_once_per_data_set_and_again_for_a_changed_file(tmp_path):
+    """A second launch reads the headers kept under the frame cache (no probe); a rewritten video (other size and
+    modification time) and a new one are probed again, the others not."""
+    import os
+
+    from tests.support.videos import write_video
+    from vbench_async.train.headers import HeaderFile
+
+    clips = [str(write_video(tmp_path / f"clip{i}.mp4", frames=10 + 10 * i, width=32, height=32)) for i in range(3)]
+    first = HeaderFile(tmp_path / "cache", "set")
+    headers = first.headers(clips + [str(tmp_path / "missing.mp4")])
+    assert first.probed == 4 and [headers[c].total_frames for c in clips] == [10, 20, 30]
+    assert headers[str(tmp_path / "missing.mp4")] is None
+    again = HeaderFile(tmp_path / "cache", "set")  # the next launch
+    assert again.headers(clips) == {c: headers[c] for c in clips} and again.probed == 0
+    write_video(tmp_path / "clip1.mp4", frames=50, width=32, height=32)
+    os.utime(clips[1], ns=(1, 1))  # an mtime no earlier write had: the stamp changes even on a coarse clock
+    clips.append(str(write_video(tmp_path / "clip3.mp4", frames=40, width=32, height=32)))
+    third = HeaderFile(tmp_path / "cache", "set")
+    changed = third.headers(clips)
+    assert third.probed == 2 and [changed[c].total_frames for c in clips] == [10, 50, 30, 40]
+    other = HeaderFile(tmp_path / "cache", "another-set")  # another data set: its own file
+    other.headers(clips[:1])
+    assert other.probed == 1 and len(list((tmp_path / "cache" / "probes").glob("train-*.json"))) == 2

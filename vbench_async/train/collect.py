@@ -26,6 +26,7 @@ from .logger import Sums
 from .policy import encode
 from .pool import balance_plan, gather_costs, plan_pool, rank_loads, redistribute, round_counts
 from .rollout import Group, make_responses, mix_offline, rollout_seed, score
+from .tp_group import Lockstep, TPGroup
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +44,10 @@ def _tokens(group: Group) -> int:
 def engine_share(batch: list[int], rank: int, world: int, tp: int) -> tuple[list[int], range]:
     """What this rank's engine rolls out (its TP group's shares together: every rank of the group sends the same
     prompts) and the positions in it that are this rank's own share (the same share as without TP)."""
-    group = rank_slice(batch, rank // tp, world // tp)
-    per = len(group) // tp
-    return group, range(rank % tp * per, (rank % tp + 1) * per)
+    group = TPGroup(rank, world, tp)
+    prompts = rank_slice(batch, group.index, group.count)
+    per = len(prompts) // tp
+    return prompts, range(group.peer * per, (group.peer + 1) * per)
 
 
 class Collector:
@@ -54,6 +56,9 @@ class Collector:
         self.cfg, self.info, self.items, self.order, self.media, self.rollout = cfg, info, items, order, media, rollout
         self.tokenizer = rollout.processor.tokenizer
         self.max_prompt = cfg.rollout.max_model_len - cfg.rollout.max_tokens
+        group = TPGroup(info.rank, info.world, cfg.rollout.tensor_parallel_size)
+        # A TP group's engine call is a collective: its ranks agree on the prompts all of them could build.
+        self.lockstep = Lockstep("collect", group, cfg.fsdp.timeout_s) if group.size > 1 else None
 
     def collect(self, step: int) -> tuple[list[Group], Sums]:
         """This rank's share of the step's global batch of groups (pool.py: filled from all ranks' rollouts)."""
@@ -127,6 +132,11 @@ class Collector:
         """The groups of this rank's `own` positions of `items` (all of which its engine rolls out)."""
         r, a = self.cfg.rollout, self.cfg.algorithm
         ready = self._requests(items, step, round_, sums, own)
+        if self.lockstep is not None:
+            agreed = set(self.lockstep.agree([str(pos) for pos, *_ in ready]).batch)
+            for pos, *_ in ready:  # a peer of the group could not load its media: not rolled out at all
+                sums.add("data/media_failed", pos in own and str(pos) not in agreed)
+            ready = [r for r in ready if str(r[0]) in agreed]
         rows_of = self.rollout.generate([req for _, _, req, _ in ready]) if ready else []
         groups = []
         for (pos, it, req, encoded), rows in zip(ready, rows_of):

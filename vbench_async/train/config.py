@@ -147,6 +147,8 @@ class FSDPConfig:
     backend: str = "auto"  # gloo on CPU, nccl on GPU
     timeout_s: float = 1800.0  # collectives that wait longer fail instead of hanging
     peer_timeout_s: float = 45.0  # a rank that shows no sign of life for this long ends the run on every rank
+    offload_rollout: bool = False  # parameter shards and Adam state in host memory while the rollout engine runs
+    # (more GPU memory for its KV cache; a copy each way per rollout: train/offload.py)
 
 
 @dataclass

@@ -12,7 +12,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from .config import DataConfig
 if TYPE_CHECKING:
     from ..frames.spec import FrameSpec
     from ..models import ModelRef
+    from .headers import Headers, HeaderSource
 
 log = logging.getLogger(__name__)
 
@@ -212,13 +213,18 @@ def rank_slice(indices: list[int], rank: int, world: int) -> list[int]:
 class MediaSource:
     """Frames and images of items, as the backends' `VideoInput` / `ImageInput` (the evaluation contract)."""
 
-    def __init__(self, spec: Any, frame_source: str = "cache", cache_dir: str | None = None, workers: int = 2):
+    def __init__(self, spec: Any, frame_source: str = "cache", cache_dir: str | None = None, workers: int = 2,
+                 headers: Callable[[Path], HeaderSource] | None = None):
+        """`headers`: the video headers the split by cost reads, from the cache's folder (default: this process's
+        own, kept under the cache; the trainer's are read by rank 0 and shared, headers.py)."""
         from ..frames import FrameCache
+        from .headers import HeaderFile
 
         self.spec = spec  # frames.FrameSpec
         self.frame_source = frame_source
         self.workers = workers
         self.cache = FrameCache(Path(cache_dir)) if cache_dir else FrameCache.default()
+        self.headers = (headers or (lambda root: HeaderFile(root, "default").headers))(self.cache.root)
         self.decoded = 0  # videos decoded during training (cache misses, or every video in decode mode)
         self._owners: dict[tuple[Any, int], list[int]] = {}  # the last split computed (prepare, then uncached)
 
@@ -229,7 +235,7 @@ class MediaSource:
             return set(jobs)
         key = (tuple(jobs), world)
         if key not in self._owners:
-            self._owners = {key: split_by_cost(jobs, world)}
+            self._owners = {key: split_by_cost(jobs, world, self.headers([video for video, _ in jobs]))}
         return {job for job, owner in zip(jobs, self._owners[key]) if owner == rank}
 
     def prepare(self, items: list[TrainItem], rank: int = 0, world: int = 1, progress: bool = False) -> Any:
@@ -298,18 +304,17 @@ class MediaSource:
         self.cache.close()
 
 
-def split_by_cost(jobs: list[tuple[str, Any]], world: int) -> list[int]:
+def split_by_cost(jobs: list[tuple[str, Any]], world: int, probes: Headers) -> list[int]:
     """The rank that prepares each (video, window): the frames its decoder reads through (the window's span in the
-    container header; the median of the known ones where a header cannot be read), longest first onto the
-    least-loaded rank (`sharding.balance`). A split by count gave one rank all the long videos."""
+    container header, from `probes`; the median of the known ones where a header cannot be read), longest first onto
+    the least-loaded rank (`sharding.balance`). A split by count gave one rank all the long videos."""
     from ..frames.errors import FrameError
     from ..frames.spec import frame_range, normalize_window
-    from ..sharding import balance, probe_all
+    from ..sharding import balance
 
-    probes = probe_all(Path(video) for video, _ in jobs)
     spans: list[int | None] = []
     for video, window in jobs:
-        probe = probes.get(Path(video))
+        probe = probes.get(video)
         span = None
         if probe is not None:
             try:

@@ -10,7 +10,8 @@ On GPU, parameters are kept in float32 and computed in bfloat16 (MixedPrecisionP
 
 With several ranks only rank 0 reads the checkpoint: every rank builds the model on the meta device (no memory),
 shards it, and receives its shard of rank 0's weights by broadcast (`load_sharded`), so a node holds one full copy
-of the weights in host memory instead of one per rank.
+of the weights in host memory instead of one per rank, and no GPU holds one (the broadcast sends from host memory,
+one tensor at a time).
 """
 
 from __future__ import annotations
@@ -145,8 +146,7 @@ def load_sharded(policy: nn.Module, cfg: FSDPConfig, info: DistInfo, mixed_preci
 
     shard(policy, cfg, info, mixed_precision, mesh)
     policy.to_empty(device=info.device)
-    state = {k: v.to(info.device) for k, v in full.state_dict().items()} if info.main and full is not None else {}
-    set_model_state_dict(policy.model, state, options=StateDictOptions(full_state_dict=True,
+    set_model_state_dict(policy.model, source_state(full, info), options=StateDictOptions(full_state_dict=True,
                                                                        broadcast_from_rank0=True))
     source = dict(full.named_buffers()) if info.main and full is not None else {}
     for name, buf in policy.model.named_buffers():
@@ -155,6 +155,13 @@ def load_sharded(policy: nn.Module, cfg: FSDPConfig, info: DistInfo, mixed_preci
         if info.world > 1:
             dist.broadcast(buf.data, src=0)
     return policy
+
+
+def source_state(full: nn.Module | None, info: DistInfo) -> dict[str, torch.Tensor]:
+    """What rank 0 broadcasts from: the loaded model's own tensors, where they were loaded (host memory). The
+    broadcast moves one tensor at a time to the device (torch's `_broadcast_state_dict`), so rank 0's GPU never holds
+    a second full fp32 copy of the model beside its shard (35 GB at 8 B)."""
+    return full.state_dict() if info.main and full is not None else {}
 
 
 def full_tensors(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:

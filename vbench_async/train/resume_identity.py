@@ -31,7 +31,7 @@ LAYOUT = (  # the same update, laid out anew
 RUNTIME_KNOBS = (
     "train.micro_batch_size", "train.max_tokens_per_micro_batch", "train.gradient_checkpointing",
     "train.logprob_chunk", "rollout.vllm_gpu_memory_utilization", "rollout.vllm_sleep_level", "fsdp.timeout_s",
-    "fsdp.peer_timeout_s", "data.cache_dir", "data.decode_workers")
+    "fsdp.peer_timeout_s", "fsdp.offload_rollout", "data.cache_dir", "data.decode_workers")
 
 
 def identity(config: Mapping[str, Any], runtime: bool = False) -> dict[str, Any]:

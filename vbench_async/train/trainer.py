@@ -7,7 +7,8 @@ sees the pixels (vision_check.py: log-probs change with them, the vision tower g
 Each step, on every rank:
   1. sync     the FSDP weights into the rollout engine (full tensors, cast and gathered in buckets: sync.py)
   2. rollout  this rank's share of the prompts, n samples each (collect.py: cached frames, the evaluation's
-              `Request`, offline responses mixed in, rewards from the scorer library, DAPO refills)
+              `Request`, offline responses mixed in, rewards from the scorer library, DAPO refills); with
+              `fsdp.offload_rollout` the training state waits in host memory meanwhile (offload.py)
   3. logprob  old / reference log-probs when the algorithm needs them
   4. update   clipped policy loss aggregated over the global batch; one optimizer step per mini-batch
   5. log      metrics reduced over ranks -> metrics.jsonl; checkpoints, export and validation at their cadence
@@ -16,10 +17,12 @@ A failure on any rank ends every rank (watch.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
 from pathlib import Path
+from typing import ContextManager
 
 import torch
 import yaml
@@ -39,12 +42,15 @@ from .collect import Collector
 from .config import RolloutEngine, TrainConfig
 from .data import DataOrder, MediaSource, TrainItem, frame_spec, load_items
 from .fsdp import all_reduce, barrier, build_mesh, close_distributed, init_distributed, load_sharded, shard
+from .headers import HeaderFile, SharedHeaders, dataset_name
 from .logger import MetricsLogger, Sums, step_metrics
+from .offload import HostOffload, OffloadStats
 from .packing import resolve_attention
 from .policy import Policy
 from .resume_identity import resume_changes
 from .rollout import Group
 from .sync import SyncStats, bucketed_full_tensors
+from .tp_group import TPGroup
 from .update import Seq, Updater
 from .vision_check import startup_check
 
@@ -76,7 +82,8 @@ class Trainer:
         self.model_dir = model.path
         self.items = load_items(cfg.data)
         self.media = MediaSource(frame_spec(cfg.data, model), cfg.data.frame_source, cfg.data.cache_dir,
-                                 cfg.data.decode_workers)
+                                 cfg.data.decode_workers, headers=lambda root: SharedHeaders(
+                                     HeaderFile(root, dataset_name(cfg.data)), self.info.rank, self.info.world))
         self.dropped = self._prepare_media()
         self.mesh = build_mesh(cfg.fsdp, self.info)  # one mesh (and its process groups) for policy and reference
         self.order = DataOrder(len(self.items), cfg.seed, cfg.data.shuffle)
@@ -98,6 +105,11 @@ class Trainer:
         self.optim = torch.optim.AdamW([p for p in self.policy.parameters() if p.requires_grad], lr=cfg.train.lr,
                                        betas=tuple(cfg.train.betas), weight_decay=cfg.train.weight_decay,
                                        foreach=True)  # one kernel per op over all (sharded) params, also on CPU
+        # Parameters (and, with a reference, its weights) in host memory while the engine runs: fsdp.offload_rollout
+        self.offload = HostOffload([self.policy] + ([self.ref] if self.ref is not None else []), self.optim,
+                                   self.info.device) if cfg.fsdp.offload_rollout else None
+        if gpu:  # what loading left in torch's cache goes back to the driver before vLLM sizes its KV cache
+            torch.cuda.empty_cache()
         self.rollout = self._build_rollout(gpu)
         self.tokenizer = self.rollout.processor.tokenizer
         self.collector = Collector(cfg, self.info, self.items, self.order, self.media, self.rollout)
@@ -186,7 +198,8 @@ class Trainer:
             from .vllm_rollout import VLLMRollout
 
             tp = self.cfg.rollout.tensor_parallel_size  # a TP group's ranks share one seed and one batch
-            return VLLMRollout(self.model_dir, self.cfg.rollout, seed=self.cfg.seed + self.info.rank // tp,
+            return VLLMRollout(self.model_dir, self.cfg.rollout,
+                               seed=self.cfg.seed + TPGroup(self.info.rank, self.info.world, tp).index,
                                world=self.info.world, prompts_per_call=self.cfg.train.prompts_per_step
                                // self.info.world * tp)
         from .rollout import HFRollout
@@ -251,7 +264,9 @@ class Trainer:
             self._sync_rollout(synced)
         self._synced = False
         times["sync"] = time.perf_counter()
-        groups, sums = self.collector.collect(self.step)
+        moved = OffloadStats()
+        with self._offloaded(moved):
+            groups, sums = self.collector.collect(self.step)
         times["rollout"] = time.perf_counter()
         for g in groups:
             g.advantages = algos.group_advantages(torch.tensor([g.rewards]), self.cfg.algorithm.advantage,
@@ -273,7 +288,13 @@ class Trainer:
         metrics.update({"sync/bytes": float(synced.bytes), "sync/tensors": float(synced.tensors),  # per rank
                         "sync/collectives": float(synced.collectives),
                         "sync/received_bytes": float(synced.received_bytes)})
+        if self.offload is not None:  # per rank: each way, and the time of both copies (in time/rollout_s)
+            metrics.update({"offload/bytes": float(moved.bytes), "time/offload_s": moved.offload_s + moved.reload_s})
         return metrics
+
+    def _offloaded(self, stats: OffloadStats) -> ContextManager[None]:
+        """The training state in host memory for the block when fsdp.offload_rollout is set."""
+        return self.offload.moved(stats) if self.offload is not None else contextlib.nullcontext()
 
     # -- metrics ----------------------------------------------------------------------------------------------------
     def _metrics(self, sums: Sums, times: dict[str, float]) -> dict[str, float]:
@@ -323,7 +344,8 @@ class Trainer:
         if not self._synced:  # the engine holds the weights from before this step's update: give it the new ones
             self._sync_rollout(SyncStats())
             self._synced = True  # ... which the next step's rollout then uses as they are
-        return validate(self.cfg, self.step, self.info, self.rollout, str(self.model_dir), self.out)
+        with self._offloaded(OffloadStats()):
+            return validate(self.cfg, self.step, self.info, self.rollout, str(self.model_dir), self.out)
 
     def close(self) -> None:
         self.rollout.close()

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from datetime import timedelta
+from typing import Sequence
 
 import torch.distributed as dist
 
@@ -144,20 +145,40 @@ def wait_for(name: str, timeout_s: float) -> None:
         time.sleep(1.0)
 
 
-def exchange(name: str, value: str, timeout_s: float | None = None) -> list[str] | None:
-    """Post this rank's `value` under `name` and return every rank's, in rank order, by waiting on the store: no
-    collective, so a long wait (one rank still preparing or validating) trips no collective timeout, and the watch
-    still ends this rank if a peer dies meanwhile. None without a watch (a world of one, or no reachable store)."""
+def _post_key(name: str, rank: int) -> str:
+    return f"{_PREFIX}post/{name}/{rank}"
+
+
+def exchange(name: str, value: str, timeout_s: float | None = None, ranks: Sequence[int] | None = None,
+             poll_s: float = 0.5) -> list[str] | None:
+    """Post this rank's `value` under `name` and return the values of `ranks` (default: every rank), in rank order,
+    by waiting on the store: no collective, so a long wait (one rank still preparing or validating) trips no
+    collective timeout, and the watch still ends this rank if a peer dies meanwhile. None without a watch (a world of
+    one, or no reachable store)."""
     if _active is None:
         return None
-    keys = [f"{_PREFIX}post/{name}/{rank}" for rank in range(_active.world)]
-    _active.store.set(keys[_active.rank], value)
+    keys = [_post_key(name, rank) for rank in (range(_active.world) if ranks is None else ranks)]
+    _active.store.set(_post_key(name, _active.rank), value)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    delay = poll_s
     while not _active.store.check(keys):  # one call for all keys: O(world) per rank, not per peer
         if deadline is not None and time.monotonic() > deadline:
             raise TimeoutError(f"the other ranks did not post {name} within {timeout_s:g} s")
-        time.sleep(0.5)
+        time.sleep(delay)
+        delay = min(delay * 1.5, max(poll_s, 0.5))  # quick when the peers are close behind, light on a long wait
     return [_active.store.get(key).decode() for key in keys]
+
+
+def post(name: str, value: str) -> None:
+    """Post this rank's `value` under `name` without waiting for anyone (peers read it in their `exchange`)."""
+    if _active is not None:
+        _active.store.set(_post_key(name, _active.rank), value)
+
+
+def forget(name: str) -> None:
+    """Delete this rank's post under `name` (once every peer has read it): a long run leaves no trail in the store."""
+    if _active is not None:
+        _active.store.delete_key(_post_key(name, _active.rank))
 
 
 def gather(name: str, timeout_s: float) -> bool:
