@@ -18,6 +18,7 @@ import torch
 
 from ..backends.base import SamplingParams
 from ..errors import SampleError
+from ..scoring.base import ScorerUnavailable
 from . import algos
 from .config import TrainConfig
 from .data import DataOrder, MediaSource, TrainItem, rank_slice
@@ -146,9 +147,15 @@ class Collector:
                 sums.add("rollout/failed", 1)
                 continue
             g = Group(it, req, make_responses(rows, self.tokenizer, self.rollout.ids), encoded=encoded)
-            score(g, self.cfg.reward)
-            if mix_offline(g, r.offline_per_group, r.offline_accuracy_threshold, self.tokenizer,
-                           self.tokenizer.eos_token_id, r.max_tokens, self.cfg.reward):
+            try:
+                score(g, self.cfg.reward)
+                mixed = mix_offline(g, r.offline_per_group, r.offline_accuracy_threshold, self.tokenizer,
+                                    self.tokenizer.eos_token_id, r.max_tokens, self.cfg.reward)
+            except ScorerUnavailable as exc:  # the answers were not checked: no reward to learn from, the run goes on
+                log.warning("%s: not trained on (%s)", it.sample.key, exc)
+                sums.add("reward/score_error", 1)
+                continue
+            if mixed:
                 sums.add("rollout/offline", 1)
             sums.add("rollout/groups", 1)
             sums.add("prompt/tokens", len(encoded.input_ids) * len(g.responses))
