@@ -9,10 +9,11 @@
 4. write a leaderboard of both runs (`vbench-async leaderboard`): the index, and a compare page listing the samples
    whose score flipped between the two models, with their frames.
 
-The random model answers nothing in the expected form (0); the trained one has learned to answer yes or no, so it
-scores about chance level or above: what a few minutes of CPU RL can teach a 2-layer model, not video understanding.
-Measured (2-core CPU shared with other jobs, 12 steps, both cards): demo-yesno 0.00 -> 63.64, demo-mc 0.00 -> 0.00
-(trained on both, the model answered "B" to the yes/no training prompts too and learned yes/no only).
+The random model answers nothing in the expected form (0). What the trained one scores depends on the machine, the
+steps and the seed: a few minutes of CPU RL teach a 2-layer model the answer's form, often a single answer to every
+question ("Yes"), whose score is then the share of questions with that truth, at or below chance, not video
+understanding. So the closing table prints, beside both scores, the trained score's 95% interval, chance level and
+where the one lies against the other, and warns when one answer makes up 90% or more of a run's answers.
 
     .venv/bin/python scripts/demo_rl.py [--out runs/demo-rl] [--steps 10]
 """
@@ -22,12 +23,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
+
+if TYPE_CHECKING:
+    from vbench_async.cli.rl_report import RunReading
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -38,6 +44,7 @@ GROUPS = {"demo-yesno": "yesno", "demo-mc": "mc"}  # card -> the generator's ann
 TEMPLATES = {"yes/no": "yes_no", "multiple choice": "multiple_choice"}  # the cards' `prompt:`
 FRAMES = {"fps": 2.0, "max_frames": 32, "max_pixels": 65536}  # the cards' frame settings
 MAX_TOKENS = 8
+STEP_LINE = re.compile(r"step \d+/\d+\b.*")  # the trainer's line per step (train/logger.py)
 TRAIN_SPLIT = dict(n_videos=24, questions_per_video=3, seed=1, min_s=2.0, max_s=12.0)
 
 
@@ -79,25 +86,44 @@ def train_config(records: Path, split: Path, out: Path, cache: Path, steps: int)
     return path
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
+def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
                                                             "MASTER_PORT")}
     env.setdefault("OMP_NUM_THREADS", "1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(ROOT), env.get("PYTHONPATH"))))
-    proc = subprocess.run([sys.executable, "-m", "vbench_async", *args], capture_output=True, text=True, cwd=ROOT,
-                          env=env)
+    return env
+
+
+def cli(*args: str, relay: re.Pattern[str] | None = None) -> subprocess.CompletedProcess:
+    """`vbench-async ARGS`, its output captured; lines matching `relay` are printed as they come (the training's
+    step lines: minutes of silence otherwise)."""
+    cmd = [sys.executable, "-m", "vbench_async", *args]
+    if relay is None:
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=_env())
+    else:
+        lines = []
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                              env=_env()) as p:
+            assert p.stdout is not None
+            for line in p.stdout:
+                lines.append(line)
+                found = relay.search(line)
+                if found:
+                    print(f"      {found.group(0).strip()}", flush=True)
+        proc = subprocess.CompletedProcess(cmd, p.returncode, "".join(lines), "")
     if proc.returncode != 0:
         sys.exit(f"vbench-async {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
                  f"{proc.stderr[-5000:]}")
     return proc
 
 
-def evaluate(model: str, name: str, out: Path, cache: Path, benchmarks: tuple[str, ...]) -> dict[str, float]:
+def evaluate(model: str, name: str, out: Path, cache: Path, benchmarks: tuple[str, ...]) -> RunReading:
+    from vbench_async.cli.rl_report import RunReading
+
     run_dir = out / "runs" / name
     cli("run", "--model", model, "--name", name, "--benchmarks", ",".join(benchmarks), "--max-tokens",
         str(MAX_TOKENS), "--cache-dir", str(cache), "--output-dir", str(run_dir), "--no-site", "--no-progress")
-    summary = json.loads((run_dir / "summary.json").read_text())
-    return {b: summary["benchmarks"][b]["score"] for b in benchmarks}
+    return RunReading.of(name, run_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,23 +147,29 @@ def main(argv: list[str] | None = None) -> int:
     records = training_records(split, out, benchmarks)
     print(f"[2/4] RL training on the generator's training split ({len(json.loads(records.read_text()))} "
           f"questions, {args.steps} steps)", flush=True)
-    train = cli("train", "--config", str(train_config(records, split, out, cache, args.steps)))
+    train = cli("train", "--config", str(train_config(records, split, out, cache, args.steps)), relay=STEP_LINE)
     export = next(line.split("export:", 1)[1].split()[0] for line in train.stdout.splitlines() if "export:" in line)
     print(f"[3/4] evaluating the export {export}", flush=True)
     after = evaluate(export, "rl-trained", out, cache, benchmarks)
     print("[4/4] writing the leaderboard", flush=True)
     site = out / "site"
     cli("leaderboard", str(out / "runs" / "untrained"), str(out / "runs" / "rl-trained"), "-o", str(site))
-    width = max(map(len, benchmarks))
-    print(f"\n{'benchmark':<{width}}  untrained  rl-trained")
-    for b in benchmarks:
-        print(f"{b:<{width}}  {100 * before[b]:9.2f}  {100 * after[b]:10.2f}")
+    from vbench_async.cli.rl_report import rl_table
+
+    print()
+    print(rl_table(before, after, benchmarks), end="")
     compares = sorted((site / "compare").glob("*.html"))
     print(f"\nleaderboard: {site / 'index.html'}")
     for page in compares:
         print(f"compare (flipped samples with their frames): {page}")
     print(f"({time.perf_counter() - t0:.0f} s)")
-    json.dump({"untrained": before, "rl_trained": after, "export": export, "site": str(site),
+    scores = {run.name: {b: run.block(b)["score"] for b in benchmarks} for run in (before, after)}
+    json.dump({"untrained": scores["untrained"], "rl_trained": scores["rl-trained"],
+               "chance": {b: after.block(b).get("chance") for b in benchmarks},
+               "interval": {b: after.block(b).get("interval") for b in benchmarks},
+               "constant_answer": {f"{run.name}/{b}": run.spreads[b].constant_answer() for run in (before, after)
+                                   for b in benchmarks if b in run.spreads and run.spreads[b].constant_answer()},
+               "export": export, "site": str(site),
                "compare": [str(p) for p in compares]}, (out / "demo_rl.json").open("w"), indent=1)
     return 0
 

@@ -39,3 +39,48 @@ def test_demo_rl_trained_model_beats_the_untrained_one(tmp_path: Path) -> None:
             for line in f.read_text().splitlines()]
     right = [r["sample_id"] for r in rows if r["score"] > 0]  # the untrained model scored 0 on every sample
     assert right and all(sid in table for sid in right) and "<img" in table
+    assert "step 1/10" in proc.stdout and "step 10/10" in proc.stdout  # the training's progress, as it runs
+    assert "chance" in proc.stdout and "95% CI" in proc.stdout
+    assert record["chance"]["demo-yesno"] == 0.5
+
+
+def _noise(sample, i: int) -> str:
+    return "zq xv kk" if i % 2 else f"kk {i} zq"  # a random-weight model: no answer in it
+
+
+def _yes(sample, i: int) -> str:
+    return "Yes"  # what the trained tiny model learns in a few CPU minutes: one answer to every question
+
+
+def test_the_closing_table_gives_chance_the_interval_and_warns_of_a_constant_answer(tmp_path: Path) -> None:
+    from test_leaderboard_runs import make_run
+
+    from vbench_async.cli.rl_report import RunReading, rl_table
+
+    before = RunReading.of("untrained", make_run(tmp_path / "u", "tiny-qwen2.5-vl", _noise, benchmarks=("demo-yesno",)))
+    after = RunReading.of("rl-trained", make_run(tmp_path / "t", "tiny-rl", _yes, benchmarks=("demo-yesno",)))
+    text = rl_table(before, after, ("demo-yesno",))
+    block = after.block("demo-yesno")
+    n, low, high = block["n_total"], block["interval"]["low"], block["interval"]["high"]
+    row = next(line.split() for line in text.splitlines() if line.startswith("demo-yesno"))
+    assert row == ["demo-yesno", "0.00", f"{100 * block['score']:.2f}", f"[{100 * low:.2f},", f"{100 * high:.2f}]",
+                   "50.00", str(n)]
+    assert 0 < block["score"] < 1  # the share of questions whose truth is "Yes"
+    where = "below chance" if high < 0.5 else "not distinguishable from chance"
+    assert f"rl-trained on demo-yesno: {100 * block['score']:.2f}, {where}" in text
+    assert f"WARNING rl-trained demo-yesno: {n} of {n} answers are 'yes': a constant answer" in text  # as read
+    assert "WARNING untrained" not in text  # noise is not one answer
+    same_noise = RunReading.of("untrained", make_run(tmp_path / "n", "tiny-qwen2.5-vl", lambda s, i: "zq",
+                                                     benchmarks=("demo-yesno",)))
+    assert "WARNING untrained" not in rl_table(same_noise, after, ("demo-yesno",))  # one unreadable text: no answer
+
+
+def test_the_readme_shows_the_table_demo_rl_prints_not_figures_it_cannot_promise() -> None:
+    from vbench_async.cli.rl_report import RunReading, rl_table
+
+    empty = {"benchmarks": {"demo-yesno": {"score": None}}}
+    header = rl_table(RunReading("untrained", empty, {}), RunReading("rl-trained", empty, {}), ("demo-yesno",))
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("make demo-rl"):readme.index("(b) Set everything up and run the tests")]
+    assert " ".join(header.splitlines()[0].split()) in " ".join(section.split())
+    assert not re.search(r"\d+\.\d\d -> \d+\.\d\d", section)  # no before -> after figure of some earlier run

@@ -85,7 +85,9 @@ def test_a_failure_report_names_the_samples_their_files_and_a_real_check_command
                           "error": {"kind": "decode_error",
                                     "message": f"PyAV cannot open v{i}.mp4: moov atom not found"}})
     summary = {"benchmarks": {"demo-mc": {"n_failed": 5, "results_file": str(store.path.relative_to(tmp_path))}}}
-    assert print_failures(tmp_path, summary, data_root=tmp_path / "my data") == 5
+    from vbench_async.benchmarks.selection import Selection
+
+    assert print_failures(tmp_path, summary, selection=Selection(data_root=tmp_path / "my data")) == 5
     err = capsys.readouterr().err
     assert "    demo-mc s0 (v0.mp4): PyAV cannot open v0.mp4: moov atom not found" in err
     assert "    ... 2 more in" in err and "--suite ..." not in err
@@ -184,3 +186,30 @@ def test_a_sweep_budget_that_changes_nothing_is_warned_about(tmp_path):
     warnings = budget_warnings([2, 64, 128], summaries)
     assert len(warnings) == 1 and warnings[0].startswith("max_frames=128: 2 of 2 sample(s) got the same frames as "
                                                          "max_frames=64"), warnings
+
+
+def test_a_hub_id_while_the_hub_is_off_names_hf_hub_offline(fresh, capsys):
+    from vbench_async.families import hub_offline
+
+    if not hub_offline():
+        pytest.skip("the hub is on in this session (HF_HUB_OFFLINE unset): a hub id would be downloaded")
+    rc, out, err = _cli(capsys, "run", "--model", "vbench-async-tests/no-such-model", "--benchmarks", "demo-mc")
+    assert rc == 2 and out == ""
+    assert "'vbench-async-tests/no-such-model': it is not in the local Hugging Face cache, and HF_HUB_OFFLINE=1" in err
+    assert "HF_HUB_OFFLINE=0 vbench-async" in err and "unset HF_HUB_OFFLINE" in err and "--model /path/to/model" in err
+    assert "couldn't connect" not in err
+
+
+@pytest.mark.parametrize("command", [("run",), ("plan",), ("cache", "stats")])
+def test_cache_dir_help_names_every_variable_that_moves_the_cache(command, capsys, tmp_path, monkeypatch):
+    from vbench_async.frames import default_cache_dir
+
+    monkeypatch.setenv("COLUMNS", "400")  # no line wrapped inside a path
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "frame cache (default: $VBENCH_ASYNC_CACHE, else $VBENCH_ASYNC_HOME/frames, else " \
+           "~/.cache/vbench-async/frames)" in text
+    monkeypatch.delenv("VBENCH_ASYNC_CACHE", raising=False)
+    monkeypatch.setenv("VBENCH_ASYNC_HOME", str(tmp_path))
+    assert default_cache_dir() == tmp_path / "frames"  # what the help says is where the cache goes

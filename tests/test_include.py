@@ -160,6 +160,16 @@ def test_new_benchmark_writes_a_card_data_validate_accepts(tmp_path: Path, capsy
     assert "4 records, 4 valid, 0 invalid" in capsys.readouterr().out
 
 
+def test_new_benchmark_refuses_a_line_it_cannot_read(tmp_path: Path, capsys) -> None:
+    recs = tmp_path / "my.jsonl"
+    good = "".join(json.dumps(r) + "\n" for r in records(4))
+    recs.write_text(good + json.dumps(records(6)[5])[:30] + "\n" + "[1, 2]\n")  # a cut line, a list: not records
+    assert cli_main(["new-benchmark", "my-clips", "--from-records", str(recs), "-o", str(tmp_path / "cards")]) == 2
+    err = capsys.readouterr().err
+    assert "2 record(s) cannot be read: line 5 is not valid JSON" in err and "record #5 is a list" in err
+    assert "No card was written" in err and not (tmp_path / "cards" / "my-clips.yaml").exists()
+
+
 @pytest.fixture(scope="session")
 def my_clips(tmp_path_factory) -> tuple[Path, Path, Path]:
     """A data root with 4 generated clips and their records, and a frame cache for them: (data, records, cache).

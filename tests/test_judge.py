@@ -105,7 +105,24 @@ def _answers(sample: Sample, i: int) -> str | SampleError:
     return f"<answer>{['A man opens a door.', 'Dogs run.', 'Water is poured.', 'A car.'][i % 4]}</answer>"
 
 
-def test_recorded_verdicts_drive_the_summary_and_the_site(tmp_path):
+def _recorded(run_dir, said: dict) -> tuple[JudgeConfig, dict]:
+    """Verdict lines of an earlier pass of the tiny judge on disk (None: an unparsable reply); (config, results)."""
+    block = json.loads((run_dir / "summary.json").read_text())["benchmarks"]["vcrbench"]
+    results = read_results(run_dir / block["results_file"])
+    cfg = JudgeConfig(model="tiny-qwen2.5-vl")
+    _, identity = resolve_identity(cfg)
+    with judge_store(run_dir, run_dir / block["results_file"], identity.key) as store:
+        for sid, verdict in said.items():
+            store.append({"sample_id": sid, "benchmark": "vcrbench", "judge_id": identity.judge_id,
+                          "prompt_hash": JUDGES["vcrbench"].prompt_hash,
+                          "answer_hash": answer_hash(results[sid]), "output": f"VERDICT: {verdict}",
+                          "verdict": verdict, "score": None if verdict is None else float(verdict == "correct"),
+                          "error": None if verdict else {"kind": "judge_unparsable", "message": "no 1/0 verdict"},
+                          "info": {} if verdict else {"reply": "zq xv kk"}})
+    return cfg, results
+
+
+def test_recorded_verdicts_drive_the_summary_and_the_site(tmp_path, capsys):
     # Verdicts already on disk (an earlier pass of the same judge): the pass skips them without starting an engine,
     # and the summary and the site are recomputed with them.
     run_dir = make_run(tmp_path / "run", "model-oe", _answers, benchmarks=("vcrbench",),
@@ -113,22 +130,21 @@ def test_recorded_verdicts_drive_the_summary_and_the_site(tmp_path):
     (run_dir / "leaderboard").mkdir()
     (run_dir / "leaderboard" / "index.html").write_text("old site")
     (run_dir / "leaderboard" / ".vbench-async-site").write_text('{"files": ["index.html"]}')  # an earlier build's
-    block = json.loads((run_dir / "summary.json").read_text())["benchmarks"]["vcrbench"]
-    results = read_results(run_dir / block["results_file"])
-    cfg = JudgeConfig(model="tiny-qwen2.5-vl")
+    cfg, results = _recorded(run_dir, {"oe-0": "correct", "oe-1": "correct", "oe-2": "incorrect", "oe-4": None,
+                                       "oe-5": "correct"})
     _, identity = resolve_identity(cfg)
-    said = {"oe-0": "correct", "oe-1": "correct", "oe-2": "incorrect", "oe-4": None, "oe-5": "correct"}
-    with judge_store(run_dir, run_dir / block["results_file"], identity.key) as store:
-        for sid, verdict in said.items():
-            store.append({"sample_id": sid, "judge_id": identity.judge_id,
-                          "prompt_hash": JUDGES["vcrbench"].prompt_hash,
-                          "answer_hash": answer_hash(results[sid]), "output": f"VERDICT: {verdict}",
-                          "verdict": verdict, "score": None if verdict is None else float(verdict == "correct"),
-                          "error": None if verdict else {"kind": "judge_unparsable", "message": "?"}})
     summary = judge_run_dir(run_dir, cfg)
-    assert summary["judge_pass"] == {"n_judged": 0, "n_judge_failed": 0, "n_skipped": 5, "n_skipped_failed": 1,
-                                     "judge_id": identity.judge_id, "key": identity.key}  # oe-4: unparsable before
+    earlier = [{"benchmark": "vcrbench", "sample_id": "oe-4", "kind": "judge_unparsable", "message": "no 1/0 verdict",
+                "reply": "zq xv kk"}]
+    assert summary["judge_pass"] == {"n_judged": 0, "n_judge_failed": 0, "failures": [], "n_skipped": 5,
+                                     "n_skipped_failed": 1, "earlier_failures": earlier,  # oe-4: unparsable before
+                                     "judge_id": identity.judge_id, "key": identity.key}
+    capsys.readouterr()
     assert main(["judge", str(run_dir), "--judge-model", cfg.model]) == 0  # the command also rebuilds the site
+    err = capsys.readouterr().err  # the failure's kind, its reason and what to do, not only a count
+    assert "1 item(s) judged before without a usable verdict:" in err
+    assert "  1 judge_unparsable: the judge's replies held no verdict its protocol reads" in err
+    assert "--retry-failed" in err and "    vcrbench oe-4: no 1/0 verdict (the judge said: 'zq xv kk')" in err
     b = summary["benchmarks"]["vcrbench"]
     # oe-4 still needs a verdict, so the headline stays empty ("needs judge"): ROUGE never stands in for accuracy.
     # The offline figure beside it: three correct verdicts, one incorrect, oe-4's ROUGE-L, oe-3 failed (0), over 6
@@ -139,6 +155,26 @@ def test_recorded_verdicts_drive_the_summary_and_the_site(tmp_path):
     assert "old site" not in site and "1 need judge" in site
     rows = json.loads((run_dir / "leaderboard" / "data" / "vcrbench.samples.json").read_text())
     assert {r["sample_id"]: r["judge_verdict"] for r in rows}["oe-2"] == "incorrect"
+
+
+def test_a_judge_pass_without_one_usable_verdict_exits_1(tmp_path, capsys):
+    run_dir = make_run(tmp_path / "run", "model-oe", _answers, benchmarks=("vcrbench",),
+                       samples={"vcrbench": _open_ended(3)})
+    cfg, _ = _recorded(run_dir, {"oe-0": None, "oe-1": None, "oe-2": None})
+    capsys.readouterr()
+    assert main(["judge", str(run_dir), "--judge-model", cfg.model, "--no-site"]) == 1
+    out, err = capsys.readouterr()
+    assert "0 judged, 0 judge failure(s), 0 already judged, 3 judged before without a usable verdict" in out
+    assert "  3 judge_unparsable: " in err and "    ... 1 more in" in err
+    assert f"no item of {run_dir} got a usable verdict (3 waited for one)" in err
+
+
+def test_a_run_with_nothing_to_judge_says_so(tmp_path, capsys):
+    run_dir = make_run(tmp_path / "run", "model-mc", lambda s, i: "A", benchmarks=("demo-mc",))
+    capsys.readouterr()
+    assert main(["judge", str(run_dir), "--judge-model", "tiny-qwen2.5-vl", "--no-site"]) == 0
+    out = capsys.readouterr().out
+    assert f"nothing to judge: no answer in {run_dir} waits for a judge" in out and "0 judged" not in out
 
 
 @pytest.mark.vllm

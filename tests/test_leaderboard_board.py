@@ -85,10 +85,11 @@ def test_index_at_22_benchmarks_fits_1440_px_without_sideways_scroll(laptop, boa
                       "box: document.querySelector('.scroll').clientWidth})")
     assert sizes["page"] <= sizes["view"] == WIDTH, sizes
     assert sizes["table"] <= sizes["box"], sizes  # nor inside the table's own scroll box
-    # names do not wrap: every model cell is two lines (name, metadata) at most
-    heights = laptop.js("Array.from(document.querySelectorAll('#leaderboard tbody td.model'))"
-                        ".map(td => td.getBoundingClientRect().height)")
-    assert max(heights) < 48, heights
+    # every name is shown whole (wrapped between its parts if need be), never cut
+    names = laptop.js("Array.from(document.querySelectorAll('#leaderboard tbody td.model')).map(td => "
+                      "[td.dataset.v, td.querySelector('a.name').textContent, "
+                      "td.querySelector('a.name').scrollWidth <= td.querySelector('a.name').clientWidth])")
+    assert names and all(v == text and whole for v, text, whole in names), names
     _screenshot(laptop, "index-22.png", tmp_path)
     assert laptop.errors() == []
 
@@ -98,8 +99,11 @@ def test_board_ranks_by_the_view_average_and_filters(laptop, board):
     rows = "Array.from(document.querySelectorAll('#leaderboard tbody tr')).filter(r => r.offsetParent !== null)"
     ranked = laptop.js(f"{rows}.map(r => [r.cells[1].dataset.v, r.cells[0].textContent])")
     assert dict(ranked)["Qwen3-VL-8B-Instruct-long-name-for-wrapping"] == "1"
-    meta = laptop.js("document.querySelector('#leaderboard tbody td.model .meta').textContent")
-    assert meta.startswith("qwen3-vl ·") and meta.count("·") == 4  # family · parameters · revision · date · frames
+    facts = laptop.js("Object.fromEntries(Array.from(document.querySelectorAll('#leaderboard thead th.meta'))"
+                      ".map(th => [th.dataset.meta, th.offsetParent !== null]))")
+    assert facts == {"family": True, "frames": False, "recipe": False, "revision": False, "date": False}, facts
+    family = laptop.js("document.querySelector('#leaderboard tbody td[data-meta=\"family\"]').textContent")
+    assert family == "qwen3-vl"  # the model-fact columns: family shown; the ones no run recorded left out
     # a group view: only its benchmarks and its average are shown
     views = json.loads((board / "index.html").read_text().split('id="board-views">')[1].split("</script>")[0])
     mc = next(i for i, v in enumerate(views) if v["name"] == "mc")

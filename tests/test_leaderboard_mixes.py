@@ -275,16 +275,17 @@ def read_board(html: str) -> dict[str, Any]:
     return parser.board
 
 
-# In the page: the headers over the board's score columns, each row's label and its cells (in place order), and the
-# average charts' rows (label from the <title>, value text).
+# In the page: the headers over the board's score columns, each row's label and its score cells (in place order; the
+# model-fact and average-rank columns carry no data-col), and the average charts' rows (label from the <title>, value
+# text).
 _READ_BOARD = """(() => {
   const text = e => e.textContent.trim();
   const headers = Array.from(document.querySelectorAll('#leaderboard thead th[data-col]')).map(th =>
     ({col: th.dataset.col, text: text(th.querySelector('button'))}));
   const rows = Array.from(document.querySelectorAll('#leaderboard tbody tr')).map(tr => ({
     label: tr.querySelector('td.model').dataset.v,
-    cells: Array.from(tr.cells).slice(2).map(td => ({col: td.dataset.col, v: td.dataset.v, title: td.title,
-                                                    text: text(td)}))}));
+    cells: Array.from(tr.querySelectorAll('td[data-col]')).map(td => ({col: td.dataset.col, v: td.dataset.v,
+                                                                      title: td.title, text: text(td)}))}));
   const charts = Array.from(document.querySelectorAll('figure.chart')).map(f => ({
     caption: text(f.querySelector('figcaption')),
     rows: Array.from(f.querySelectorAll('g.row')).map(g => [text(g.querySelector('text.label title')),

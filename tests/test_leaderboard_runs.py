@@ -50,11 +50,12 @@ def every_third_wrong(sample: Sample, i: int) -> str | SampleError:
 
 def make_run(run_dir: Path, model_name: str, answer: Answer, benchmarks=BENCHMARKS, keep: int | None = None,
              frame_overrides: dict | None = None, samples: dict[str, list[Sample]] | None = None,
-             cache: FrameCache | None = None, family: str = "qwen2.5-vl") -> Path:
+             cache: FrameCache | None = None, family: str = "qwen2.5-vl", model_path: Path | None = None) -> Path:
     """Write a result directory as `vbench-async run` does. `keep`: only the first N samples (a partial run);
     `samples`: the samples of a benchmark, instead of its own (for cards whose data is not at hand); `cache`: a real
-    frame cache the samples' videos are decoded into, so each line records the frames a model would have received."""
-    model = ModelRef(name=model_name, path=f"/models/{model_name}", family=family,
+    frame cache the samples' videos are decoded into, so each line records the frames a model would have received;
+    `model_path`: a model folder on this machine (the manifest records what the writer reads there)."""
+    model = ModelRef(name=model_name, path=str(model_path or f"/models/{model_name}"), family=family,
                      fingerprint=hashlib.sha256(model_name.encode()).hexdigest()[:24])
     cfg = RunConfig(model=model_name, output_dir=run_dir, sampling=SamplingParams(seed=7),
                     frame_overrides=frame_overrides or {}, cache_dir=cache.root if cache is not None else None)

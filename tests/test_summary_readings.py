@@ -129,6 +129,25 @@ def test_summary_and_recompute_keep_both_readings(tmp_path):
     assert json.loads((run / "summary.json").read_text())["benchmarks"]["longvideobench"]["robust"] == block["robust"]
 
 
+def test_the_table_names_the_reading_the_summary_records(tmp_path):
+    official = _run(tmp_path / "lvb", "longvideobench", _samples("longvideobench", [MC] * 5), OUTPUTS)
+    samples = [s for s in get_benchmark("demo-mc").load_samples(None) if isinstance(s, Sample)][:3]
+    robust = _run(tmp_path / "demo", "demo-mc", samples, [s.answer for s in samples])
+    assert official["benchmarks"]["longvideobench"]["reading"] == "official"
+    assert robust["benchmarks"]["demo-mc"]["reading"] == "robust"  # no official code for the demo cards
+
+    def note(summary: dict) -> str:
+        buf = io.StringIO()
+        print_table(summary, file=buf)
+        return next(line.strip() for line in buf.getvalue().splitlines() if line.strip().startswith("score:"))
+
+    assert note(official).startswith("score: the official protocol's reading (comparable with papers); robust:")
+    assert note(robust).startswith("score: the careful grader's reading (summary.json's \"reading\": \"robust\"")
+    assert "official protocol" not in note(robust)
+    both = {**official, "benchmarks": {**official["benchmarks"], **robust["benchmarks"]}}
+    assert "except demo-mc: no official scoring code, so the careful grader's (\"reading\": \"robust\")" in note(both)
+
+
 def test_max_samples_run_is_a_subset_everywhere(tmp_path):
     bench = get_benchmark("demo-mc")
     samples = [s for s in bench.load_samples(None) if isinstance(s, Sample)][:3]
@@ -147,6 +166,33 @@ def test_max_samples_run_is_a_subset_everywhere(tmp_path):
 
     row = main_table(load_runs([tmp_path / "run"])).iloc[0]
     assert row["status"] == "subset" and not row["complete"] and "subset" in row["markers"]
+
+
+def test_a_run_with_failed_samples_is_partial_with_every_sample_in_the_denominator(tmp_path):
+    from test_leaderboard_runs import make_run
+
+    from vbench_async.errors import SampleError
+
+    def three_of_four_fail(sample, i):
+        return sample.answer if i == 0 else SampleError("video_missing", f"{sample.video} not found")
+
+    mc = [s for s in get_benchmark("demo-mc").load_samples(None) if isinstance(s, Sample)][:4]
+    run = make_run(tmp_path / "run", "model-x", three_of_four_fail, benchmarks=("demo-mc",), samples={"demo-mc": mc})
+    summary = json.loads((run / "summary.json").read_text())
+    block = summary["benchmarks"]["demo-mc"]
+    assert block["status"] == "partial" and summary["status"] == "partial"  # never "complete" with 3 of 4 failed
+    assert block["complete"]  # every sample has its final line: a re-run has nothing left to do
+    assert (block["n_total"], block["n_failed"], block["score"]) == (4, 3, pytest.approx(0.25))  # failures count
+    buf = io.StringIO()
+    print_table(summary, file=buf)
+    row = buf.getvalue().splitlines()[2].split()
+    assert row[0] == "demo-mc" and row[-3:] == ["4", "3", "PARTIAL"], buf.getvalue()
+    assert recompute_summary(run)["status"] == "partial"
+
+    from vbench_async.leaderboard import load_runs
+    from vbench_async.leaderboard.tables import main_table
+
+    assert main_table(load_runs([run])).iloc[0]["status"] == "partial"
 
 
 def test_max_samples_above_the_record_count_is_the_whole_benchmark(tmp_path):

@@ -105,8 +105,11 @@ def _train(config: Path, timeout: float) -> list[dict]:
     proc = subprocess.run([sys.executable, "-m", "vbench_async.train", "--config", str(config)], capture_output=True,
                           text=True, timeout=timeout, cwd=REPO, env=_clean_env())
     assert proc.returncode == 0, f"training failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-6000:]}"
-    out = Path(yaml.safe_load(config.read_text())["output_dir"])
-    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    cfg = yaml.safe_load(config.read_text())
+    steps = cfg["train"]["steps"]
+    # No bar (logging.progress false): rank 0 says each step on the console as it ends, the last one included.
+    assert f"step 1/{steps} " in proc.stderr and f"step {steps}/{steps} " in proc.stderr, proc.stderr[-3000:]
+    return [json.loads(line) for line in (Path(cfg["output_dir"]) / "metrics.jsonl").read_text().splitlines()]
 
 
 def _mean(rows: list[dict], key: str) -> float:

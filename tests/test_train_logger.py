@@ -43,3 +43,13 @@ def test_step_metrics_average_over_ranks_and_responses():
     assert m["reward/mean"] == 0.5 and m["reward/online"] == 2 / 6 and m["response/length"] == 3
     assert m["loss"] == 0.3 and m["grad_norm"] == 2.0 and m["time/media_s"] == 0.2
     assert m["entropy"] == 0.5 and m["kl"] == pytest.approx(0.1) and "clipfrac_high" not in m
+
+
+def test_without_a_bar_every_step_prints_its_place_in_the_run(tmp_path, caplog):
+    # `make demo-rl` and launchers' logs run without the bar: a line per step, never minutes of silence.
+    logger = MetricsLogger(tmp_path, LoggingConfig(progress=False), True, total_steps=12, start_step=0, run_config={})
+    with caplog.at_level("INFO", logger="vbench_async.train.logger"):
+        logger.log(3, {"reward/mean": 0.5, "reward/accuracy": 0.25, "loss": 0.0123, "time/step_s": 8.06,
+                       "grad_norm": math.nan})
+    logger.close()
+    assert caplog.messages == ["step 3/12 reward=0.5 acc=0.25 loss=0.0123 s/step=8.06"]

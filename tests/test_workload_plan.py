@@ -123,7 +123,8 @@ def test_headers_are_probed_once_per_content(tmp_path):
 
 def test_a_benchmark_whose_samples_all_failed_is_not_complete():
     assert benchmark_status({"complete": True, "n_total": 3, "n_failed": 3}) == "failed"
-    assert benchmark_status({"complete": True, "n_total": 3, "n_failed": 1}) == "complete"
+    assert benchmark_status({"complete": True, "n_total": 3, "n_failed": 1}) == "partial"  # not "complete"
+    assert benchmark_status({"complete": True, "n_total": 3, "n_failed": 0}) == "complete"
     assert benchmark_status({"complete": False, "n_total": 2, "n_failed": 0}) == "partial"
     buf = io.StringIO()
     print_table({"benchmarks": {"x": {"score": 0.0, "n_total": 3, "n_failed": 3, "complete": True}},

@@ -41,9 +41,11 @@ class EnvironmentFault(UserError):
 
 def is_final(result: Result) -> bool:
     """Whether a result line settles its sample: no error, or an error the input itself caused."""
-    if not result.failed:
-        return True
-    kind = result.error_kind
+    return not result.failed or is_final_kind(result.error_kind)
+
+
+def is_final_kind(kind: str | None) -> bool:
+    """Whether a failure of this kind settles its sample (the input caused it: the same input fails again)."""
     return kind not in TRANSIENT_KINDS and kind not in ENVIRONMENT_KINDS
 
 

@@ -126,17 +126,29 @@ async def judge_one(backend: Backend, identity: JudgeIdentity, protocol: JudgePr
     return line
 
 
+def judge_failure(line: dict[str, Any]) -> dict[str, Any]:
+    """A failed verdict line as the console reports it: which item, the failure's kind and reason, and what the
+    judge replied (a reply the protocol could not read is the usual reason)."""
+    error = line.get("error") or {}
+    reply = (line.get("info") or {}).get("reply") or line.get("output")
+    return {"benchmark": line.get("benchmark"), "sample_id": line.get("sample_id"),
+            "kind": error.get("kind") or "unknown", "message": error.get("message") or "",
+            "reply": reply if isinstance(reply, str) else None}
+
+
 async def judge_pending(backend: Backend, identity: JudgeIdentity, work: list[tuple[JudgeStore, Result]],
-                        concurrency: int = 8) -> dict[str, int]:
+                        concurrency: int = 8) -> dict[str, Any]:
     """Judge each (store, result) and append one verdict line per item. A dead engine stops the pass (finished lines
-    stay); any other per-item problem is recorded as a judge failure."""
+    stay); any other per-item problem is recorded as a judge failure (`failures`: `judge_failure` of each)."""
     limit = asyncio.Semaphore(max(1, concurrency))
-    counts = {"n_judged": 0, "n_judge_failed": 0}
+    counts: dict[str, Any] = {"n_judged": 0, "n_judge_failed": 0, "failures": []}
 
     async def one(store: JudgeStore, r: Result) -> None:
         line = await judge_one(backend, identity, judge_for(r), r, limit)
         store.append(line)
         counts["n_judge_failed" if line["error"] else "n_judged"] += 1
+        if line["error"]:
+            counts["failures"].append(judge_failure(line))
 
     try:
         async with asyncio.TaskGroup() as tg:
@@ -165,6 +177,7 @@ def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
     work: list[tuple[JudgeStore, Result]] = []
     stores: list[JudgeStore] = []
     n_skipped = n_skipped_failed = 0
+    earlier: list[dict[str, Any]] = []  # items judged before, without a usable verdict
     for b in summary["benchmarks"].values():
         results_path = run_dir / b["results_file"]
         store = judge_store(run_dir, results_path, identity.key)
@@ -176,17 +189,19 @@ def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
             prev = done.get(r.sample_id)
             if prev and is_current(prev, r) and not (cfg.retry_failed and prev.get("error")):
                 n_skipped += 1
-                n_skipped_failed += bool(prev.get("error"))  # judged before, unparsably: not "done"
+                if prev.get("error"):  # judged before, unparsably: not "done"
+                    n_skipped_failed += 1
+                    earlier.append(judge_failure({**prev, "benchmark": prev.get("benchmark") or r.benchmark}))
                 continue
             todo.append(r)
         if todo:
             stores.append(store)
             work += [(store, r) for r in todo]
-    counts = {"n_judged": 0, "n_judge_failed": 0}
+    counts: dict[str, Any] = {"n_judged": 0, "n_judge_failed": 0, "failures": []}
     if work:
         backend = _judge_backend(cfg, ref)
 
-        async def main() -> dict[str, int]:
+        async def main() -> dict[str, Any]:
             await backend.start()
             try:
                 return await judge_pending(backend, identity, work, cfg.concurrency)
@@ -202,7 +217,7 @@ def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
     activate_judge(run_dir, identity)
     new = recompute_summary(run_dir)
     new["judge_pass"] = {**counts, "n_skipped": n_skipped, "n_skipped_failed": n_skipped_failed,
-                         "judge_id": identity.judge_id, "key": identity.key}
+                         "earlier_failures": earlier, "judge_id": identity.judge_id, "key": identity.key}
     return new
 
 

@@ -20,6 +20,7 @@ from .benchmarks.selection import Selection
 from .frames.ablation import ABLATIONS
 from .frames.overrides import FrameOverrides
 from .frames.preprocess import WORKERS as DECODE_WORKERS
+from .homes import CACHE_DIR_HELP
 from .pipeline import LOADERS, QUEUE_SIZE
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ class RunConfig:
     selection: Selection = field(default_factory=Selection)
     output_dir: Path | None = field(default=None, metadata={"help": "run directory (default: runs/<model name>)"})
     cache_dir: Path | None = field(default=None, metadata={
-        "job": False, "help": "frame cache (default: $VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)"})
+        "job": False, "help": CACHE_DIR_HELP})
     cache_max_gb: float | None = field(default=None, metadata={
         "job": False, "min": 0,
         "help": "keep the frame cache under this size: least recently used entries are evicted while the work goes "

@@ -8,7 +8,7 @@ import dataclasses
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .backends.base import CONCURRENCY
 from .backends.factory import backend_kind, make_backend
@@ -23,7 +23,7 @@ from .results.manifest import plain
 from .results.rundir_lock import RunDirLock
 from .results.store import ResultStore, config_hash
 from .run_config import MODES, RunConfig, resolve_model, run_dir_for
-from .samples import Sample
+from .samples import RECORD_INVALID, Sample
 
 if TYPE_CHECKING:
     from .benchmarks.registry import Benchmark
@@ -66,13 +66,14 @@ def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
     plans = [_plan_benchmark(b, model, cfg, run_dir, samples, selection, cache.decoder) for b, samples in loaded]
     del loaded  # the plans hold what is still to run; finished samples need not stay in memory
     workload = workload_plan(cfg, model, plans, cache, not_run) if cfg.mode != "preprocess" else None
-    if workload is not None:  # the start line says how much of the selection a resumed run already has
-        workload.n_done = sum(p.n_total - len(p.entries) for p in plans)
+    if workload is not None and backend_kind(cfg.backend).sizes_context:
+        _mark_overflow(plans, workload)
+    if workload is not None:  # the start line says how much of the selection a resumed run already has, and
+        workload.n_done = sum(p.n_total - len(p.entries) for p in plans)  # whether an engine starts at all
+        workload.n_to_send = sum(1 for p in plans for e in p.entries if e.error is None)
     mark("planned")
     if on_plan is not None:
         on_plan(workload, not_run)
-    if workload is not None and backend_kind(cfg.backend).sizes_context:
-        _mark_overflow(plans, workload)
 
     stats: dict[str, Any] = {}
     pending = sum(len(p.entries) for p in plans)
@@ -259,10 +260,15 @@ def _plan_benchmark(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_d
     if cfg.ablation is not None:  # present only when set: a real run's config hash stays what it was
         config["ablation"] = cfg.ablation
     store = ResultStore(run_dir, benchmark.id, config_hash(config), shard=tuple(cfg.shard) if cfg.shard else None)
+    kinds = store.failure_kinds() if skip_done else {}
+    repaired = repaired_records(kinds, samples)
+    if repaired:  # their failures go, so each sample keeps one line: its new result
+        store.drop_failures(repaired, RECORD_INVALID)
+        kinds = {sid: kind for sid, kind in kinds.items() if sid not in repaired}
     if selection is not None:
         selection.write_index(run_dir, benchmark.id, store.config_hash, config, [s.sample_id for s in samples])
         samples = selection.keep(benchmark.id, samples)
-    done = store.completed_ids(retry_failed=cfg.retry_failed) if skip_done else set()
+    done = store.completed_ids(cfg.retry_failed, kinds) if skip_done else set()
     render = benchmark.prompt_renderer(cfg.thinking)
     data_root, outside = cfg.selection.data_root, cfg.selection.allow_outside_root
     video_of = _memo_video_path(benchmark, data_root, outside)
@@ -287,6 +293,23 @@ def _plan_benchmark(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_d
         entries.append(entry)
     return BenchmarkPlan(benchmark, store, spec, config, n_total=len(samples), entries=entries,
                          sample_ids=frozenset(s.sample_id for s in samples))
+
+
+def repaired_records(kinds: Mapping[str, str | None], samples: list[Sample | SampleError]) -> set[str]:
+    """Ids of `record_invalid` lines whose record has been repaired since: the id is a valid sample's now, or it
+    names a position (`#N`, given to a record without a usable id) whose record is valid now. A repaired record is
+    evaluated again; its old failure must not stand beside the new result."""
+    invalid = {sid for sid, kind in kinds.items() if kind == RECORD_INVALID}
+    if not invalid:
+        return set()
+    valid = {s.sample_id for s in samples if isinstance(s, Sample)}
+    still = {s.sample_id for s in samples if isinstance(s, SampleError)}
+    out = set()
+    for sid in invalid - still:
+        position = sid[1:] if sid.startswith("#") else ""
+        if sid in valid or (position.isdigit() and int(position) < len(samples)):
+            out.add(sid)
+    return out
 
 
 def _memo_video_path(benchmark: Benchmark, data_root: Path | None, outside: bool) -> Callable[[Sample], Path]:

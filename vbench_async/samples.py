@@ -273,10 +273,19 @@ def iter_samples(records: Iterable[Any], benchmark: str) -> Iterator[Sample | Sa
         yield sample_from(rec, benchmark, i)
 
 
+RECORD_INVALID = "record_invalid"  # the kind of a record that is not a sample (bad JSON, a field missing, ...)
+
+
+def broken_line(rec: Any) -> str | None:
+    """Why a record read from a JSONL file is not JSON ("line 3 is not valid JSON: ..."), None for a parsed one."""
+    return f"line {rec.lineno} is not valid JSON: {rec.error}" if isinstance(rec, _BrokenLine) else None
+
+
 def sample_from(rec: Any, benchmark: str, index: int) -> Sample | SampleError:
     """The record at position `index` as a Sample, or the SampleError that says why it is not one (with an id)."""
-    if isinstance(rec, _BrokenLine):
-        err = SampleError("record_invalid", f"line {rec.lineno} is not valid JSON: {rec.error}")
+    broken = broken_line(rec)
+    if broken is not None:
+        err = SampleError(RECORD_INVALID, broken)
         err.sample_id = f"#{index}"
         return err
     try:

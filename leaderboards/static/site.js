@@ -32,10 +32,11 @@
       var button = th.querySelector("button");
       if (!button) return;
       button.addEventListener("click", function () {
-        // numbers start high-to-low (best first), text A-Z; a second click reverses
+        // numbers start high-to-low (best first), text A-Z, ranks (data-order) low-to-high; a second click reverses
         var type = th.getAttribute("data-type") || "text";
         var current = th.getAttribute("aria-sort");
-        var descending = current ? current === "ascending" : type === "number";
+        var first = th.getAttribute("data-order") || (type === "number" ? "descending" : "ascending");
+        var descending = current ? current === "ascending" : first === "descending";
         Array.prototype.forEach.call(headers, function (h) { h.removeAttribute("aria-sort"); });
         th.setAttribute("aria-sort", descending ? "descending" : "ascending");
         sortTable(table, index, type, descending);
@@ -137,6 +138,16 @@
     return cell;
   }
 
+  // Each cell names its column (data-label): a phone shows a sample table's row as a card, each value under the name
+  // of its column (site.css).
+  function headings(table) {
+    return Array.prototype.map.call(table.tHead.rows[0].cells, function (th) { return th.textContent; });
+  }
+
+  function labelCells(tr, heads) {
+    Array.prototype.forEach.call(tr.cells, function (c, i) { c.setAttribute("data-label", heads[i] || ""); });
+  }
+
   function initSamples(table) {
     var rows = readJSON("sample-data") || [];
     var labels = readJSON("run-labels") || {};
@@ -151,7 +162,7 @@
     var cat = document.getElementById("category"), readings = document.getElementById("readings");
     var pageLabel = document.getElementById("page");
     var prev = document.getElementById("prev"), next = document.getElementById("next");
-    var page = 0, shown = rows;
+    var page = 0, shown = rows, heads = headings(table);
 
     function render() {
       var body = table.tBodies[0];
@@ -189,6 +200,7 @@
         if (r._differ) scell.appendChild(el("div", "sub differ", "official " + r.official + " · robust " + r.robust));
         tr.appendChild(scell);
         tr.appendChild(td(r.error_kind ? r.error_kind + ": " + (r.error || "") : "", "text error"));
+        labelCells(tr, heads);
         body.appendChild(tr);
       });
       count.textContent = shown.length + " of " + rows.length + " results";
@@ -225,14 +237,18 @@
   }
 
 
-  // ---- the index board: a view per benchmark group (its columns and its average), search and family filter -------
+  // ---- the index board: a view per benchmark group (its columns, its average and average rank), search, filters
+  // by family and size, and the model-fact columns a reader shows or hides --------------------------------------
   function initBoard(table) {
     var views = readJSON("board-views") || [];
     var q = document.getElementById("board-q"), fam = document.getElementById("board-family");
-    var view = document.getElementById("board-view"), count = document.getElementById("board-count");
+    var size = document.getElementById("board-size"), view = document.getElementById("board-view");
+    var count = document.getElementById("board-count"), picker = document.getElementById("board-columns");
     var body = table.tBodies[0];
 
-    function cellsOf(col) { return table.querySelectorAll('[data-col="' + col.replace(/"/g, '\\"') + '"]'); }
+    function cellsOf(attr, key) {
+      return table.querySelectorAll("[" + attr + '="' + key.replace(/["\\]/g, "\\$&") + '"]');
+    }
 
     function showView() {
       var v = views[parseInt(view.value, 10)] || views[0];
@@ -244,7 +260,7 @@
         var col = th.getAttribute("data-col");
         if (col === null) return;
         var hide = !keep[col];
-        Array.prototype.forEach.call(cellsOf(col), function (c) { c.classList.toggle("hidden", hide); });
+        Array.prototype.forEach.call(cellsOf("data-col", col), function (c) { c.classList.toggle("hidden", hide); });
       });
       // rank by the view's average: 1 = best, ties share a rank, rows without an average get none
       var scores = [];
@@ -259,13 +275,18 @@
         var r = tr._avg === null ? "" : String(scores.indexOf(tr._avg) + 1);
         tr.cells[0].setAttribute("data-v", r);
         tr.cells[0].textContent = r === "" ? "–" : r;
+        // the average rank over the view's benchmarks, as the site computed it ([value, text])
+        var ar = (v.avg_rank || {})[tr.getAttribute("data-run")] || [null, "–"];
+        var cell = tr.querySelector("td.avgrank");
+        cell.setAttribute("data-v", ar[0] === null ? "" : String(ar[0]));
+        cell.textContent = ar[1];
       });
     }
 
     function filterRows() {
-      var needle = q.value.trim().toLowerCase(), f = fam.value, n = 0;
+      var needle = q.value.trim().toLowerCase(), f = fam.value, z = size.value, n = 0;
       Array.prototype.forEach.call(body.rows, function (tr) {
-        var show = (!f || tr.getAttribute("data-family") === f) &&
+        var show = (!f || tr.getAttribute("data-family") === f) && (!z || tr.getAttribute("data-size") === z) &&
                    (!needle || tr.getAttribute("data-search").indexOf(needle) >= 0);
         tr.classList.toggle("hidden", !show);
         if (show) n += 1;
@@ -273,9 +294,25 @@
       count.textContent = n + " of " + body.rows.length + " runs";
     }
 
+    function showColumn(box) {
+      Array.prototype.forEach.call(cellsOf("data-meta", box.value), function (c) {
+        c.classList.toggle("hidden", !box.checked);
+      });
+    }
+
     q.addEventListener("input", filterRows);
     fam.addEventListener("change", filterRows);
+    size.addEventListener("change", filterRows);
     view.addEventListener("change", showView);
+    if (picker) {
+      // a phone starts with the fact columns hidden (the scores need the width); the reader can tick them
+      var narrow = window.matchMedia && window.matchMedia("(max-width: 640px)").matches;
+      Array.prototype.forEach.call(picker.querySelectorAll("input[type=checkbox]"), function (box) {
+        if (narrow && box.checked === box.defaultChecked) box.checked = false;
+        box.addEventListener("change", function () { showColumn(box); });
+        showColumn(box);  // a reloaded page keeps the boxes the reader ticked
+      });
+    }
     document.getElementById("board-filters").addEventListener("submit", function (e) { e.preventDefault(); });
     showView();
     filterRows();
@@ -287,5 +324,9 @@
     if (boardTable && document.getElementById("board-views")) initBoard(boardTable);
     var samples = document.getElementById("samples");
     if (samples) initSamples(samples);
+    Array.prototype.forEach.call(document.querySelectorAll("table.flipped"), function (table) {
+      var heads = headings(table);
+      Array.prototype.forEach.call(table.tBodies[0].rows, function (tr) { labelCells(tr, heads); });
+    });
   });
 })();

@@ -185,12 +185,14 @@ def _video_fps(path: Path) -> float:
 def _probe_fps(path: str, mtime_ns: int, size: int) -> float:
     import av  # only ST-Align's official release needs a probe: its spans are frame indices
 
+    from ..frames.av_errors import in_words
+
     try:
         with av.open(path) as container:
             stream = container.streams.video[0]
             rate = stream.average_rate or stream.guessed_rate
     except (av.error.FFmpegError, IndexError) as exc:
-        raise SampleError("decode_error", f"cannot read the frame rate of {path}: {exc}") from exc
+        raise SampleError("decode_error", in_words(f"cannot read the frame rate of {path}: {exc}")) from exc
     if not rate:
         raise SampleError("decode_error", f"{path} reports no frame rate")
     return float(rate)

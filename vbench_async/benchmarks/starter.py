@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from ..errors import SampleError, UserError
-from ..samples import iter_records
+from ..samples import broken_line, iter_records
 from .card_check import check_card
 from .cards import ID_RE, parse_card
 
@@ -26,12 +26,23 @@ MAX_CATEGORY_VALUES = 20
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
+    """Every record of the file; a line that is not JSON or a record that is not an object is refused, naming each
+    (a card written without it would miss its task type, and nothing would say so)."""
     if not path.is_file():
         raise UserError(f"no such records file: {path}")
+    records, bad = [], []
     try:
-        records = [r for r in iter_records(path) if isinstance(r, dict)]
+        for i, rec in enumerate(iter_records(path)):
+            if isinstance(rec, dict):
+                records.append(rec)
+            else:
+                bad.append(broken_line(rec) or f"record #{i} is a {type(rec).__name__}, not an object")
     except SampleError as exc:
         raise UserError(f"cannot read {path}: {exc}") from exc
+    if bad:
+        more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
+        raise UserError(f"{path}: {len(bad)} record(s) cannot be read: {'; '.join(bad[:3])}{more}. No card was "
+                        "written (it would miss what those records hold): fix them, then run new-benchmark again")
     if not records:
         raise UserError(f"{path}: no records (a JSON array or JSONL file of objects with problem_type and solution)")
     return records

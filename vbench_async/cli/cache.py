@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import UserError
+from ..homes import CACHE_DIR_HELP
 from .formatting import bounded
 
 
@@ -18,8 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions = p.add_subparsers(dest="cache_action", metavar="ACTION", required=True)
 
     def common(q: argparse.ArgumentParser) -> None:
-        q.add_argument("--cache-dir", type=Path,
-                       help="frame cache (default: $VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)")
+        q.add_argument("--cache-dir", type=Path, help=CACHE_DIR_HELP)
 
     stats = actions.add_parser("stats", help="entries, size, codecs, bytes by benchmark, recorded failures by kind")
     common(stats)

@@ -6,9 +6,12 @@ import shlex
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..redact import scrub_text
+
+if TYPE_CHECKING:
+    from ..benchmarks.selection import Selection
 
 _DATA = "check the data: `data check` (below) lists missing or unreadable files"
 _DATA_KINDS = ("video_missing", "image_error", "video_empty", "no_video_stream", "decode_error")
@@ -43,6 +46,11 @@ FIXES: dict[str, str] = {
 _OTHER = "see the result lines' 'error' field"
 
 
+def fix_for(kind: str) -> str:
+    """What to do about a failure of this kind."""
+    return FIXES.get(kind, _OTHER)
+
+
 def failure_kinds(run_dir: Path, summary: dict[str, Any]) -> Counter[str]:
     """Failed samples by error kind, over the result files of the benchmarks that have failures."""
     return failed_samples(run_dir, summary)[0]
@@ -61,7 +69,10 @@ def failed_samples(run_dir: Path, summary: dict[str, Any]) -> tuple[Counter[str]
         if not path.exists():
             continue
         lines = read_lines(path, view=lambda r: {k: r.get(k) for k in ("sample_id", "video", "error", "frames")})
+        stale = set(b.get("stale_ids") or ())  # lines of ids no longer in the annotation file: not this run's
         for r in lines.values():
+            if r.get("sample_id") in stale:
+                continue
             error = r.get("error")
             if error:
                 kind = error.get("kind", "unknown") if isinstance(error, dict) else "unknown"
@@ -74,22 +85,27 @@ def failed_samples(run_dir: Path, summary: dict[str, Any]) -> tuple[Counter[str]
     return kinds, examples
 
 
-def data_check_command(summary: dict[str, Any], kinds: Counter[str], data_root: Path | str | None) -> str | None:
-    """A `data check` of the benchmarks whose samples failed for their data, with the run's data root: ready to
-    paste (None when no failure is the data's)."""
+def data_check_command(summary: dict[str, Any], kinds: Counter[str], selection: Selection | None) -> str | None:
+    """A `data check` of the benchmarks whose samples failed for their data, with every flag the run found them
+    with (data root, card folders, paths outside the root): ready to paste (None when no failure is the data's)."""
     if not any(k in _DATA_KINDS for k in kinds):
         return None
     benches = [bid for bid, b in summary["benchmarks"].items() if b.get("n_failed")]
     parts = ["vbench-async", "data", "check", *benches]
-    if data_root:
-        parts += ["--data-root", str(data_root)]
+    if selection is not None:
+        if selection.data_root:
+            parts += ["--data-root", str(selection.data_root)]
+        for folder in selection.include:
+            parts += ["--include", str(folder)]
+        if selection.allow_outside_root:
+            parts.append("--allow-outside-root")
     return shlex.join(parts)
 
 
 def print_failures(run_dir: Path, summary: dict[str, Any], file: TextIO | None = None,
-                   data_root: Path | str | None = None) -> int:
+                   selection: Selection | None = None) -> int:
     """Say how many samples failed, by kind, each with its fix and the first samples (and files) of the kind;
-    returns the number failed (from the summary). `data_root`: the run's, for the `data check` command."""
+    returns the number failed (from the summary). `selection`: the run's, for the `data check` command."""
     file = file or sys.stderr
     failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
     if not failed:
@@ -97,14 +113,14 @@ def print_failures(run_dir: Path, summary: dict[str, Any], file: TextIO | None =
     kinds, examples = failed_samples(run_dir, summary)
     print(f"{failed} sample(s) failed:", file=file)
     for kind, n in kinds.most_common():
-        print(f"  {n} {kind}: {FIXES.get(kind, _OTHER)}", file=file)
+        print(f"  {n} {kind}: {fix_for(kind)}", file=file)
         for ex in examples.get(kind, []):
             where = f" ({ex['video']})" if ex.get("video") else ""
             message = scrub_text(str(ex.get("message") or "")).splitlines()[0][:160] if ex.get("message") else ""
             print(f"    {ex['benchmark']} {ex['sample_id']}{where}{': ' + message if message else ''}", file=file)
         if n > len(examples.get(kind, [])):
             print(f"    ... {n - len(examples.get(kind, []))} more in {Path(run_dir) / 'results'}", file=file)
-    check = data_check_command(summary, kinds, data_root)
+    check = data_check_command(summary, kinds, selection)
     if check:
         print(f"  check the data: {check}", file=file)
     if not kinds:

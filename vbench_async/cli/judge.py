@@ -11,6 +11,7 @@ from ..process_exit import sigterm_as_ctrl_c
 from ..results.rundir import has_site
 from .formatting import DefaultsHelpFormatter
 from .include import add_include_option
+from .judge_report import judge_pass_line, report_judge_failures
 from .output import print_table, write_run_site
 
 # Settings the judge decides itself: its engine runs --concurrency sequences; the server's name for the evaluated
@@ -81,14 +82,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"verdicts so far are kept in {args.run_dir / 'judge'}; re-run the same command to judge the rest",
               file=sys.stderr)
         raise
-    jp = summary["judge_pass"]
-    earlier_failed = jp.get("n_skipped_failed", 0)
-    print(f"judge {jp['judge_id']}: {jp['n_judged']} judged, {jp['n_judge_failed']} judge failure(s), "
-          f"{jp['n_skipped'] - earlier_failed} already judged"
-          + (f", {earlier_failed} judged before without a usable verdict (--retry-failed judges them again)"
-             if earlier_failed else ""))
+    print(judge_pass_line(summary["judge_pass"], args.run_dir))
     print()
     print_table(summary)
+    code = report_judge_failures(summary["judge_pass"], args.run_dir)
     if not args.no_site and has_site(args.run_dir):
         write_run_site(args.run_dir)
-    return 0
+    return code

@@ -52,6 +52,20 @@ def chance_notes(summary: dict[str, Any]) -> list[str]:
     return out
 
 
+def reading_note(summary: dict[str, Any]) -> str:
+    """What the score column is, as each block's `reading` says: the official protocol's reading, or, for a
+    benchmark without official scoring code ("reading": "robust"), the careful grader's."""
+    robust = [bid for bid, b in summary["benchmarks"].items() if b.get("reading") == "robust"]
+    if robust and len(robust) == len(summary["benchmarks"]):
+        return ('score: the careful grader\'s reading (summary.json\'s "reading": "robust": no official scoring code '
+                "to follow), so robust repeats it")
+    tail = "robust: the careful grader's; differ: samples the two score differently"
+    if robust:
+        return (f"score: the official protocol's reading (comparable with papers), except {', '.join(robust)}: no "
+                f'official scoring code, so the careful grader\'s ("reading": "robust"); {tail}')
+    return f"score: the official protocol's reading (comparable with papers); {tail}"
+
+
 def print_table(summary: dict[str, Any], file: TextIO | None = None) -> None:
     """The score table of a summary: one row per benchmark, the official headline with its metric and 95% interval,
     the robust score and the number of samples the two readings disagree on beside it; notes below for subsets and
@@ -87,8 +101,7 @@ def print_table(summary: dict[str, Any], file: TextIO | None = None) -> None:
     print_rows(rows, left=(0, 1, 9), file=file)
     notes[:0] = chance_notes(summary)
     if any(len(r) and r[5] != "-" for r in rows[1:]):
-        notes.insert(0, "score: the official protocol's reading (comparable with papers); robust: the careful "
-                        "grader's; differ: samples the two score differently")
+        notes.insert(0, reading_note(summary))
     for note in notes:
         print(f"  {note}", file=file or sys.stdout)
 

@@ -61,7 +61,7 @@ def print_plan_lines(workload: Any, not_run: dict[str, str], file: TextIO | None
     if workload is not None:
         lines.append((True, then_line(workload, then) if then else start_line(workload, engine)))
         lines += [(True, f"frame cache: {w}") for w in (workload.cache.warnings if workload.cache is not None else ())]
-        if starting:
+        if starting and workload.n_to_send != 0:  # nothing to send (a resume with nothing left): no engine
             lines.append((True, starting))
     for shown, line in lines:
         line = scrub_text(line)  # the engine's URL may carry a password
@@ -100,8 +100,25 @@ def engine_line(w: Any) -> str:
             f"{e.concurrency} sequences at once")
 
 
-def print_plan(w: Any, file=sys.stdout) -> None:
+def fail_early_lines(b: Any) -> list[str]:
+    """Why a benchmark's samples fail before the engine: a line of counts by kind, then each kind's first sample
+    with its reason and the fix `run` would print for it."""
+    if not b.unplanned:
+        return []
+    from .failures import fix_for
+
+    kinds = sorted(b.unplanned.items(), key=lambda kv: (-kv[1], kv[0]))
+    out = [f"{b.id}: {sum(b.unplanned.values())} sample(s) fail before the engine: "
+           + ", ".join(f"{n} {kind}" for kind, n in kinds)]
+    for kind, _ in kinds:
+        example = scrub_text(b.unplanned_example.get(kind, "")).splitlines()
+        out.append(f"  {kind}: {example[0][:200] if example else '-'}; fix: {fix_for(kind)}")
+    return out
+
+
+def print_plan(w: Any, file: TextIO | None = None) -> None:
     """The `plan` command's table."""
+    file = file or sys.stdout  # looked up per call, not bound at import: a test's capture may have replaced it
     rows = [("benchmark", "samples", "frames min/med/max", "visual tokens", "prompt tokens", "largest context",
              "cache to write", "fits")]
     for b in w.benchmarks:
@@ -127,5 +144,7 @@ def print_plan(w: Any, file=sys.stdout) -> None:
     for b in w.benchmarks:
         if not b.fits:
             print(f"{b.id}: {b.overflow} sample(s) do not fit; fix: {b.fix}", file=file)
+        for line in fail_early_lines(b):
+            print(line, file=file)
     for bid, why in w.not_run.items():
         print(f"{bid}: not run: {why}", file=file)

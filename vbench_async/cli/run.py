@@ -136,8 +136,10 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir:
         return _print_preprocessed(summary, cfg)
     if cfg.judge_model:
         from ..judge import judge_after_run
+        from .judge_report import judge_pass_line
 
         summary = {**judge_after_run(run_dir, cfg, cfg.judge_model), "run_dir": summary["run_dir"]}
+        print(judge_pass_line(summary["judge_pass"], run_dir))
     print()
     print_table(summary)
     mark("table")
@@ -156,7 +158,11 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir:
             print(f"leaderboard: {write_run_site_in_background(run_dir)} (being written in the background; "
                   f"{site_log_path(run_dir)} says when it is done)")
             mark("site")
-    failed = print_failures(run_dir, summary, data_root=cfg.selection.data_root)
+    failed = print_failures(run_dir, summary, selection=cfg.selection)
+    if cfg.judge_model:  # the run's exit code says what its samples did; the judge's failures are said here
+        from .judge_report import report_judge_failures
+
+        report_judge_failures(summary["judge_pass"], run_dir)
     if summary.get("not_run"):
         print(f"not run (no data): {', '.join(summary['not_run'])}; see `vbench-async data check`.", file=sys.stderr)
     # Exit code says whether anything failed: 0 all good, 1 some samples failed or the run is partial.

@@ -16,11 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Sequence
 
-
-def default_home() -> Path:
-    """Where built artifacts live: `$VBENCH_ASYNC_HOME`, else `~/.cache/vbench-async`."""
-    env = os.environ.get("VBENCH_ASYNC_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "vbench-async"
+from ..homes import default_home  # noqa: F401 - re-exported (tiny models, demo suite)
 
 
 class IncompleteBuild(RuntimeError):

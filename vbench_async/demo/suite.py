@@ -29,10 +29,14 @@ SIZES = ((160, 96), (96, 160), (192, 108), (108, 192), (256, 144), (144, 256), (
 FRAME_RATES = (Fraction(24), Fraction(25), Fraction(30000, 1001), Fraction(30))
 
 
+def demo_suite_dir(home: Path | None = None) -> Path:
+    """Where the demo suite lives once generated."""
+    return (home or default_home()) / "suites" / f"demo-v{SUITE_VERSION}"
+
+
 def ensure_demo_suite(home: Path | None = None) -> Path:
     """Return the demo suite folder, generating it on first use (atomic; concurrent callers wait for one build)."""
-    target = (home or default_home()) / "suites" / f"demo-v{SUITE_VERSION}"
-    return build_once(target, lambda tmp: generate_suite(tmp, **DEMO_PARAMS))
+    return build_once(demo_suite_dir(home), lambda tmp: generate_suite(tmp, **DEMO_PARAMS))
 
 
 def generate_suite(out_dir: Path, n_videos: int = 22, questions_per_video: int = 3, seed: int = 0,

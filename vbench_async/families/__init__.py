@@ -75,7 +75,25 @@ def model_config(model: str) -> dict[str, Any]:
     try:
         return AutoConfig.from_pretrained(str(model)).to_dict()
     except OSError as exc:
+        if hub_offline():
+            raise UserError(offline_message(model)) from exc
         raise UserError(f"cannot load the config of {model!r}: {exc}") from exc
+
+
+def hub_offline() -> bool:
+    """Whether the Hugging Face hub is switched off for this process (HF_HUB_OFFLINE=1, which `make` sets)."""
+    from huggingface_hub import constants
+
+    is_offline = getattr(constants, "is_offline_mode", None)
+    return bool(is_offline() if callable(is_offline) else constants.HF_HUB_OFFLINE)
+
+
+def offline_message(model: str) -> str:
+    """Why a hub id cannot load while the hub is off, and the two ways out."""
+    return (f"cannot load the config of {model!r}: it is not in the local Hugging Face cache, and HF_HUB_OFFLINE=1 "
+            "keeps the hub off (the Makefile sets it): download it with the hub on (`HF_HUB_OFFLINE=0 vbench-async "
+            f"...`, or `unset HF_HUB_OFFLINE`; `huggingface-cli download {model}`), or pass a local model directory "
+            "(--model /path/to/model)")
 
 
 def for_config(config: Mapping[str, Any], what: str) -> Family:

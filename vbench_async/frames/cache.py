@@ -97,7 +97,7 @@ class FrameCache:
 
     @classmethod
     def default(cls, **kwargs) -> FrameCache:
-        """A cache in the default directory ($VBENCH_ASYNC_CACHE or ~/.cache/vbench-async/frames)."""
+        """A cache in the default directory (`homes.default_cache_dir`)."""
         return cls(default_cache_dir(), **kwargs)
 
     @classmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import SampleError
+from .av_errors import in_words
 
 # Stable kinds, used in summaries, failure records and tests.
 VIDEO_MISSING = "video_missing"  # the path does not exist (or is not a file)
@@ -20,3 +21,8 @@ CACHE_CONTENDED = "cache_contended"  # decoded, but the entry was removed or rep
 
 class FrameError(SampleError):
     """A video that could not be turned into frames. `kind` is one of the constants above."""
+
+    def __init__(self, kind: str, message: str):
+        # PyAV's "[Errno 1094995529] ..." says nothing to a user: every frame failure (a decoder's, a worker's
+        # reply, one recorded in the cache) gives FFmpeg's codes in words.
+        super().__init__(kind, in_words(message))

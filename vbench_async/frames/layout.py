@@ -18,20 +18,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from ..homes import default_cache_dir  # noqa: F401 - re-exported (the cache, the package)
 from .errors import FrameError
 from .store import TMP_PREFIX, read_regular_text, temp_path
 from .video import FORMAT_VERSION
-
-CACHE_ENV = "VBENCH_ASYNC_CACHE"
-
-
-def default_cache_dir() -> Path:
-    """$VBENCH_ASYNC_CACHE, else <home>/frames, home being $VBENCH_ASYNC_HOME or ~/.cache/vbench-async."""
-    env = os.environ.get(CACHE_ENV)
-    if env:
-        return Path(env).expanduser()
-    home = os.environ.get("VBENCH_ASYNC_HOME")
-    return (Path(home).expanduser() if home else Path.home() / ".cache" / "vbench-async") / "frames"
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""The index page's board: per run its rank, metadata (family, parameters, revision, date, frames) and short badges;
-the benchmark groups a reader can switch between; each column's chance level.
+"""The index page's board: per run its ranks, its model's facts (`model_facts`: the optional columns and the size
+band) and short badges; the benchmark groups a reader can switch between; each column's chance level.
 
 The numbers themselves come from `tables.board_of` (the same rows as the CSV/JSON exports), keyed by column id; this
 module only decides how they are laid out and labelled, and reads every cell by its column id, never by position.
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..scoring.extract import answer_tag
-from .families import bench_frames, run_family
 from .load import Run
-from .tables import ScoreCell
+from .model_facts import model_facts, size_band
+from .ranks import average_ranks, column_scores, dense_ranks, rank_text
 
 ALL = "all shown"
 _SHORT_BADGE = 22  # characters of a badge shown; the whole text is its tooltip
@@ -27,17 +27,6 @@ def truth_text(answer: Any) -> str:
     text = answer if isinstance(answer, str) else str(answer)
     inner = answer_tag(text)
     return inner if inner else text
-
-
-def human_count(n: int | None) -> str:
-    """714K, 7.6B: a parameter count as model cards write it ("–" when unknown)."""
-    if not isinstance(n, int) or n <= 0:
-        return "–"
-    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= size:
-            value = n / size
-            return f"{value:.1f}{unit}" if value < 10 else f"{value:.0f}{unit}"
-    return str(n)
 
 
 @dataclass(frozen=True)
@@ -59,8 +48,8 @@ def badge(marker: str) -> Badge:
 
 
 def lay_out(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
-    """Give each board row its metadata and badges and each cell (`row["cells"]`: column id -> cell) its flags, in
-    place; `columns` are the board's column ids in order.
+    """Give each board row its model facts (`facts`), size band (`size`) and badges and each cell (`row["cells"]`:
+    column id -> cell) its flags, in place; `columns` are the board's column ids in order.
 
     A config letter is a mark only where it is the exception: cells whose settings match most runs of their column
     carry none, the others are marked (`cfg`) and their row gets one short badge naming the setting that differs."""
@@ -69,7 +58,8 @@ def lay_out(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
         counts = Counter(c.get("config_group") for r in rows if (c := r["cells"].get(cid)) and c.get("config_group"))
         usual[cid] = counts.most_common(1)[0][0] if counts else None
     for row in rows:
-        row["meta"] = run_meta(row["run"])
+        row["facts"] = model_facts(row["run"])
+        row["size"] = size_band(row["facts"])
         notes: dict[str, str] = {}
         cells: dict[str, dict[str, Any]] = {}
         for cid in columns:
@@ -87,23 +77,6 @@ def lay_out(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
         row["badges"] = [badge(m) for m in row["run"].markers] + [badge(f"config: {note}") for note in notes]
 
 
-def run_meta(run: Run) -> dict[str, str]:
-    """What the index says about a run's model, every value a display string ("–" when unknown)."""
-    m = run.manifest or {}
-    model = m.get("model") or {}
-    revision = model.get("revision")
-    fingerprint = str(model.get("fingerprint") or "")
-    if not revision and fingerprint.startswith("hub:") and "@" in fingerprint:
-        revision = fingerprint.rsplit("@", 1)[1]
-    rev = str(revision)[:7] if revision and revision != "unknown" else fingerprint[:7] or "–"
-    frames = list(dict.fromkeys(bench_frames(b) for b in run.benchmarks.values() if bench_frames(b)))
-    return {"family": run_family(run), "parameters": human_count(model.get("parameters")), "revision": rev,
-            "revision_title": "hub revision" if revision else "content fingerprint of the checkpoint",
-            "date": str(m.get("started_at") or "")[:10] or "–",
-            "frames": frames[0] if len(frames) == 1 else "frames vary" if frames else "–",
-            "frames_title": "; ".join(frames)}
-
-
 def groups(columns: Sequence[dict[str, Any]], suites: dict[str, list[str]]) -> list[dict[str, Any]]:
     """The views of the board: every benchmark, then each suite shown (its benchmarks and its average column). The
     first view is the default: the suite made of every benchmark shown when there is one."""
@@ -118,16 +91,18 @@ def groups(columns: Sequence[dict[str, Any]], suites: dict[str, list[str]]) -> l
     return out
 
 
-def rank(grid: list[dict[str, Any]], column: str | None) -> None:
-    """Set each row's `rank` (1 = best) by its score in column `column` (an id); rows without one get none."""
-    if column is None:
-        for row in grid:
-            row["rank"] = None
-        return
-    score = [ScoreCell.of(cell).score if (cell := row["cells"].get(column)) else None for row in grid]
-    ranked = sorted({s for s in score if s is not None}, reverse=True)
-    for row, s in zip(grid, score):
-        row["rank"] = ranked.index(s) + 1 if s is not None else None
+def rank(grid: list[dict[str, Any]], views: list[dict[str, Any]]) -> None:
+    """Set each row's `rank` (1 = best) by its score in the first view's average and its `avg_rank` (the mean of its
+    ranks over that view's benchmarks); give each view its average ranks by run id ([value, text]) for the page's
+    script, which shows the view the reader picks."""
+    for view in views:
+        ranks = average_ranks(grid, view["members"])
+        view["avg_rank"] = {row["run"].id: [r, rank_text(r)] for row, r in zip(grid, ranks)}
+    first = views[0] if views else {"avg": None, "avg_rank": {}}
+    places = dense_ranks(column_scores(grid, first["avg"])) if first["avg"] else [None] * len(grid)
+    for row, place in zip(grid, places):
+        row["rank"] = place
+        row["avg_rank"] = first["avg_rank"].get(row["run"].id, [None, rank_text(None)])
 
 
 def chances(runs: list[Run], columns: Sequence[dict[str, Any]],

@@ -6,7 +6,9 @@ against a reference run with their CIs around a zero line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+from .names import short_labels
 
 LABEL_W = 280  # room for the run labels, left of the plot
 LABEL_CHARS = 36  # a label longer than this is cut (whole in its tooltip): 12 px text fits LABEL_W
@@ -25,6 +27,7 @@ class Row:
     lo: float | None  # whisker ends, None without a CI
     hi: float | None
     flagged: bool  # partial / failed / config differs: drawn hatched
+    short: str = ""  # the label as drawn (`names.short_labels`); the whole label is its tooltip
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,11 @@ class Chart:
     zero: float | None = None  # x of the zero line (differences)
     kind: str = "bars"
     label_x: int = LABEL_W - 6  # where labels end (right-aligned)
-    label_chars: int = LABEL_CHARS
+
+
+def _labelled(rows: list[Row]) -> list[Row]:
+    """The rows with their drawn labels, shortened together so that what tells them apart stays."""
+    return [replace(r, short=s) for r, s in zip(rows, short_labels([r.label for r in rows], LABEL_CHARS))]
 
 
 def _scale(lo: float, hi: float):
@@ -55,7 +62,7 @@ def score_chart(title: str, items: list[tuple[str, float | None, float | None, f
                         x=x(value), lo=x(lo) if lo is not None else None, hi=x(hi) if hi is not None else None,
                         flagged=flagged))
     ticks = [(x(t / 100), f"{t}") for t in range(0, 101, 20)]
-    return Chart(title, LABEL_W + PLOT_W + 60, int(TOP + ROW_H * max(len(rows), 1) + 8), rows, ticks)
+    return Chart(title, LABEL_W + PLOT_W + 60, int(TOP + ROW_H * max(len(rows), 1) + 8), _labelled(rows), ticks)
 
 
 def diff_chart(title: str, items: list[tuple[str, float | None, float | None, float | None, bool]]) -> Chart:
@@ -68,8 +75,8 @@ def diff_chart(title: str, items: list[tuple[str, float | None, float | None, fl
                 lo=x(lo) if lo is not None else None, hi=x(hi) if hi is not None else None, flagged=flagged)
             for i, (label, d, lo, hi, flagged) in enumerate(present)]
     ticks = [(x(f * extent), f"{100 * f * extent:+.1f}") for f in (-1.0, -0.5, 0.0, 0.5, 1.0)]
-    return Chart(title, LABEL_W + PLOT_W + 60, int(TOP + ROW_H * max(len(rows), 1) + 8), rows, ticks, zero=x(0.0),
-                 kind="diff")
+    return Chart(title, LABEL_W + PLOT_W + 60, int(TOP + ROW_H * max(len(rows), 1) + 8), _labelled(rows), ticks,
+                 zero=x(0.0), kind="diff")
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,12 @@ readings disagree on, the headline CI, and markers for anything that must not pa
 
 Markers: `partial` (fewer results than expected), `subset` (the run evaluated only part of the benchmark:
 `--max-samples` or one shard), `failed` (samples that errored), `needs judge` (open-ended items still on their offline
-score), `config` (the benchmark was run with different frames / prompt / sampling / sample set in different runs:
-each variant gets a letter, so cells are never compared silently), `no manifest`.
+score), `config` (the benchmark was run with frames / prompt / sampling settings that change a score differently in
+different runs: each variant gets a letter, so cells are never compared silently; `config_groups`), `no manifest`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -23,12 +22,12 @@ from ..results.current import is_complete
 from ..results.readings import differing_ids, reading_lines
 from ..results.rundir import manifest_path, read_json, read_summary, safe_name, summary_path
 from ..results.stats import Estimate, category_estimates, headline_estimate
-from ..results.summaries import judged_aggregate
+from ..results.summaries import benchmark_status, judged_aggregate
+from .config_groups import COMPARED, differing_settings, family_frame_defaults, mark_config_groups
+
+__all__ = ["BenchRun", "Run", "benchmark_ids", "differing_settings", "load_run", "load_runs"]
 
 log = logging.getLogger(__name__)
-
-# Config keys that must agree for two runs' numbers on a benchmark to be comparable (the model may differ).
-_COMPARED = ("frames", "prompt", "thinking", "sampling")
 
 
 @dataclass
@@ -42,7 +41,7 @@ class BenchRun:
     estimate: Estimate | None  # CI of the headline score (None where the metric is not a mean of sample scores)
     categories: dict[str, dict[str, Estimate]]
     n_expected: int
-    config: dict[str, Any] | None  # the comparable part of the result config (None without a manifest)
+    config: dict[str, Any] | None  # the part of the result config that can change a score (None without a manifest)
     judge: dict[str, Any] | None = None
     config_group: str | None = None  # "A", "B", ... when runs disagree on the config
     config_note: str = ""  # the settings that differ between the variants, with this run's values
@@ -52,6 +51,7 @@ class BenchRun:
     scored: list[Result] = field(default_factory=list)
     robust_estimate: Estimate | None = None
     subset: dict[str, Any] | None = None  # summaries.subset_of: what part of the benchmark the run evaluated
+    frame_defaults: dict[str, Any] | None = None  # the frames its model family gets by default (config_groups)
 
     @property
     def score(self) -> float | None:
@@ -75,11 +75,8 @@ class BenchRun:
     @property
     def status(self) -> str:
         """As summary.json says it: complete, subset, partial or failed (recounted from the lines)."""
-        if not self.complete:
-            return "partial"
-        if self.results and self.aggregate.get("n_failed", 0) >= len(self.results):
-            return "failed"
-        return "subset" if self.subset else "complete"
+        return benchmark_status({"complete": self.complete, "n_total": len(self.results), "subset": self.subset,
+                                 "n_failed": self.aggregate.get("n_failed", 0)})
 
     @property
     def markers(self) -> list[str]:
@@ -160,7 +157,8 @@ def load_runs(run_dirs: list[Path], strict: bool = False) -> list[Run]:
         label_counts[r.model] = label_counts.get(r.model, 0) + 1
     for r in runs:  # the same model twice (checkpoints, settings): say which folder
         r.label = r.model if label_counts[r.model] == 1 else f"{r.model} ({r.dir.name})"
-    mark_config_groups(runs)
+    for bid in benchmark_ids(runs):
+        mark_config_groups([r.benchmarks[bid] for r in runs if bid in r.benchmarks])
     return runs
 
 
@@ -234,14 +232,14 @@ def _load_benchmark(run_dir: Path, bid: str, block: dict[str, Any], manifest: di
         estimates = {"official": headline_estimate(results, None)}
     scored = reading_lines(results, "official")
     n_expected = int(block.get("n_expected") or block.get("n_total") or len(results))
-    config = None
+    config, family = None, None
     if manifest is not None:
+        family = (manifest.get("model") or {}).get("family")
         cfg = ((manifest.get("benchmarks") or {}).get(bid) or {}).get("config")
         if isinstance(cfg, dict):
-            config = {k: cfg.get(k) for k in _COMPARED}
+            config = {k: cfg.get(k) for k in COMPARED}
             if isinstance(config.get("frames"), dict):  # pixel defaults follow the family, which may differ
                 config["frames"] = {k: v for k, v in config["frames"].items() if k != "family"}
-            config["n_expected"] = n_expected
     return BenchRun(
         benchmark=bid, results=results, aggregate=agg, estimate=estimates.get("official"),
         categories=category_estimates(scored, card.categories if card else ()),
@@ -249,47 +247,12 @@ def _load_benchmark(run_dir: Path, bid: str, block: dict[str, Any], manifest: di
         stored_complete=block.get("complete") is not False, n_bad_lines=len(judged.bad),
         scored=scored, robust_estimate=estimates.get("robust"),
         subset=block.get("subset") if isinstance(block.get("subset"), dict) else None,
+        frame_defaults=family_frame_defaults(bid, family) if config else None,
     )
 
 
 def _finite(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
-
-
-def mark_config_groups(runs: list[Run]) -> None:
-    """Where runs disagree on a benchmark's config, give each variant a letter (runs without a manifest: "?")."""
-    for bid in benchmark_ids(runs):
-        cells = [r.benchmarks[bid] for r in runs if bid in r.benchmarks]
-        keys = [json.dumps(c.config, sort_keys=True, default=str) if c.config is not None else None for c in cells]
-        distinct = list(dict.fromkeys(k for k in keys if k is not None))
-        if len(distinct) > 1 or (None in keys and len(cells) > 1):
-            differ = differing_settings([c.config for c in cells if c.config is not None])
-            for c, k in zip(cells, keys):
-                c.config_group = "?" if k is None else chr(ord("A") + distinct.index(k))
-                c.config_note = "no manifest" if c.config is None else ", ".join(
-                    f"{name}={json.dumps(_setting(c.config, name), sort_keys=True, default=str)}" for name in differ)
-
-
-def differing_settings(configs: list[dict[str, Any]]) -> list[str]:
-    """Dotted names of the settings (one level into nested ones: `frames.max_frames`) that differ among `configs`."""
-    def flat(cfg: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k, v in cfg.items():
-            if isinstance(v, dict):
-                out.update({f"{k}.{kk}": vv for kk, vv in v.items()})
-            else:
-                out[k] = v
-        return out
-
-    flats = [flat(c) for c in configs]
-    names = list(dict.fromkeys(n for f in flats for n in f))
-    return [n for n in names if len({json.dumps(f.get(n), sort_keys=True, default=str) for f in flats}) > 1]
-
-
-def _setting(cfg: dict[str, Any], dotted: str) -> Any:
-    head, _, tail = dotted.partition(".")
-    v = cfg.get(head)
-    return v.get(tail) if tail and isinstance(v, dict) else v
 
 
 def benchmark_ids(runs: list[Run]) -> list[str]:

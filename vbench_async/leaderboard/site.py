@@ -32,6 +32,8 @@ from .compare_pages import budget_chart, pair_sections, pairs
 from .csv_cells import csv_text, safe_cell
 from .families import run_family
 from .load import Run, benchmark_ids, load_runs
+from .model_facts import band_order, shown_columns
+from .names import breakable, shorten
 from .samples_page import category_options, reading_scores, sample_rows
 from .thumbnails import MEMO, Thumbnailer, load_memo
 
@@ -58,7 +60,8 @@ def environment():
 
     env = Environment(loader=FileSystemLoader(str(data_dir("leaderboards"))), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters.update(json_script=json_script, pct=pct, slug=slug, badge=board.badge)
+    env.filters.update(json_script=json_script, pct=pct, slug=slug, badge=board.badge, breakable=breakable,
+                       shorten=shorten)
     return env
 
 
@@ -211,9 +214,11 @@ def render_index(env, runs: list[Run], cells: tables.Board, readings: dict[tuple
                for c in cells.columns]
     views = board.groups(columns, cells.suites)
     grid = _grid(cells, readings)
-    board.rank(grid, views[0]["avg"])
+    board.rank(grid, views)
     return env.get_template("index.html.j2").render(
         root="", runs=runs, benchmarks=pages, grid=grid, columns=columns, views=views,
+        meta_columns=shown_columns([row["facts"] for row in grid]),
+        sizes=band_order({row["size"] for row in grid}),
         chances=board.chances(runs, columns, cells.suites), suite_charts=_suite_charts(cells), compares=compares,
         random_weights=[r.label for r in runs if r.summary.get("random_weights")])
 

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..results.stats import Estimate, combine_independent, paired_compare, values_by_id
+from ..results.summaries import run_status
 from .families import bench_frames, grouped, run_family
 from .load import BenchRun, Run, benchmark_ids
 
@@ -127,7 +128,7 @@ def _suite_row(r: Run, suite: str, members: list[str]) -> dict[str, Any] | None:
             "n_expected": sum(c.n_expected for c in present),
             "n_failed": failed, "n_needs_judge": judge,
             "complete": complete and not subset,
-            "status": "partial" if not complete else "subset" if subset else "complete",
+            "status": run_status({c.benchmark: {"status": c.status} for c in present}),  # the worst, as summary.json
             "config_group": ",".join(groups) or None,
             "markers": "; ".join(markers + (["config differs"] if groups else [])),
             "metric": "mean of benchmark scores", "headline": ", ".join(members)}

@@ -19,10 +19,10 @@ from collections import Counter
 from dataclasses import dataclass
 from io import FileIO
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, TextIO
+from typing import Any, Callable, Collection, Iterable, Mapping, TextIO
 
 from ..errors import UserError
-from ..failure_kinds import environment_fault, is_final
+from ..failure_kinds import environment_fault, is_final_kind
 from ..redact import scrub
 from ..result import Result
 from .lines import BadLine, check_line, line_problem, read_lines
@@ -59,14 +59,40 @@ class ResultStore:
         self._lock_fh: TextIO | None = None
 
     # -- reading -----------------------------------------------------------------------------------------------------
-    def completed_ids(self, retry_failed: bool = False) -> set[str]:
-        """Ids whose line settles them: without retry_failed, lines with a transient error are tried again. Holds one
-        flag per line while reading, never the lines (a resumed run of 100,000 samples keeps only their ids)."""
-        def settles(line: dict[str, Any]) -> dict[str, Any]:
+    def failure_kinds(self) -> dict[str, str | None]:
+        """Each sample's latest line as its error kind ("unknown" for an error without one), None where the model
+        answered. Holds one short value per line while reading, never the lines (a resumed run of 100,000 samples
+        keeps only their ids)."""
+        def kind(line: dict[str, Any]) -> str | None:
             r = Result.read({"sample_id": line["sample_id"], "error": line.get("error")})
-            return {"done": not r.failed if retry_failed else is_final(r)}
+            return (r.error_kind or "unknown") if r.failed else None
 
-        return {sid for sid, done in read_lines(self.path, view=settles).items() if done["done"]}
+        return read_lines(self.path, view=kind)
+
+    def completed_ids(self, retry_failed: bool = False, kinds: Mapping[str, str | None] | None = None) -> set[str]:
+        """Ids whose line settles them: without retry_failed, lines with a transient error are tried again.
+        `kinds`: `failure_kinds()` when the caller has read them already."""
+        kinds = self.failure_kinds() if kinds is None else kinds
+        return {sid for sid, kind in kinds.items() if kind is None or (not retry_failed and is_final_kind(kind))}
+
+    def drop_failures(self, ids: Collection[str], kind: str) -> int:
+        """Remove the lines of `ids` that failed with `kind` (the `record_invalid` line of a record repaired since),
+        under the file's lock, atomically; every other line stays as written. Returns how many lines went."""
+        if not ids or not self.path.exists():
+            return 0
+        opened = self._fh is None
+        if opened:
+            self.open()
+        try:
+            with open(self.path, "rb") as fh:
+                lines = fh.readlines()
+            kept = [line for line in lines if not _failed_with(line, ids, kind)]
+            if len(kept) < len(lines):
+                self._replace(kept)
+        finally:
+            if opened:
+                self.close()
+        return len(lines) - len(kept)
 
     # -- writing -----------------------------------------------------------------------------------------------------
     def open(self) -> ResultStore:
@@ -114,12 +140,16 @@ class ResultStore:
 
     def rewrite(self, results: Iterable[Mapping[str, Any]]) -> None:
         """Replace the whole file with `results` (merging shards), atomically; the store must be open (locked)."""
+        self._replace(_line(r).encode("utf-8") for r in results)
+
+    def _replace(self, lines: Iterable[bytes]) -> None:
+        """Replace the whole file with `lines` (each ending in a newline), atomically; the store must be open."""
         if self._fh is None:
             raise RuntimeError("open the store before rewriting it")
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")  # not *.jsonl
         try:
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.writelines(_line(r) for r in results)
+            with open(tmp, "wb") as fh:
+                fh.writelines(lines)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, self.path)
@@ -181,6 +211,18 @@ def _line(result: Mapping[str, Any]) -> str:
         except UnicodeEncodeError:  # a lone surrogate (a server's "\ud800"): escape it, or the sample has no line
             line = json.dumps(result, ensure_ascii=True, default=_json_default, allow_nan=False)
     return line + "\n"
+
+
+def _failed_with(line: bytes, ids: Collection[str], kind: str) -> bool:
+    """Whether a raw line is the failure of one of `ids` with `kind` (a line that does not parse is not)."""
+    try:
+        rec = json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    if not isinstance(rec, dict) or not isinstance(rec.get("sample_id"), str):
+        return False
+    error = rec.get("error")
+    return isinstance(error, dict) and error.get("kind") == kind and rec["sample_id"] in ids
 
 
 def _cut_torn_tail(path: Path) -> None:

@@ -95,14 +95,17 @@ def summarize_benchmark(run_dir: Path, benchmark: Benchmark, results_path: Path,
 
 
 def benchmark_status(agg: Mapping[str, Any]) -> str:
-    """complete: every sample has a result and some were answered; subset: the same for a run that evaluated only
-    part of the benchmark (`--max-samples`, one shard); failed: every sample has a result and all of them are
-    failures; partial: samples are missing (interrupted, or still to run)."""
+    """complete: every sample has a result and none failed; subset: the same for a run that evaluated only part of
+    the benchmark (`--max-samples`, one shard); failed: every sample has a result and all of them are failures;
+    partial: samples are missing (interrupted, or still to run) or some of them failed (the score counts them as
+    wrong over every sample: `n_failed` says how many)."""
     if not agg.get("complete"):
         return "partial"
-    n = agg.get("n_total", 0)
-    if n and agg.get("n_failed", 0) >= n:
+    n, failed = agg.get("n_total", 0), agg.get("n_failed", 0)
+    if n and failed >= n:
         return "failed"
+    if failed:
+        return "partial"
     return "subset" if agg.get("subset") else "complete"
 
 

@@ -26,6 +26,7 @@ class MetricsLogger:
     def __init__(self, output_dir: Path, cfg: LoggingConfig, enabled: bool, total_steps: int, start_step: int,
                  run_config: dict[str, Any]):
         self.enabled = enabled
+        self.total_steps = total_steps
         self.path = Path(output_dir) / "metrics.jsonl"
         self.samples_path = Path(output_dir) / "samples.jsonl"
         self._tb = self._wandb = self._bar = None
@@ -70,9 +71,8 @@ class MetricsLogger:
         if self._bar is not None:
             self._bar.update(1)
             self._bar.set_postfix({short: f"{clean[k]:.3g}" for k, short in _BAR_KEYS if clean.get(k) is not None})
-        else:
-            shown = " ".join(f"{short}={clean[k]:.4g}" for k, short in _BAR_KEYS if clean.get(k) is not None)
-            log.info("step %d %s", step, shown)
+        else:  # no bar (logging.progress false, a launcher's log): one line per step, so the console is never silent
+            log.info("%s", step_line(step, self.total_steps, clean))
 
     def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
         if self.enabled and rows:
@@ -87,6 +87,12 @@ class MetricsLogger:
             self._tb.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+def step_line(step: int, total: int, metrics: dict[str, float | None]) -> str:
+    """"step 3/12 reward=0.5 acc=0.5 loss=0.012 s/step=8.1": a step's place in the run and its headline metrics."""
+    shown = " ".join(f"{short}={metrics[k]:.4g}" for k, short in _BAR_KEYS if metrics.get(k) is not None)
+    return f"step {step}/{total} {shown}".rstrip()
 
 
 def _keep_until(path: Path, step: int) -> None:

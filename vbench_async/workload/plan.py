@@ -125,6 +125,7 @@ class BenchmarkWorkload:
     cache_bytes_to_write: int  # as the cache will store them: raw frame bytes times the codec's ratio
     overflow: int = 0  # samples whose prompt does not fit the engine's context
     fix: str | None = None
+    unplanned_example: dict[str, str] = field(default_factory=dict)  # error kind -> "sample id: why", its first
 
     @property
     def fits(self) -> bool:
@@ -150,6 +151,7 @@ class WorkloadPlan:
     cache: CacheEstimate | None = None  # how the bytes to write were estimated, and the cache's warnings
     prompt_tokens: Mapping[str, int] = field(default_factory=PromptTokens, repr=False)  # sample key -> length
     n_done: int = 0  # samples of the selection that already have a result (a resumed run; set by the runner)
+    n_to_send: int | None = None  # samples the run will send to the engine (set by the runner; 0: no engine starts)
 
     @property
     def fits(self) -> bool:
@@ -272,8 +274,11 @@ class _Tally:
     keys: dict[tuple[str, Any], str] = field(default_factory=dict)  # (fingerprint, window) -> cache key
     videos: dict[tuple[Path, Any], tuple[VideoHeader, VideoGeometry]] = field(default_factory=dict)  # (path, window)
 
-    def fail(self, kind: str) -> None:
+    unplanned_example: dict[str, str] = field(default_factory=dict)
+
+    def fail(self, kind: str, sample_id: str, why: str) -> None:
         self.unplanned[kind] = self.unplanned.get(kind, 0) + 1
+        self.unplanned_example.setdefault(kind, f"{sample_id}: {why}")
 
 
 def plan_workload(
@@ -329,7 +334,7 @@ def _media(entry: PlanEntry, spec: FrameSpec, counter: PromptCounter, found: Map
     """(prompt, video geometries, image sizes) of one entry, or None when it fails before the engine (a prompt the
     chat template cannot render included)."""
     if entry.error is not None:
-        tally.fail(entry.error.kind)
+        tally.fail(entry.error.kind, entry.sample.sample_id, str(entry.error))
         return None
     videos: list[VideoGeometry] = []
     header = None
@@ -347,9 +352,9 @@ def _media(entry: PlanEntry, spec: FrameSpec, counter: PromptCounter, found: Map
             tally.headers[entry.sample.key] = header
         return prompt, videos, images
     except SampleError as exc:
-        tally.fail(exc.kind)
-    except Exception:  # noqa: BLE001 - the run records it (prompt_error and the like); the plan only counts it
-        tally.fail("unplanned")
+        tally.fail(exc.kind, entry.sample.sample_id, str(exc))
+    except Exception as exc:  # noqa: BLE001 - the run records it (prompt_error and the like); the plan only counts it
+        tally.fail("unplanned", entry.sample.sample_id, f"{type(exc).__name__}: {exc}")
     return None
 
 
@@ -393,6 +398,7 @@ def _summarise(bench: BenchmarkInput, t: _Tally, engine: EnginePlan, counter: Pr
     overflow = sum(1 for n in t.prompts if n >= engine.max_model_len)
     workload = BenchmarkWorkload(
         id=bench.id, n_samples=len(bench.entries), n_planned=len(t.prompts), unplanned=dict(t.unplanned),
+        unplanned_example=dict(t.unplanned_example),
         frames=Spread.of(t.frames), visual_tokens=Spread.of(t.visual), prompt_tokens=Spread.of(t.prompts),
         largest_context=max(t.prompts, default=0) + max_tokens if t.prompts else 0,
         largest_item_tokens=t.largest_item, largest_video=t.largest_video,
