@@ -106,14 +106,18 @@ def test_log_records_of_any_library_and_the_console_are_scrubbed(tmp_path: Path,
     from vbench_async.cli.console import engine_console
 
     log_path = tmp_path / "logs" / "engine.log"
+    httpx_log = logging.getLogger("httpx")
+    level = httpx_log.level
+    httpx_log.setLevel(logging.INFO)  # vllm.logger, once imported by an earlier test, sets it to WARNING
     with engine_console(log_path, engine_in_process=False):
-        logging.getLogger("httpx").info('HTTP Request: POST %s "HTTP/1.1 200 OK"',
+        httpx_log.info('HTTP Request: POST %s "HTTP/1.1 200 OK"',
                                         f"http://alice:{PASSWORD}@127.0.0.1:9/v1/chat/completions")
         logging.getLogger("vbench_async.backends.openai").warning("server said: Bearer %s", TOKEN)
         try:
             raise RuntimeError(f"cannot reach http://{TOKEN}@127.0.0.1:9/v1")
         except RuntimeError:
             logging.getLogger("vbench_async.runner").exception("failed")
+    httpx_log.setLevel(level)
     text = log_path.read_text() + "".join(capsys.readouterr())
     assert "HTTP Request: POST" in text and "server said" in text and "RuntimeError" in text, text
     assert PASSWORD not in text and TOKEN not in text, text

@@ -11,7 +11,6 @@ import base64
 import json
 import os
 import resource
-import signal
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 from support.fault_server import LocalServer, fault_suite, openai_args
+from support.processes import stop_group
 from test_leaderboard_runs import make_run, right
 from test_security_server import serving
 
@@ -95,20 +95,9 @@ def _start_serve(tmp_path: Path, token: str) -> tuple[subprocess.Popen, str]:
                             start_new_session=True)
     line = proc.stdout.readline()
     if "http://127.0.0.1:" not in line:
-        _stop(proc)
+        stop_group(proc)
         raise AssertionError(f"serve did not start: {line!r}")
     return proc, line.split(" on ", 1)[1].split()[0]
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM, then SIGKILL: a server stuck in a regular expression ignored SIGTERM."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
 
 
 def _timed(method: str, url: str, token: str, body: dict | None = None, timeout: float = 60) -> tuple[int, float]:
@@ -154,7 +143,7 @@ def test_a_long_path_or_job_name_never_holds_the_server(tmp_path: Path) -> None:
             assert 200 <= status < 500 and took < 20, (name, status, took)
         assert proc.poll() is None  # still up
     finally:
-        _stop(proc)
+        stop_group(proc)
     assert proc.returncode is not None
 
 

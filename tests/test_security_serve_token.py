@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
+from support.processes import stop_group
 
 from vbench_async.serve import client
 
@@ -84,13 +84,7 @@ def test_serve_requires_its_own_secret_by_default(tmp_path: Path, monkeypatch) -
             assert other.returncode == 0, other.stderr[-2000:]
             assert json.loads(other.stdout) == {"read": False, "status": 401}, other.stdout
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        stop_group(proc)
     assert not path.exists()  # the secret does not outlive its server
     written = [p for p in (tmp_path / "log").rglob("*") if p.is_file()] + [console]
     for p in written:

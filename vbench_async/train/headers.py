@@ -113,9 +113,5 @@ class SharedHeaders:
         posted = watch.exchange(f"headers-{self._calls}", text)
         self._calls += 1
         if posted is None:  # no store to wait on: a collective (bounded by fsdp.timeout_s)
-            import torch.distributed as dist
-
-            box = [text]
-            dist.broadcast_object_list(box, src=0)
-            return decode(box[0])
+            return decode(watch.broadcast_text(text, src=0))
         return decode(posted[0])

@@ -149,6 +149,20 @@ def _post_key(name: str, rank: int) -> str:
     return f"{_PREFIX}post/{name}/{rank}"
 
 
+def broadcast_text(text: str, src: int = 0) -> str:
+    """Rank `src`'s `text` on every rank, sent as UTF-8 bytes in tensors: object collectives pickle, this does not."""
+    import torch
+
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    mine = text.encode() if dist.get_rank() == src else b""
+    size = torch.tensor([len(mine)], dtype=torch.int64, device=device)
+    dist.broadcast(size, src=src)
+    data = (torch.frombuffer(bytearray(mine), dtype=torch.uint8).to(device) if mine
+            else torch.empty(int(size.item()), dtype=torch.uint8, device=device))
+    dist.broadcast(data, src=src)
+    return data.cpu().numpy().tobytes().decode()
+
+
 def exchange(name: str, value: str, timeout_s: float | None = None, ranks: Sequence[int] | None = None,
              poll_s: float = 0.5) -> list[str] | None:
     """Post this rank's `value` under `name` and return the values of `ranks` (default: every rank), in rank order,
