@@ -128,3 +128,43 @@ def test_a_resume_with_nothing_to_run_starts_no_engine(story):
     assert "start: model tiny-qwen2.5-vl: 3 of 3 already done, nothing to run" in out
     assert "starting engine" not in out and story.again.rc == 1  # its samples failed: still exit 1
     assert "starting engine" in story.first.out  # two samples to send (their videos fail only when loaded)
+
+
+def test_only_a_record_that_was_not_a_sample_counts_as_repaired(tmp_path):
+    """A sample whose answer could not be scored fails with record_invalid too: a resume keeps that line (and re-runs
+    nothing); a broken record made valid is re-run, and its old line goes only once its new result is written."""
+    from vbench_async.result import Result
+    from vbench_async.results.store import INVALID_TASK, ResultStore
+    from vbench_async.runner import repaired_records
+    from vbench_async.samples import Sample, SampleError
+
+    store = ResultStore(tmp_path, "b", "h")
+
+    def line(sid: str, task: str, kind: str | None) -> Result:
+        return Result(sample_id=sid, benchmark="b", config_hash="h", task_type=task, question="", options=[],
+                      answer="", video=None, fields={}, prompt="",
+                      error={"kind": kind, "message": "m"} if kind else None)
+
+    with store.open():
+        store.append(line("s0", "multiple choice", "record_invalid"))  # its answer could not be scored
+        store.append(line("#1", INVALID_TASK, "record_invalid"))  # a broken line, valid now (s1)
+        store.append(line("s2", INVALID_TASK, "record_invalid"))  # a field was missing; the record has it now
+    before = store.path.read_bytes()
+    sample = [Sample(benchmark="b", sample_id=f"s{i}", task_type="multiple choice", question="q", answer="A")
+              for i in range(3)]
+    repaired = repaired_records(store.failure_kinds(), sample, store.invalid_records)
+    assert repaired == {"#1": "s1", "s2": "s2"}
+    broken = SampleError("record_invalid", "still broken")
+    broken.sample_id = "#1"
+    assert repaired_records(store.failure_kinds(), [sample[0], broken, sample[2]], store.invalid_records) == {
+        "s2": "s2"}
+    assert store.drop_failures(set()) == 0 and store.path.read_bytes() == before
+    with store.open():
+        store.append(line("s2", "multiple choice", "record_invalid"))  # s2's new line (its answer unscorable too)
+    assert store.drop_failures({"s2"}) == 1  # the old stub goes, the new line stays
+    assert [r["sample_id"] for r in store_lines(store)] == ["s0", "#1", "s2"]
+    assert store_lines(store)[-1]["task_type"] == "multiple choice"
+
+
+def store_lines(store) -> list[dict]:
+    return [rec for _, rec in iter_lines(store.path)]

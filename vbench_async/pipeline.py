@@ -76,6 +76,9 @@ class BenchmarkPlan(PlannedBenchmark):
 
     entries: list[PlanEntry] = field(default_factory=list)  # pending work
     sample_ids: frozenset[str] | None = None  # the annotation file's samples now: the summary counts only these
+    # record_invalid lines of records repaired since -> the id of each one's new line: a failure goes once its
+    # record's new result is written (`ResultStore.drop_failures`), never before (an interrupted run keeps it, stale)
+    repaired: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -21,7 +21,7 @@ from .pipeline import BenchmarkPlan, PlanEntry
 from .preflight import check_writable, no_data
 from .results.manifest import plain
 from .results.rundir_lock import RunDirLock
-from .results.store import ResultStore, config_hash
+from .results.store import INVALID_TASK, ResultStore, config_hash
 from .run_config import MODES, RunConfig, resolve_model, run_dir_for
 from .samples import RECORD_INVALID, Sample
 
@@ -96,6 +96,8 @@ def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
         stats["stopped"] = str(exc)
     for p in plans:
         p.entries = []  # the summary reads the result files; the work list can go before it does
+    if stopped is None:  # a repaired record's new line replaces its old failure (an interrupted run's too)
+        replace_repaired(plans)
     try:
         summary = summaries.write_run_outputs(
             run_dir=run_dir,
@@ -261,9 +263,8 @@ def _plan_benchmark(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_d
         config["ablation"] = cfg.ablation
     store = ResultStore(run_dir, benchmark.id, config_hash(config), shard=tuple(cfg.shard) if cfg.shard else None)
     kinds = store.failure_kinds() if skip_done else {}
-    repaired = repaired_records(kinds, samples)
-    if repaired:  # their failures go, so each sample keeps one line: its new result
-        store.drop_failures(repaired, RECORD_INVALID)
+    repaired = repaired_records(kinds, samples, store.invalid_records)
+    if repaired:  # evaluated again; each one's failure goes once its new result is written (`replace_repaired`)
         kinds = {sid: kind for sid, kind in kinds.items() if sid not in repaired}
     if selection is not None:
         selection.write_index(run_dir, benchmark.id, store.config_hash, config, [s.sample_id for s in samples])
@@ -277,7 +278,7 @@ def _plan_benchmark(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_d
         if isinstance(s, SampleError):  # malformed record: still one result line, with its error
             if s.sample_id in done:
                 continue
-            stub = Sample(benchmark=benchmark.id, sample_id=s.sample_id, task_type="invalid", question="", answer="")
+            stub = Sample(benchmark=benchmark.id, sample_id=s.sample_id, task_type=INVALID_TASK, question="", answer="")
             entries.append(PlanEntry(stub, "", store, error=s))
             continue
         if s.sample_id in done:
@@ -292,24 +293,40 @@ def _plan_benchmark(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_d
             entry.spec, entry.window = spec, s.window
         entries.append(entry)
     return BenchmarkPlan(benchmark, store, spec, config, n_total=len(samples), entries=entries,
-                         sample_ids=frozenset(s.sample_id for s in samples))
+                         sample_ids=frozenset(s.sample_id for s in samples), repaired=repaired)
 
 
-def repaired_records(kinds: Mapping[str, str | None], samples: list[Sample | SampleError]) -> set[str]:
-    """Ids of `record_invalid` lines whose record has been repaired since: the id is a valid sample's now, or it
-    names a position (`#N`, given to a record without a usable id) whose record is valid now. A repaired record is
-    evaluated again; its old failure must not stand beside the new result."""
-    invalid = {sid for sid, kind in kinds.items() if kind == RECORD_INVALID}
-    if not invalid:
-        return set()
+def repaired_records(kinds: Mapping[str, str | None], samples: list[Sample | SampleError],
+                     invalid_records: Callable[[], set[str]]) -> dict[str, str]:
+    """The `record_invalid` lines whose record has been repaired since, each with the id its new line will have: the
+    id is a valid sample's now, or it names a position (`#N`, given to a record without a usable id) whose record is
+    valid now. Only lines of records that were not samples count (`invalid_records`, read only when there is such a
+    line): a sample whose answer could not be scored fails with `record_invalid` too, and stays settled. A repaired
+    record is evaluated again; its old failure must not stand beside the new result."""
+    if not any(kind == RECORD_INVALID for kind in kinds.values()):
+        return {}
+    invalid = {sid for sid in invalid_records() if kinds.get(sid) == RECORD_INVALID}
     valid = {s.sample_id for s in samples if isinstance(s, Sample)}
     still = {s.sample_id for s in samples if isinstance(s, SampleError)}
-    out = set()
+    out = {}
     for sid in invalid - still:
         position = sid[1:] if sid.startswith("#") else ""
-        if sid in valid or (position.isdigit() and int(position) < len(samples)):
-            out.add(sid)
+        if sid in valid:
+            out[sid] = sid
+        elif position.isdigit() and int(position) < len(samples) and isinstance(samples[int(position)], Sample):
+            out[sid] = samples[int(position)].sample_id
     return out
+
+
+def replace_repaired(plans: list[BenchmarkPlan]) -> None:
+    """Drop the `record_invalid` line of each repaired record whose new result is in the file now (under the file's
+    lock); a record still without one keeps its old line (stale for a `#N` id, so counted nowhere). Reads and
+    rewrites nothing for a benchmark without a repaired record."""
+    for p in plans:
+        if not p.repaired:
+            continue
+        written = p.store.failure_kinds().keys() - p.store.invalid_records()
+        p.store.drop_failures({old for old, new in p.repaired.items() if new in written})
 
 
 def _memo_video_path(benchmark: Benchmark, data_root: Path | None, outside: bool) -> Callable[[Sample], Path]:

@@ -69,15 +69,21 @@ class ResultStore:
 
         return read_lines(self.path, view=kind)
 
+    def invalid_records(self) -> set[str]:
+        """Ids whose latest line is the `record_invalid` line of a record that was not a sample (its stub's task type
+        is `INVALID_TASK`), not that of a sample whose answer could not be scored."""
+        return {sid for sid, stub in read_lines(self.path, view=_is_invalid_record).items() if stub}
+
     def completed_ids(self, retry_failed: bool = False, kinds: Mapping[str, str | None] | None = None) -> set[str]:
         """Ids whose line settles them: without retry_failed, lines with a transient error are tried again.
         `kinds`: `failure_kinds()` when the caller has read them already."""
         kinds = self.failure_kinds() if kinds is None else kinds
         return {sid for sid, kind in kinds.items() if kind is None or (not retry_failed and is_final_kind(kind))}
 
-    def drop_failures(self, ids: Collection[str], kind: str) -> int:
-        """Remove the lines of `ids` that failed with `kind` (the `record_invalid` line of a record repaired since),
-        under the file's lock, atomically; every other line stays as written. Returns how many lines went."""
+    def drop_failures(self, ids: Collection[str]) -> int:
+        """Remove the `record_invalid` lines of records that were not samples (`invalid_records`) among `ids` (records
+        repaired since, whose new result is written), under the file's lock, atomically; every other line stays as
+        written, byte for byte. Returns how many lines went."""
         if not ids or not self.path.exists():
             return 0
         opened = self._fh is None
@@ -86,7 +92,7 @@ class ResultStore:
         try:
             with open(self.path, "rb") as fh:
                 lines = fh.readlines()
-            kept = [line for line in lines if not _failed_with(line, ids, kind)]
+            kept = [line for line in lines if not _invalid_record_of(line, ids)]
             if len(kept) < len(lines):
                 self._replace(kept)
         finally:
@@ -213,16 +219,25 @@ def _line(result: Mapping[str, Any]) -> str:
     return line + "\n"
 
 
-def _failed_with(line: bytes, ids: Collection[str], kind: str) -> bool:
-    """Whether a raw line is the failure of one of `ids` with `kind` (a line that does not parse is not)."""
+INVALID_TASK = "invalid"  # the task type of the line of a record that is not a sample (runner.py writes its stub)
+
+
+def _is_invalid_record(line: Mapping[str, Any]) -> bool:
+    error = line.get("error")
+    return (isinstance(error, dict) and error.get("kind") == "record_invalid"
+            and line.get("task_type") == INVALID_TASK)
+
+
+def _invalid_record_of(line: bytes, ids: Collection[str]) -> bool:
+    """Whether a raw line is the `record_invalid` line of a record (not a sample) among `ids` (a line that does not
+    parse is not)."""
     try:
         rec = json.loads(line)
     except (ValueError, RecursionError):
         return False
     if not isinstance(rec, dict) or not isinstance(rec.get("sample_id"), str):
         return False
-    error = rec.get("error")
-    return isinstance(error, dict) and error.get("kind") == kind and rec["sample_id"] in ids
+    return _is_invalid_record(rec) and rec["sample_id"] in ids
 
 
 def _cut_torn_tail(path: Path) -> None:
