@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "vbench_async"
 # The layers, lowest first: module name prefixes (relative to the package; the longest matching prefix decides).
 LAYERS: dict[str, tuple[str, ...]] = {
     "types": ("", "errors", "failure_kinds", "samples", "legacy_records", "result", "jsonstream", "resources",
-              "process_exit", "phases", "compat", "redact", "settings", "yaml_bounded", "homes",
+              "process_exit", "phases", "compat", "redact", "settings", "yaml_bounded", "homes", "worker_process",
               "backends.base", "scoring.base"),
     "stages": ("frames", "scoring", "benchmarks", "backends", "workload", "demo", "models", "families"),
     "results": ("results", "sharding"),

@@ -121,7 +121,7 @@ def test_math_worker_that_cannot_start_is_an_error_not_a_zero(monkeypatch):
     from vbench_async.scoring import math_task
 
     math_task._reset_worker()
-    monkeypatch.setattr(math_task.sys, "executable", "/bin/false")  # the interpreter the worker would run
+    monkeypatch.setattr(sys, "executable", "/bin/false")  # the interpreter the worker would run
     with pytest.raises(math_task.MathCheckUnavailable, match="not checked"):
         score(make("math", "<answer>x^2+2x+1</answer>"), "$(x+1)^2$")
     monkeypatch.undo()

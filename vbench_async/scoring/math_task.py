@@ -2,7 +2,8 @@
 
 math-verify bounds its own work with SIGALRM, but its alarm raises an ordinary exception that sympy sometimes catches
 and carries on (an integral ran for minutes under load), and SIGALRM only exists in the main thread anyway. So every
-math-verify check runs in a worker process (`math_worker`, its own `python -m`, JSON over a pipe), with math-verify's
+math-verify check runs in a worker process (`math_worker` as a `worker_process.WorkerProcess`: its own `python -m`,
+JSON lines over pipes), with math-verify's
 own limit inside it and a hard limit outside: the worker is killed and replaced when a check overruns (scored 0, as
 math-verify scores its own timeout). A worker that cannot start or dies raises `MathCheckUnavailable`, which the
 pipeline records as the sample's `score_error`: an infrastructure failure is never a wrong answer.
@@ -11,22 +12,14 @@ pipeline records as the sample's `score_error`: an infrastructure failure is nev
 from __future__ import annotations
 
 import atexit
-import contextlib
-import json
 import logging
-import os
 import re
-import selectors
-import subprocess
-import sys
-import tempfile
 import threading
-import time
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from ..samples import Sample
+from ..worker_process import WorkerDied, WorkerProcess, WorkerStartError, WorkerTimedOut, package_env
 from . import extract
 from .base import Score, ScorerUnavailable, malformed
 from .tasks import first_answer, ground_truth, numbers_match, score_multiple_choice
@@ -37,7 +30,6 @@ TIME_LIMIT_S = 5  # per parse and per comparison (math-verify takes whole second
 
 _MATHY = re.compile(r"[\\^_{}=+\-*/\d]")
 START_TIMEOUT_S = 60  # the worker's first answer (interpreter start and imports, under load) must come within this
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def _parse_math(text: str, whole: bool) -> str | None:
@@ -85,86 +77,41 @@ class MathCheckUnavailable(ScorerUnavailable):
     """The math-check worker could not start or died: the answer was not checked."""
 
 
-class _Worker:
-    """One `python -m vbench_async.scoring.math_worker` process; calls are serialised by the module's lock."""
-
-    def __init__(self) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (_PACKAGE_ROOT, os.environ.get("PYTHONPATH"))))}
-        self.last_words = ""  # the tail of its stderr once closed
-        self.stderr = tempfile.TemporaryFile("w+")  # a file, not a pipe: chatty warnings can never fill it and block
-        self.proc = subprocess.Popen([sys.executable, "-m", "vbench_async.scoring.math_worker"], env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
-        if self.call("ready", (), START_TIMEOUT_S) is None:
-            raise self._dead(TimeoutError(f"no answer within {START_TIMEOUT_S} s of its start"))
-
-    def call(self, fn: str, args: tuple[Any, ...], timeout: float) -> Any:
-        """The function's result; None when it overran `timeout` (the caller kills this worker)."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        try:
-            self.proc.stdin.write(json.dumps({"fn": fn, "args": list(args)}) + "\n")
-            self.proc.stdin.flush()
-        except OSError as exc:
-            raise self._dead(exc) from exc
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
-            deadline = time.monotonic() + timeout
-            while not sel.select(max(0.0, deadline - time.monotonic())):
-                if time.monotonic() >= deadline:
-                    return None
-        line = self.proc.stdout.readline()
-        if not line:
-            raise self._dead(EOFError("it exited"))
-        answer = json.loads(line)
-        if "error" in answer:
-            raise RuntimeError(f"math check failed: {answer['error']}")
-        return answer["result"]
-
-    def _dead(self, cause: BaseException) -> MathCheckUnavailable:
-        self.close()
-        return MathCheckUnavailable(f"the math-check worker process failed ({cause})"
-                                    f"{': ' + self.last_words if self.last_words else ''}; the answer was not checked")
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            if pipe is not None:
-                with contextlib.suppress(OSError):  # a dead worker's stdin cannot take the buffered rest
-                    pipe.close()
-        if not self.stderr.closed:
-            self.stderr.seek(0)
-            self.last_words = self.stderr.read()[-500:].strip()
-            self.stderr.close()
-
-
-_worker: _Worker | None = None
+_worker: WorkerProcess | None = None
 _worker_lock = threading.Lock()
 
 
 def _call(fn: str, args: tuple[Any, ...], timeout: float) -> Any:
-    """fn(*args) in the worker, or None when it overran (the worker is then replaced)."""
+    """fn(*args) in the worker, or None when it overran (the worker is then replaced). Calls are serialised."""
     global _worker
     with _worker_lock:
-        if _worker is None:
-            _worker = _Worker()
         try:
-            result = _worker.call(fn, args, timeout)
-        except MathCheckUnavailable:
-            _worker = None
-            raise
-        if result is None:
-            _worker.close()
-            _worker = None
-        return result
+            if _worker is None:
+                _worker = WorkerProcess("vbench_async.scoring.math_worker", package_env(), START_TIMEOUT_S,
+                                        what="the math-check worker")
+            answer = _worker.request({"fn": fn, "args": list(args)}, timeout)
+        except WorkerTimedOut:
+            _reset_worker_locked()
+            return None
+        except (WorkerStartError, WorkerDied) as exc:
+            tail = _worker.stderr_tail() if _worker is not None else ""
+            _reset_worker_locked()
+            raise MathCheckUnavailable(f"{exc}{tail}; the answer was not checked") from exc
+    if "error" in answer:
+        raise RuntimeError(f"math check failed: {answer['error']}")
+    return answer["result"]
+
+
+def _reset_worker_locked() -> None:
+    global _worker
+    if _worker is not None:
+        _worker.kill()
+        _worker = None
 
 
 def _reset_worker() -> None:
-    global _worker
     with _worker_lock:
-        if _worker is not None:
-            _worker.close()
-            _worker = None
+        _reset_worker_locked()
 
 
 atexit.register(_reset_worker)

@@ -1,6 +1,8 @@
 """The math-check worker process: one JSON request a line on stdin, one JSON answer a line on stdout.
 
-    {"fn": "equivalence" | "plain_verify" | "ready", "args": [...]}  ->  {"result": ...}  or  {"error": "Type: message"}
+    {"fn": "equivalence" | "plain_verify", "args": [...]}  ->  {"result": ...}  or  {"error": "Type: message"}
+
+after a first {"ready": true} once math-verify is imported (inside the start-up allowance, not a check's limit).
 
 Started by `math_task` as `python -m vbench_async.scoring.math_worker`, so it never depends on how the caller was
 started (a script read on standard input or a notebook cannot be re-imported, which multiprocessing's spawn needs),
@@ -17,17 +19,15 @@ from typing import Any, Callable
 def _functions() -> dict[str, Callable[..., Any]]:
     from .math_task import _plain_verify, check_equivalence
 
-    return {"equivalence": check_equivalence, "plain_verify": _plain_verify, "ready": _ready}
-
-
-def _ready() -> bool:
-    import math_verify  # noqa: F401 - imported here, inside the start-up allowance, not in the first check's limit
-
-    return True
+    return {"equivalence": check_equivalence, "plain_verify": _plain_verify}
 
 
 def main() -> None:
+    import math_verify  # noqa: F401 - before the ready message: the import is start-up, not a check's time
+
     functions = _functions()
+    sys.stdout.write(json.dumps({"ready": True}) + "\n")
+    sys.stdout.flush()
     for line in sys.stdin:
         try:
             request = json.loads(line)
