@@ -9,8 +9,8 @@ export TOKENIZERS_PARALLELISM ?= false
 setup:
 	bash scripts/setup_env.sh
 
-demo: setup  ## evaluate the tiny model on the built-in synthetic suite, write results + leaderboard
-	.venv/bin/vbench-async run --model tiny-qwen2.5-vl --suite demo --output-dir runs/demo
+demo: setup  ## the seeing model on the seeing suite, with real, blank and reversed frames side by side + leaderboard
+	.venv/bin/vbench-async run --model seeing-qwen3-vl --suite seeing --ablation none,blank,reverse --output-dir runs/demo
 
 demo-rl: setup  ## evaluate the tiny model, RL-train it on the synthetic training split, evaluate again, compare
 	$(PY) scripts/demo_rl.py --out runs/demo-rl

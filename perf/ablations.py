@@ -1,21 +1,19 @@
-"""Ablations: does each part of the input reach the model? A model on the demo suite, with every ablation, through
-every backend. Only a model that answers from the pixels gives a signal (random-weight tiny models do not; see
-docs/seeing-models.md for the seeing models in progress).
+"""Ablations: does each part of the input reach the model? The seeing models on the seeing suite, with every
+ablation, through every backend.
 
-For each model given (a model directory or hub id whose family the demo cards support) and each backend (the
+For each model (default: both seeing models, `seeing-qwen2.5-vl` and `seeing-qwen3-vl`) and each backend (the
 in-process vLLM engine, vLLM's OpenAI server through `--backend openai`, transformers through `--backend hf`), the
-demo's choice, yes/no and counting benchmarks are evaluated with the real
-frames and with each ablation of `run --ablation` (frames blanked, shuffled, reversed; fps doubled; timestamps lost).
-A model that sees scores above chance on the real frames and falls to chance with blank frames; reversed frames flip
-its answers about the direction of motion (the "motion" questions fall below chance).
+seeing suite is evaluated with the real frames and with each ablation of `run --ablation` (frames blanked, shuffled,
+reversed; fps doubled; timestamps lost). A model that sees scores above chance on the real frames and falls to chance
+with blank frames; reversed frames flip its answer to "when are the shapes shown" (seeing-when falls below chance).
 
 Runs go through `vbench_async.runner.run`, each ablation a run of its own in WORKDIR/<model>/<backend>/<ablation>,
 all of one model and backend on one engine (`sweep.run_on_one_engine`), and the vLLM server once per model.
 
-    PYTHONPATH=. .venv/bin/python perf/ablations.py --models DIR[,DIR] [--backends vllm,openai,hf] [--workdir DIR]
+    PYTHONPATH=. .venv/bin/python perf/ablations.py [--models NAME_OR_DIR,...] [--backends vllm,openai,hf]
 
-Prints one table per model and backend (headline per benchmark, and the motion questions' accuracy), then one
-SUMMARY line: per model and backend, the mean score over the benchmarks with real frames and with each ablation.
+Prints one table per model and backend (accuracy in % per benchmark and input), then one SUMMARY line: per model
+and backend, the mean score over the benchmarks with real frames and with each ablation, and seeing-when's.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
 import os
 import socket
 import subprocess
@@ -37,19 +34,8 @@ from typing import Any, Iterator
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-BENCHMARKS = ("demo-mc", "demo-yesno", "demo-count")
+BENCHMARKS = ("seeing-color", "seeing-count", "seeing-size", "seeing-when")
 ABLATION_ORDER = (None, "blank", "shuffle", "reverse", "fps", "timestamps")
-
-
-def motion_accuracy(run_dir: Path) -> float | None:
-    """Mean score of the motion questions (direction of motion: they need the frames in order) over the run's lines."""
-    scores = []
-    for path in sorted((run_dir / "results").glob("*.jsonl")):
-        for line in path.read_text().splitlines():
-            r = json.loads(line)
-            if (r.get("fields") or {}).get("category") == "motion":
-                scores.append(float(r.get("score") or 0.0))
-    return sum(scores) / len(scores) if scores else None
 
 
 @contextlib.contextmanager
@@ -88,7 +74,7 @@ def vllm_server(model_path: str) -> Iterator[str]:
 
 
 def run_all(model: str, backend: str, workdir: Path, base_url: str | None) -> dict[str | None, dict[str, Any]]:
-    """Every ablation of one model on one backend (one engine); {ablation: {benchmark: score, "motion": acc}}."""
+    """Every ablation of one model on one backend (one engine); {ablation: {benchmark: score in %}}."""
     from vbench_async import models
     from vbench_async.backends.base import SamplingParams
     from vbench_async.backends.openai import ServerSettings
@@ -107,26 +93,24 @@ def run_all(model: str, backend: str, workdir: Path, base_url: str | None) -> di
     summaries = run_on_one_engine(cfgs, ref.path, [0] * len(cfgs), None,
                                   lambda run_dir: contextlib.nullcontext(), ref)
     out: dict[str | None, dict[str, Any]] = {}
-    for a, cfg, summary in zip(ABLATION_ORDER, cfgs, summaries):
-        row: dict[str, Any] = {b: (summary["benchmarks"].get(b) or {}).get("score") for b in BENCHMARKS}
-        row["motion"] = motion_accuracy(Path(cfg.output_dir))
-        out[a] = row
+    for a, summary in zip(ABLATION_ORDER, summaries):
+        scores = {b: (summary["benchmarks"].get(b) or {}).get("score") for b in BENCHMARKS}
+        out[a] = {b: None if v is None else 100 * v for b, v in scores.items()}
     return out
 
 
 def table(model: str, backend: str, rows: dict[str | None, dict[str, Any]]) -> str:
-    cols = (*BENCHMARKS, "motion")
-    lines = [f"\n{model} / {backend}", f"{'input':<12}" + "".join(f"{c:>12}" for c in cols)]
+    lines = [f"\n{model} / {backend}", f"{'input':<12}" + "".join(f"{c:>14}" for c in BENCHMARKS)]
     for a, row in rows.items():
-        cells = "".join(f"{row[c] * (100 if c == 'motion' else 1):>12.1f}" if row[c] is not None else f"{'-':>12}"
-                        for c in cols)
+        cells = "".join(f"{row[c]:>14.1f}" if row[c] is not None else f"{'-':>14}" for c in BENCHMARKS)
         lines.append(f"{a or 'frames':<12}{cells}")
     return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", required=True, help="comma-separated model directories (or hub ids)")
+    ap.add_argument("--models", default="seeing-qwen2.5-vl,seeing-qwen3-vl",
+                    help="comma-separated model names, directories or hub ids")
     ap.add_argument("--backends", default="vllm,openai,hf")
     ap.add_argument("--workdir", type=Path, default=None)
     args = ap.parse_args()
@@ -147,10 +131,10 @@ def main() -> None:
             print(table(model, backend, rows), f"\n({time.perf_counter() - t0:.0f} s)", flush=True)
             mean = {a or "frames": round(sum(r[b] or 0.0 for b in BENCHMARKS) / len(BENCHMARKS), 1)
                     for a, r in rows.items()}
-            motion = {a or "frames": None if r["motion"] is None else round(100 * r["motion"], 1)
-                      for a, r in rows.items()}
+            when = {a or "frames": None if r["seeing-when"] is None else round(r["seeing-when"], 1)
+                    for a, r in rows.items()}
             parts.append(f"{model}/{backend}:mean=" + "/".join(f"{k}:{v}" for k, v in mean.items())
-                         + ",motion=" + "/".join(f"{k}:{v}" for k, v in motion.items()))
+                         + ",when=" + "/".join(f"{k}:{v}" for k, v in when.items()))
     print("SUMMARY ablations " + " ".join(parts))
 
 

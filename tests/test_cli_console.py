@@ -11,8 +11,9 @@ import pytest
 from conftest import DEMO_ARGS, ENGINE_GROUP, SERVED, SERVER_GROUP, run_cli
 
 from vbench_async import cli
-from vbench_async.cli.failures import FIXES, print_failures
+from vbench_async.cli.failures import print_failures
 from vbench_async.errors import UserError
+from vbench_async.failure_kinds import FailureKind
 from vbench_async.sharding import Shard
 
 # What vLLM, torch and multiprocessing print when nothing redirects them (seen on the console before this change).
@@ -84,7 +85,7 @@ def test_the_failures_are_named_by_kind_with_a_fix(tmp_path, capsys):
     assert print_failures(tmp_path, summary) == 4
     err = capsys.readouterr().err
     assert "4 sample(s) failed:" in err
-    assert f"3 video_missing: {FIXES['video_missing']}" in err and "--max-frames" in err, err
+    assert f"3 video_missing: {FailureKind.VIDEO_MISSING.hint}" in err and "--max-frames" in err, err
 
 
 def test_an_output_directory_of_another_model_is_refused(tmp_path, capsys):

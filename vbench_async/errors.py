@@ -21,8 +21,8 @@ class NoData(UserError):
 class SampleError(Exception):
     """A per-sample failure (bad video, malformed record, engine error). Recorded as a result, never dropped.
 
-    `kind` is a short stable label ("video_missing", "decode_error", "record_invalid", "engine_error", ...)
-    used in summaries; the message explains the cause.
+    `kind` is a short stable label used in summaries, a `failure_kinds.FailureKind` (the one table of kinds: the name
+    written to disk, final or transient, the user's hint); the message explains the cause.
     """
 
     def __init__(self, kind: str, message: str):

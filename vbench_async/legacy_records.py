@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import SampleError
+from .failure_kinds import FailureKind
 
 _PLACEHOLDER = re.compile(r"[ \t]*<(?:video|image)>[ \t]*\n?")
 # Fields consumed by the conversion (everything else is kept as it is).
@@ -34,17 +35,18 @@ def _one_path(record: Mapping[str, Any], key: str, index: int, many: bool) -> li
     if value is None or value == []:
         return []
     if not isinstance(value, list):
-        raise SampleError("record_invalid", f"record #{index}: {key} must be a list of paths")
+        raise SampleError(FailureKind.RECORD_INVALID, f"record #{index}: {key} must be a list of paths")
     paths = []
     for item in value:
         if not isinstance(item, str) or not item.strip():
             kind = "bytes" if isinstance(item, Mapping) else type(item).__name__
-            raise SampleError("record_invalid", f"record #{index}: {key} holds {kind}, not a file path (write "
-                                                "embedded media to files first)")
+            raise SampleError(FailureKind.RECORD_INVALID,
+                              f"record #{index}: {key} holds {kind}, not a file path (write embedded media to files "
+                              "first)")
         paths.append(item.strip())
     if len(paths) > 1 and not many:
-        raise SampleError("record_invalid", f"record #{index}: {len(paths)} {key}; one video per record is "
-                                            "supported (split the record)")
+        raise SampleError(FailureKind.RECORD_INVALID,
+                          f"record #{index}: {len(paths)} {key}; one video per record is supported (split the record)")
     return paths
 
 
@@ -56,21 +58,22 @@ def convert_record(record: Any, index: int) -> dict[str, Any]:
     `has_offline_trajectory` is set. A record already in the unified layout is returned unchanged.
     """
     if not isinstance(record, Mapping):
-        raise SampleError("record_invalid", f"record #{index} is a {type(record).__name__}, not an object")
+        raise SampleError(FailureKind.RECORD_INVALID, f"record #{index} is a {type(record).__name__}, not an object")
     if not is_legacy(record):
         return dict(record)
     videos = _one_path(record, "videos", index, many=False)
     images = _one_path(record, "images", index, many=True)
     if videos and images:
-        raise SampleError("record_invalid", f"record #{index}: both videos and images (the predecessor rejects this "
-                                            "too); split the record")
+        raise SampleError(FailureKind.RECORD_INVALID,
+                          f"record #{index}: both videos and images (the predecessor rejects this too); split the "
+                          "record")
     out = {k: v for k, v in record.items() if k not in _CONSUMED}
     if "solution" not in record:
         answer = record.get("answer")
         if isinstance(answer, (int, float)) and not isinstance(answer, bool):
             answer = str(answer)
         if not isinstance(answer, str):
-            raise SampleError("record_invalid", f"record #{index}: answer must be a string")
+            raise SampleError(FailureKind.RECORD_INVALID, f"record #{index}: answer must be a string")
         out["solution"] = answer
     problem = record.get("problem")
     if isinstance(problem, str):

@@ -30,7 +30,7 @@ class ModelRef:
         if self.label:
             return self.label
         p = Path(self.path)
-        if self.name.startswith("tiny-"):
+        if self.name.startswith(("tiny-", "seeing-")):
             return self.name
         # "checkpoint-200" alone says nothing: prefix its parent, as users name runs that way.
         if p.name.startswith(("checkpoint", "global_step")) and p.parent.name:

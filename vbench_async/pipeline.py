@@ -30,7 +30,7 @@ import numpy as np
 
 from .backends.base import CONCURRENCY, Backend, Completion, ImageInput, Request, SamplingParams, VideoInput, array_uuid
 from .errors import EngineDead, SampleError, UserError
-from .failure_kinds import ENVIRONMENT_KINDS, environment_fault, is_environment_oserror
+from .failure_kinds import ENVIRONMENT_KINDS, FailureKind, environment_fault, is_environment_oserror
 from .frames.ablation import ablate
 from .result import Result
 from .results.lines import InvalidResult
@@ -247,9 +247,9 @@ class Pipeline:
                 except OSError as exc:
                     if is_environment_oserror(exc):
                         raise environment_fault("frame cache", getattr(exc, "filename", None), exc) from None
-                    group_error = SampleError("frame_error", f"{type(exc).__name__}: {exc}")  # transient
+                    group_error = SampleError(FailureKind.FRAME_ERROR, f"{type(exc).__name__}: {exc}")  # transient
                 except Exception as exc:  # a loader bug must not hang the run: record it against the samples
-                    group_error = SampleError("frame_error", f"{type(exc).__name__}: {exc}")
+                    group_error = SampleError(FailureKind.FRAME_ERROR, f"{type(exc).__name__}: {exc}")
                 self.stats.frame_wait_s += time.perf_counter() - t0
             for item in group.items:
                 if item.error is None and group_error is not None:
@@ -262,7 +262,7 @@ class Pipeline:
                     except SampleError as exc:
                         item.error = exc
                     except Exception as exc:  # noqa: BLE001 - an image the loader did not foresee: this sample's
-                        item.error = SampleError("image_error", f"{type(exc).__name__}: {exc}")
+                        item.error = SampleError(FailureKind.IMAGE_ERROR, f"{type(exc).__name__}: {exc}")
                 await queue.put((item, video_input, images, seen))
                 self._loaded += 1
 
@@ -317,7 +317,7 @@ class Pipeline:
             except SampleError as exc:  # the record cannot fill the template (unknown task type, bad options)
                 error = exc
             except Exception as exc:  # noqa: BLE001 - a template error on one record is that record's failure
-                error = SampleError("prompt_error", f"{type(exc).__name__}: {exc}")
+                error = SampleError(FailureKind.PROMPT_ERROR, f"{type(exc).__name__}: {exc}")
         if error is None:
             request = Request(
                 request_id=f"{item.sample.key}#{item.store.config_hash}",
@@ -338,7 +338,7 @@ class Pipeline:
                 raise  # fatal (dead engine, setup problem): the TaskGroup cancels everything else and the run stops
             except Exception as exc:  # an exception type the backend did not expect, on one request: that sample's
                 log.exception("request %s failed", request.request_id)  # failure, not the whole run's
-                error = SampleError("engine_error", f"{type(exc).__name__}: {exc}")
+                error = SampleError(FailureKind.ENGINE_ERROR, f"{type(exc).__name__}: {exc}")
             finally:
                 self._answered()
         loop = asyncio.get_running_loop()
@@ -348,7 +348,7 @@ class Pipeline:
         except InvalidResult as exc:  # a scorer's bad value (a score of 5.0): stored as that sample's failure
             log.error("%s", exc)
             result = await loop.run_in_executor(self._scoring, self._result, item, prompt, completion,
-                                                SampleError("result_invalid", str(exc)), seen)
+                                                SampleError(FailureKind.RESULT_INVALID, str(exc)), seen)
             await self._writer.write(item.store, result)
         self._count(result, completion)  # after the fsync: a sample counts only once its line is durable
 
@@ -386,10 +386,10 @@ class Pipeline:
             except SampleError as exc:  # unparsable ground truth (scoring.score's contract): the record is at fault
                 error = exc
             except ValueError as exc:  # unknown task type
-                error = SampleError("record_invalid", str(exc))
+                error = SampleError(FailureKind.RECORD_INVALID, str(exc))
             except Exception as exc:  # noqa: BLE001 - a scorer bug on one answer must not stop the run
                 log.exception("scoring %s failed", s.key)
-                error = SampleError("score_error", f"{type(exc).__name__}: {exc}")
+                error = SampleError(FailureKind.SCORE_ERROR, f"{type(exc).__name__}: {exc}")
         if error is not None:
             result.error = {"kind": error.kind, "message": str(error)}
             result.score = None

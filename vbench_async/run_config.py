@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Collection
 
 from . import settings
 from .backends.base import CONCURRENCY, SamplingParams
-from .backends.factory import backend_field
+from .backends.factory import BackendKind, backend_field, backend_kind
 from .backends.openai import ServerSettings
 from .backends.vllm import VLLMSettings
 from .benchmarks.prompts import PromptSettings
@@ -30,8 +30,9 @@ MODES = ("auto", "preprocess", "eval", "both")
 
 
 MODEL_HELP = ("model directory, hub id, or a built-in tiny model: tiny-qwen2-vl, tiny-qwen2.5-vl, tiny-qwen3-vl, "
-              "tiny-internvl, tiny-llava-onevision, tiny-glm-4.1v (random weights, for testing the pipeline; "
-              "`vbench-async list --models` shows the families)")
+              "tiny-internvl, tiny-llava-onevision, tiny-glm-4.1v (random weights, for testing the pipeline), or a "
+              "seeing model: seeing-qwen2.5-vl, seeing-qwen3-vl (trained on CPU to answer the `seeing` suite from the "
+              "pixels); `vbench-async list --models` shows the families")
 _COUNT = {"min": 1}
 # What a judge model names, for `run --judge-model` and `judge --judge-model` (judge.JudgeConfig.model): the same
 # setting (the judge pass's model), read the same way by the backend kind that runs it.
@@ -109,7 +110,6 @@ class RunConfig:
         return settings.from_json(cls, data, exclude=exclude)
 
 
-
 def resolve_model(cfg: RunConfig) -> ModelRef:
     """The run's model, labelled with `cfg.name` when the user gave one."""
     from . import models
@@ -118,8 +118,23 @@ def resolve_model(cfg: RunConfig) -> ModelRef:
     return dataclasses.replace(model, label=cfg.name) if cfg.name else model
 
 
-def run_dir_for(cfg: RunConfig, model: ModelRef) -> Path:
-    """Where a run writes: OUTPUT_DIR, or runs/<model name>."""
-    return Path(cfg.output_dir or Path("runs") / model.display_name)
+def run_dir_for(cfg: RunConfig, model: ModelRef, root: Path = Path("runs")) -> Path:
+    """Where a run writes: OUTPUT_DIR, or <root>/<model name> (runs/, or a server's output root)."""
+    return Path(cfg.output_dir or root / model.display_name)
 
 
+@dataclass(frozen=True)
+class ResolvedRun:
+    """What a run's settings name, worked out once where the run enters (`run`, a sweep, a server job) and passed
+    down: the model (labelled with --name), its backend kind and the run directory. Below the entry point nothing
+    resolves them again, so every way in names the same directory (runs/<name> with --name)."""
+
+    model: ModelRef
+    kind: BackendKind
+    run_dir: Path
+
+
+def resolve_run(cfg: RunConfig, root: Path = Path("runs")) -> ResolvedRun:
+    """`cfg`'s model (with its label), backend kind and run directory (OUTPUT_DIR, else <root>/<model name>)."""
+    model = resolve_model(cfg)
+    return ResolvedRun(model, backend_kind(cfg.backend), run_dir_for(cfg, model, root))

@@ -15,15 +15,15 @@ from .backends.factory import backend_kind, make_backend
 from .benchmarks.include import included
 from .errors import DataMissing, SampleError, UserError
 from .evaluation import BackendFactory, backend_options, execute
-from .failure_kinds import EnvironmentFault
+from .failure_kinds import EnvironmentFault, FailureKind
 from .phases import mark
 from .pipeline import BenchmarkPlan, PlanEntry
 from .preflight import check_writable, no_data
 from .results.manifest import plain
 from .results.rundir_lock import RunDirLock
 from .results.store import INVALID_TASK, ResultStore, config_hash
-from .run_config import MODES, RunConfig, resolve_model, run_dir_for
-from .samples import RECORD_INVALID, Sample
+from .run_config import MODES, ResolvedRun, RunConfig, resolve_run
+from .samples import Sample
 
 if TYPE_CHECKING:
     from .benchmarks.registry import Benchmark
@@ -38,16 +38,17 @@ log = logging.getLogger(__name__)
 
 
 def run(cfg: RunConfig, on_plan: Callable[[WorkloadPlan | None, dict[str, str]], None] | None = None,
-        backends: BackendFactory = make_backend) -> dict[str, Any]:
+        backends: BackendFactory = make_backend, resolved: ResolvedRun | None = None) -> dict[str, Any]:
     """Run an evaluation; return the summary dict (also written to OUTPUT_DIR/summary.json), with `run_dir` and, for a
     shard, `merged` (whether this shard completed the run and merged it). `on_plan` gets the workload plan of what is
     left to run (None when it could not be made) and the benchmarks not run, before any engine starts. `backends`
-    builds the backend, called as `make_backend` is (the evaluation server's keeps one engine across runs)."""
+    builds the backend, called as `make_backend` is (the evaluation server's keeps one engine across runs).
+    `resolved`: the model and run directory as the entry point resolved them (`resolve_run(cfg)` when not given)."""
     if cfg.mode not in MODES:
         raise UserError(f"unknown mode {cfg.mode!r}; choose from {', '.join(MODES)}")
     t_start = time.time()
-    model = resolve_model(cfg)
-    run_dir = run_dir_for(cfg, model)
+    resolved = resolved or resolve_run(cfg)
+    model, run_dir = resolved.model, resolved.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     # One writer per run directory, whatever its config (the shards of one run share it). The selection's own card
     # folders are known for the run only (a server job's must not outlive it).
@@ -160,10 +161,10 @@ def plan(cfg: RunConfig) -> WorkloadPlan:
     """The workload plan of the whole selection (finished samples included), without a run directory or an engine:
     `vbench-async plan`."""
     loaded, not_run = _load(cfg)  # before the model: no data is said at once
-    model = resolve_model(cfg)
+    resolved = resolve_run(cfg)
+    model = resolved.model
     cache = frame_cache(cfg)
-    run_dir = run_dir_for(cfg, model)
-    plans = [_plan_benchmark(b, model, cfg, run_dir, samples, decoder=cache.decoder, skip_done=False)
+    plans = [_plan_benchmark(b, model, cfg, resolved.run_dir, samples, decoder=cache.decoder, skip_done=False)
              for b, samples in loaded]
     return workload_plan(cfg, model, plans, cache, not_run, strict=True)
 
@@ -219,16 +220,15 @@ def requests_in_flight(cfg: RunConfig, workload: WorkloadPlan | None, pending: i
 
 def _mark_overflow(plans: list[BenchmarkPlan], workload: WorkloadPlan) -> None:
     """Record the samples the engine would refuse as context_overflow, before any request: with their token count."""
-    from .workload.plan import CONTEXT_OVERFLOW
-
     over = workload.overflowing()
     limit = workload.engine.max_model_len
     for p in plans:
         for e in p.entries:
             n = over.get(e.sample.key)
             if n is not None and e.error is None:
-                e.error = SampleError(CONTEXT_OVERFLOW, f"the prompt needs {n} tokens (+ {workload.max_tokens} "
-                                      f"to answer); the engine's context is {limit} tokens")
+                e.error = SampleError(FailureKind.CONTEXT_OVERFLOW,
+                                      f"the prompt needs {n} tokens (+ {workload.max_tokens} to answer); the "
+                                      f"engine's context is {limit} tokens")
 
 
 def _shard_selection(cfg: RunConfig, model: ModelRef, loaded: list[tuple[Benchmark, list[Sample | SampleError]]],
@@ -303,9 +303,9 @@ def repaired_records(kinds: Mapping[str, str | None], samples: list[Sample | Sam
     valid now. Only lines of records that were not samples count (`invalid_records`, read only when there is such a
     line): a sample whose answer could not be scored fails with `record_invalid` too, and stays settled. A repaired
     record is evaluated again; its old failure must not stand beside the new result."""
-    if not any(kind == RECORD_INVALID for kind in kinds.values()):
+    if not any(kind == FailureKind.RECORD_INVALID for kind in kinds.values()):
         return {}
-    invalid = {sid for sid in invalid_records() if kinds.get(sid) == RECORD_INVALID}
+    invalid = {sid for sid in invalid_records() if kinds.get(sid) == FailureKind.RECORD_INVALID}
     valid = {s.sample_id for s in samples if isinstance(s, Sample)}
     still = {s.sample_id for s in samples if isinstance(s, SampleError)}
     out = {}

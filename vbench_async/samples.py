@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from .errors import SampleError
+from .failure_kinds import FailureKind
 
 # Keys that are parsed into Sample attributes; everything else is kept in `fields` (categories, quirks).
 _CORE_KEYS = {"problem_id", "problem", "problem_type", "options", "solution", "path", "image_path", "data_type"}
@@ -93,11 +94,11 @@ def _parse_options(raw: Any) -> tuple[str, ...]:
             try:
                 raw = ast.literal_eval(text)  # literal_eval never executes code
             except (ValueError, SyntaxError) as exc:
-                raise SampleError("record_invalid", f"options is not a list: {text[:80]!r}") from exc
+                raise SampleError(FailureKind.RECORD_INVALID, f"options is not a list: {text[:80]!r}") from exc
     if not isinstance(raw, (list, tuple)):
-        raise SampleError("record_invalid", f"options must be a list, got {type(raw).__name__}")
+        raise SampleError(FailureKind.RECORD_INVALID, f"options must be a list, got {type(raw).__name__}")
     if not all(isinstance(o, str) for o in raw):
-        raise SampleError("record_invalid", "every option must be a string")
+        raise SampleError(FailureKind.RECORD_INVALID, "every option must be a string")
     return tuple(raw)
 
 
@@ -107,53 +108,54 @@ def _as_seconds(value: Any, name: str) -> float | None:
     try:
         seconds = float(value)
     except (TypeError, ValueError) as exc:
-        raise SampleError("record_invalid", f"{name} must be a number of seconds, got {value!r}") from exc
+        raise SampleError(FailureKind.RECORD_INVALID, f"{name} must be a number of seconds, got {value!r}") from exc
     if not math.isfinite(seconds) or seconds < 0:
-        raise SampleError("record_invalid", f"{name} must be a finite, non-negative number, got {value!r}")
+        raise SampleError(FailureKind.RECORD_INVALID, f"{name} must be a finite, non-negative number, got {value!r}")
     return seconds
 
 
 def parse_record(record: Any, benchmark: str, index: int) -> Sample:
-    """Parse one unified-format record into a Sample; raise SampleError("record_invalid", ...) if malformed.
+    """Parse one unified-format record into a Sample; raise SampleError(FailureKind.RECORD_INVALID, ...) if malformed.
 
     `index` is the record's position in its file, used as the id when `problem_id` is missing.
     """
     if not isinstance(record, Mapping):
-        raise SampleError("record_invalid", f"record #{index} is a {type(record).__name__}, not an object")
+        raise SampleError(FailureKind.RECORD_INVALID, f"record #{index} is a {type(record).__name__}, not an object")
     # One walk of the whole record; the per-field one (for the message) only when it fails.
     bad = [] if _valid_text(record) else [ascii(k) for k, v in record.items()
                                           if not _valid_text(k) or not _valid_text(v)]
     if bad:
-        raise SampleError("record_invalid", f"record #{index}: {', '.join(bad)} hold(s) text that is not valid UTF-8 "
-                                            "(undecodable bytes, or a lone \\uD800-\\uDFFF escape)")
+        raise SampleError(FailureKind.RECORD_INVALID,
+                          f"record #{index}: {', '.join(bad)} hold(s) text that is not valid UTF-8 "
+                          "(undecodable bytes, or a lone \\uD800-\\uDFFF escape)")
     missing = [k for k in ("problem_type", "solution") if k not in record]
     if missing:
-        raise SampleError("record_invalid", f"record #{index} lacks required field(s): {', '.join(missing)}")
+        raise SampleError(FailureKind.RECORD_INVALID, f"record #{index} lacks required field(s): {', '.join(missing)}")
     problem_type = record["problem_type"]
     if not isinstance(problem_type, str) or not problem_type.strip():
-        raise SampleError("record_invalid", f"record #{index}: problem_type must be a non-empty string")
+        raise SampleError(FailureKind.RECORD_INVALID, f"record #{index}: problem_type must be a non-empty string")
     question = record.get("problem", "")
     if not isinstance(question, str):
-        raise SampleError("record_invalid", f"record #{index}: problem must be a string")
+        raise SampleError(FailureKind.RECORD_INVALID, f"record #{index}: problem must be a string")
     solution = record["solution"]
     if isinstance(solution, (int, float)) and not isinstance(solution, bool):
         solution = str(solution)
     if not isinstance(solution, str):
-        raise SampleError("record_invalid", f"record #{index}: solution must be a string")
+        raise SampleError(FailureKind.RECORD_INVALID, f"record #{index}: solution must be a string")
     path = record.get("path")
     if path is not None and (not isinstance(path, str) or not path.strip()):
-        raise SampleError("record_invalid", f"record #{index}: path must be a non-empty string")
+        raise SampleError(FailureKind.RECORD_INVALID, f"record #{index}: path must be a non-empty string")
     image = record.get("image_path")
     images = tuple(image) if isinstance(image, list) else (image,) if image else ()
     if image is not None and not all(isinstance(im, str) and im for im in images):
-        raise SampleError("record_invalid", f"record #{index}: image_path must be a path or a list of paths")
+        raise SampleError(FailureKind.RECORD_INVALID, f"record #{index}: image_path must be a path or a list of paths")
     pid = record.get("problem_id", index)
     sample_id = str(pid) if isinstance(pid, (str, int)) and not isinstance(pid, bool) else str(index)
 
     start = _as_seconds(record.get("start"), "start")
     end = _as_seconds(record.get("end"), "end")
     if start is not None and end is not None and end <= start:
-        raise SampleError("record_invalid", f"record #{index}: end ({end}) must be after start ({start})")
+        raise SampleError(FailureKind.RECORD_INVALID, f"record #{index}: end ({end}) must be after start ({start})")
     window = (start, end) if (start is not None or end is not None) else None
 
     extras = _shared_fields({k: v for k, v in record.items() if k not in _CORE_KEYS})
@@ -238,7 +240,7 @@ def iter_records(path: Path) -> Iterator[Any]:
         try:
             yield from iter_json_array(fh)
         except (json.JSONDecodeError, RecursionError) as exc:
-            raise SampleError("record_invalid", f"{path} is not valid JSON: {exc}") from exc
+            raise SampleError(FailureKind.RECORD_INVALID, f"{path} is not valid JSON: {exc}") from exc
 
 
 def _valid_text(value: Any) -> bool:
@@ -273,9 +275,6 @@ def iter_samples(records: Iterable[Any], benchmark: str) -> Iterator[Sample | Sa
         yield sample_from(rec, benchmark, i)
 
 
-RECORD_INVALID = "record_invalid"  # the kind of a record that is not a sample (bad JSON, a field missing, ...)
-
-
 def broken_line(rec: Any) -> str | None:
     """Why a record read from a JSONL file is not JSON ("line 3 is not valid JSON: ..."), None for a parsed one."""
     return f"line {rec.lineno} is not valid JSON: {rec.error}" if isinstance(rec, _BrokenLine) else None
@@ -285,7 +284,7 @@ def sample_from(rec: Any, benchmark: str, index: int) -> Sample | SampleError:
     """The record at position `index` as a Sample, or the SampleError that says why it is not one (with an id)."""
     broken = broken_line(rec)
     if broken is not None:
-        err = SampleError(RECORD_INVALID, broken)
+        err = SampleError(FailureKind.RECORD_INVALID, broken)
         err.sample_id = f"#{index}"
         return err
     try:

@@ -13,12 +13,15 @@ import dataclasses
 import functools
 import logging
 from pathlib import Path
-from typing import Any, Callable, ContextManager
+from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 from .backends.factory import backend_kind
 from .errors import UserError
-from .run_config import RunConfig, run_dir_for
+from .run_config import ResolvedRun, RunConfig, resolve_run, run_dir_for
 from .runner import frame_cache, run, video_jobs
+
+if TYPE_CHECKING:
+    from .models import ModelRef
 
 log = logging.getLogger(__name__)
 
@@ -27,34 +30,33 @@ def budget_dir(base: Path, budget: int) -> Path:
     return base / f"max_frames-{budget}"
 
 
-def sweep_configs(cfg: RunConfig, budgets: list[int]) -> list[RunConfig]:
-    """One run configuration per budget, each writing into its own directory under the sweep's OUTPUT_DIR."""
-    from . import models
-
+def sweep_configs(cfg: RunConfig, budgets: list[int], base: Path) -> list[RunConfig]:
+    """One run configuration per budget, each writing into its own directory under the sweep's directory `base`."""
     if len(set(budgets)) != len(budgets):
         raise UserError(f"--max-frames lists a budget twice: {','.join(map(str, budgets))}")
     if cfg.shard is not None:
         raise UserError("a frame-budget sweep runs unsharded; shard each budget's run separately instead")
-    base = run_dir_for(cfg, models.resolve(cfg.model))
     return [dataclasses.replace(cfg, frame_overrides={**cfg.frame_overrides, "max_frames": b},
                                 output_dir=budget_dir(base, b)) for b in budgets]
 
 
 def run_sweep(cfg: RunConfig, budgets: list[int], on_plan: Callable[..., None] | None = None,
               console: Callable[[Path], ContextManager[Any]] = lambda run_dir: contextlib.nullcontext(),
-              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+              resolved: ResolvedRun | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(the shared preprocessing report, one summary per budget). With mode `preprocess` only the cache is filled.
     `console(run_dir)` surrounds each pass: the shared preprocessing (the sweep's directory) and each budget's run
     (its directory), as `run`'s console surrounds its run (cli/console.py: the engine's logs in RUN_DIR/logs).
-    `on_plan(workload, not_run, budget=, first=)` gets each budget's plan (`first`: the run that starts the engine)."""
-    from . import models
+    `on_plan(workload, not_run, budget=, first=)` gets each budget's plan (`first`: the run that starts the engine).
+    `resolved`: the sweep's model and directory as the entry point resolved them (`resolve_run(cfg)` if not given):
+    the budgets' directories go under its run directory (runs/<name>/max_frames-N with --name)."""
     from .frames import preprocess
 
-    cfgs = sweep_configs(cfg, budgets)
-    model = models.resolve(cfg.model)
+    resolved = resolved or resolve_run(cfg)
+    cfgs = sweep_configs(cfg, budgets, resolved.run_dir)
+    model = resolved.model
     report: dict[str, Any] = {}
     if cfg.mode != "eval":
-        with console(run_dir_for(cfg, model)), frame_cache(cfg) as cache:
+        with console(resolved.run_dir), frame_cache(cfg) as cache:
             jobs = video_jobs(cfg, model, [c.frame_overrides for c in cfgs])
             report = preprocess(jobs, cache, workers=cfg.decode_workers, progress=cfg.progress).to_dict()
     if cfg.mode == "preprocess":
@@ -66,11 +68,12 @@ def run_sweep(cfg: RunConfig, budgets: list[int], on_plan: Callable[..., None] |
 
 def run_on_one_engine(cfgs: list[RunConfig], model_path: str, budgets: list[int],
                       on_plan: Callable[..., None] | None, console: Callable[[Path], ContextManager[Any]],
-                      model: Any) -> list[dict[str, Any]]:
+                      model: ModelRef) -> list[dict[str, Any]]:
     """The budgets' runs on one engine, kept between them as the evaluation server keeps its own (serve/engine.py):
     the largest budget runs first, so the engine is sized and profiled for the largest frames, and the others are
     planned against that engine. `on_plan(workload, not_run, budget, first)`: `first` for the run that starts the
-    engine. Summaries come back in the order of `cfgs`."""
+    engine. `model`: resolved once by the caller (with its label) and passed to every run. Summaries come back in the
+    order of `cfgs`."""
     from .serve.engine import EngineKeeper
 
     keeper = EngineKeeper()
@@ -84,14 +87,15 @@ def run_on_one_engine(cfgs: list[RunConfig], model_path: str, budgets: list[int]
             if kept is not None:
                 c = dataclasses.replace(c, engine=kept)
             plan = None if on_plan is None else functools.partial(on_plan, budget=budgets[i], first=n == 0)
-            run_dir = run_dir_for(c, model)
+            resolved = ResolvedRun(model, backend_kind(c.backend), run_dir_for(c, model))
+            run_dir = resolved.run_dir
             # The engine is closed inside a run's console: its shutdown output is that run's log, not the terminal.
             with console(run_dir):
-                if started_in is not None and backend_kind(c.backend).in_process:
+                if started_in is not None and resolved.kind.in_process:
                     log.info("the engine is the one started by the run in %s: its start-up and the engine core's own "
                              "output are in that run's logs/engine.log", started_in)
                 try:
-                    summaries[i] = run(c, on_plan=plan, backends=keeper.factory(lambda loop: None))
+                    summaries[i] = run(c, on_plan=plan, backends=keeper.factory(lambda loop: None), resolved=resolved)
                 except BaseException:
                     keeper.close()
                     raise

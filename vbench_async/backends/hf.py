@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import EngineDead, SampleError
+from ..failure_kinds import FailureKind
 from ..families import handoff_for
 from .base import Completion, Request, messages_for
 
@@ -227,7 +228,7 @@ class HFBackend:
         except (EngineDead, SampleError):
             raise
         except (ValueError, RuntimeError, IndexError) as exc:
-            raise SampleError("engine_error", f"{type(exc).__name__}: {exc}") from exc
+            raise SampleError(FailureKind.ENGINE_ERROR, f"{type(exc).__name__}: {exc}") from exc
 
     # -- the batching worker -----------------------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EngineDead, SampleError, UserError
+from ..failure_kinds import FailureKind
 from ..redact import remember, scrub
 from .base import CONCURRENCY, Completion, ImageInput, Request, VideoInput, explicit_sampling
 
@@ -209,13 +210,15 @@ class OpenAIBackend:
                         "frames again; start vLLM's server with --trust-request-mm-kwargs"
                     )
                 if resp.status_code != 200:
-                    raise SampleError("server_error", f"HTTP {resp.status_code}: {resp.text[:300]}")
+                    raise SampleError(FailureKind.SERVER_ERROR, f"HTTP {resp.status_code}: {resp.text[:300]}")
                 try:
                     return _completion(resp.json(), request.n, time.perf_counter() - start)
                 except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                    raise SampleError("server_error", f"malformed response: {type(exc).__name__}: {exc}") from exc
+                    raise SampleError(FailureKind.SERVER_ERROR,
+                                      f"malformed response: {type(exc).__name__}: {exc}") from exc
         # Overload, timeouts, dropped connections: may pass, so the next run asks again (failure_kinds.py).
-        raise SampleError("server_unavailable", f"gave up after {self.max_retries + 1} attempts; last error: {last}")
+        raise SampleError(FailureKind.SERVER_UNAVAILABLE,
+                          f"gave up after {self.max_retries + 1} attempts; last error: {last}")
 
 
 def _emptied(array: np.ndarray) -> np.ndarray:

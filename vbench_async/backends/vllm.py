@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 # which vLLM killed it anyway; the user waited that half second for nothing.
 CPU_SHUTDOWN_S = 0.0
 UNPLANNED_MAX_MODEL_LEN = 8192  # the context when no plan sized it (a judge engine, a run whose plan failed)
+CPU_KV_CACHE_BYTES = 64 << 20  # the KV cache on CPU unless set: enough for the tiny models' tests and demos
 
 
 @dataclass
@@ -83,6 +84,53 @@ def on_cpu() -> bool:
     return current_platform.is_cpu()
 
 
+def engine_kwargs(model: str, s: VLLMSettings, cpu: bool) -> dict[str, Any]:
+    """vLLM's engine arguments for `model` under `s`: the one place they are built, for the evaluation's `AsyncLLM`
+    (`VLLMBackend.engine_args`) and training's colocated `LLM` (train/vllm_rollout.py), which adds its own few."""
+    kwargs: dict[str, Any] = dict(
+        model=model,
+        dtype=("bfloat16" if cpu and s.dtype == "auto" else s.dtype),
+        max_model_len=s.max_model_len or UNPLANNED_MAX_MODEL_LEN,
+        max_num_seqs=s.max_num_seqs,
+        tensor_parallel_size=s.tensor_parallel_size,
+        data_parallel_size=s.data_parallel_size,
+        enforce_eager=s.enforce_eager or cpu,  # torch.compile on CPU costs ~30 s of start-up for tiny gains
+        enable_prefix_caching=s.enable_prefix_caching,
+        limit_mm_per_prompt=_mm_limit(s),
+        seed=s.seed,
+        disable_log_stats=True,
+    )
+    if s.mm_processor_cache_gb is not None:
+        kwargs["mm_processor_cache_gb"] = s.mm_processor_cache_gb
+    if s.max_num_batched_tokens:
+        kwargs["max_num_batched_tokens"] = s.max_num_batched_tokens
+    return {**kwargs, **_memory(s, cpu)}
+
+
+def _memory(s: VLLMSettings, cpu: bool) -> dict[str, Any]:
+    """How much memory the engine takes: an explicit KV cache size, else on CPU a fixed one (vLLM would reserve 90% of
+    the RAM; at least one sequence of the context, `min_kv_cache_bytes`), else a share of the GPU's memory."""
+    kv = s.kv_cache_bytes if s.kv_cache_bytes is not None else (max(CPU_KV_CACHE_BYTES, s.min_kv_cache_bytes) if cpu
+                                                                  else None)
+    if kv is not None:
+        return {"kv_cache_memory_bytes": kv}
+    return {"gpu_memory_utilization": s.gpu_memory_utilization}
+
+
+def _mm_limit(s: VLLMSettings) -> dict[str, Any]:
+    """Media per prompt; with the run's largest video known (the plan), the engine is profiled, and its encoder cache
+    sized, for exactly that video rather than the model's maximum."""
+    limit: dict[str, Any] = {"video": s.max_videos, "image": s.max_images}
+    if s.profile_frames and s.profile_height and s.profile_width:
+        limit["video"] = {"count": s.max_videos, "num_frames": s.profile_frames, "width": s.profile_width,
+                          "height": s.profile_height}
+    elif s.profile_frames and s.profile_pixels:
+        # vLLM >= 0.11 accepts per-modality dummy sizes: profile with the run's real budget.
+        side = int(s.profile_pixels**0.5)
+        limit["video"] = {"count": s.max_videos, "num_frames": s.profile_frames, "width": side, "height": side}
+    return limit
+
+
 class VLLMBackend:
     name = "vllm"
 
@@ -98,42 +146,7 @@ class VLLMBackend:
     def engine_args(self):
         from vllm.engine.arg_utils import AsyncEngineArgs
 
-        s = self.settings
-        cpu = on_cpu()
-        kv = s.kv_cache_bytes if s.kv_cache_bytes is not None else (max(64 << 20, s.min_kv_cache_bytes) if cpu
-                                                                      else None)
-        limit: dict[str, Any] = {"video": s.max_videos, "image": s.max_images}
-        if s.profile_frames and s.profile_height and s.profile_width:
-            # The largest video the run sends (from the plan): the engine is profiled, and its encoder cache sized,
-            # for exactly that.
-            limit["video"] = {"count": s.max_videos, "num_frames": s.profile_frames, "width": s.profile_width,
-                              "height": s.profile_height}
-        elif s.profile_frames and s.profile_pixels:
-            # vLLM >= 0.11 accepts per-modality dummy sizes: profile with the run's real budget.
-            side = int(s.profile_pixels**0.5)
-            limit["video"] = {"count": s.max_videos, "num_frames": s.profile_frames, "width": side, "height": side}
-        kwargs: dict[str, Any] = dict(
-            model=self.model,
-            dtype=("bfloat16" if cpu and s.dtype == "auto" else s.dtype),
-            max_model_len=s.max_model_len or UNPLANNED_MAX_MODEL_LEN,
-            max_num_seqs=s.max_num_seqs,
-            tensor_parallel_size=s.tensor_parallel_size,
-            data_parallel_size=s.data_parallel_size,
-            enforce_eager=s.enforce_eager or cpu,  # torch.compile on CPU costs ~30 s of start-up for tiny gains
-            enable_prefix_caching=s.enable_prefix_caching,
-            limit_mm_per_prompt=limit,
-            seed=s.seed,
-            disable_log_stats=True,
-        )
-        if s.mm_processor_cache_gb is not None:
-            kwargs["mm_processor_cache_gb"] = s.mm_processor_cache_gb
-        if s.max_num_batched_tokens:
-            kwargs["max_num_batched_tokens"] = s.max_num_batched_tokens
-        if kv is not None:
-            kwargs["kv_cache_memory_bytes"] = kv
-        else:
-            kwargs["gpu_memory_utilization"] = s.gpu_memory_utilization
-        return AsyncEngineArgs(**kwargs)
+        return AsyncEngineArgs(**engine_kwargs(self.model, self.settings, on_cpu()))
 
     async def start(self) -> None:
         os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SampleError, UserError
+from ..failure_kinds import FailureKind
 from ..samples import Sample, read_records
 from .registry import Benchmark
 from .sources import as_unified, to_samples
@@ -44,7 +45,8 @@ class Report:
 def _check_path(value: str, what: str) -> None:
     path = Path(value)
     if path.is_absolute() or ".." in path.parts:
-        raise SampleError("path_unsafe", f"{what} path {value!r} must be relative to its folder, without '..'")
+        raise SampleError(FailureKind.PATH_UNSAFE,
+                          f"{what} path {value!r} must be relative to its folder, without '..'")
 
 
 def check_sample(bench: Benchmark, sample: Sample) -> None:
@@ -60,8 +62,9 @@ def check_sample(bench: Benchmark, sample: Sample) -> None:
         except UnknownTaskType:
             allowed[t] = t
     if canonical not in allowed:
-        raise SampleError("task_type_mismatch", f"problem type {sample.task_type!r} is not one of {bench.id}'s task "
-                                                f"types ({', '.join(bench.card.task_types)})")
+        raise SampleError(FailureKind.TASK_TYPE_MISMATCH,
+                          f"problem type {sample.task_type!r} is not one of {bench.id}'s task types "
+                          f"({', '.join(bench.card.task_types)})")
     check_ground_truth(sample)
     bench.render_prompt(sample)
     if sample.video:

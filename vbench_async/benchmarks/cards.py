@@ -18,6 +18,7 @@ import yaml
 
 from .. import yaml_bounded
 from ..errors import SampleError, UserError
+from ..failure_kinds import FailureKind
 
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 PRESET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -144,7 +145,7 @@ class Card:
             if key is not None and key in self.prompt:
                 return self.prompt[key]
         # A record's problem, not the user's: the run records it as that sample's failure and goes on.
-        raise SampleError("task_type_mismatch",
+        raise SampleError(FailureKind.TASK_TYPE_MISMATCH,
                           f"benchmark {self.id!r} has no prompt template for task type {task_type!r}")
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ..errors import SampleError, UserError
+from ..failure_kinds import FailureKind
 from ..samples import OPTION_LABEL, OPTION_PREFIX, read_records
 from .cards import HubFile, HubSource
 
@@ -63,7 +64,7 @@ def render(template: str, record: Mapping[str, Any]) -> str:
         if isinstance(value, list) and len(value) == 1:  # LongVideo-Reason's `videos` is a one-item list
             value = value[0]
         if value is _MISSING or value is None or isinstance(value, (list, dict)):
-            raise SampleError("record_invalid",
+            raise SampleError(FailureKind.RECORD_INVALID,
                               f"field {m.group(1)!r} (used in {template!r}) is missing or not a value")
         return str(value)
 
@@ -101,7 +102,7 @@ def _as_list(value: Any) -> list[Any] | None:
 
 def _letter(i: int) -> str:
     if i >= 26:
-        raise SampleError("record_invalid", "more than 26 options")
+        raise SampleError(FailureKind.RECORD_INVALID, "more than 26 options")
     return chr(ord("A") + i)
 
 
@@ -141,12 +142,12 @@ def _options(record: Mapping[str, Any], spec: Any, question: str) -> tuple[str, 
         return question, []
     if kind == "dict":
         if not isinstance(raw, Mapping):
-            raise SampleError("record_invalid", f"{spec['field']} must be a mapping letter -> text")
+            raise SampleError(FailureKind.RECORD_INVALID, f"{spec['field']} must be a mapping letter -> text")
         items = sorted((str(k).strip(), v) for k, v in raw.items() if v not in (None, ""))
         return question, [f"{k}{sep}{v}" for k, v in items]
     texts = _as_list(raw)
     if texts is None:
-        raise SampleError("record_invalid", f"{spec['field']} must be a list of options, got {raw!r:.80}")
+        raise SampleError(FailureKind.RECORD_INVALID, f"{spec['field']} must be a list of options, got {raw!r:.80}")
     return question, _lettered(texts, sep)
 
 
@@ -169,8 +170,9 @@ def answer_letter(value: Any, options: list[str]) -> str:
     for letter, option, body in pairs:
         if _norm(text) in (_norm(option), _norm(body)):
             return letter
-    raise SampleError("record_invalid", f"answer {text!r:.60} names none of the options "
-                                        f"{', '.join(letter for letter, _, _ in pairs)}")
+    raise SampleError(FailureKind.RECORD_INVALID,
+                      f"answer {text!r:.60} names none of the options "
+                      f"{', '.join(letter for letter, _, _ in pairs)}")
 
 
 def _solution(record: Mapping[str, Any], spec: Any, options: list[str]) -> str:
@@ -180,17 +182,18 @@ def _solution(record: Mapping[str, Any], spec: Any, options: list[str]) -> str:
     if value is None and "if_null" in spec:  # a null answer the card declares meaningful
         value = spec["if_null"]
     if value is _MISSING or value is None:
-        raise SampleError("record_invalid", f"answer field {spec['field']!r} is missing")
+        raise SampleError(FailureKind.RECORD_INVALID, f"answer field {spec['field']!r} is missing")
     if kind == "index":
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < len(options):
-            raise SampleError("record_invalid", f"answer index {value!r} is outside the {len(options)} options")
+            raise SampleError(FailureKind.RECORD_INVALID,
+                              f"answer index {value!r} is outside the {len(options)} options")
         answer = _LETTERED.match(options[value]).group(1)
     elif kind == "letter" and options:
         answer = answer_letter(value, options)
     elif kind == "time_span":
         span = _as_list(value)
         if not span or len(span) != 2:
-            raise SampleError("record_invalid", f"time span must be [start, end], got {value!r}")
+            raise SampleError(FailureKind.RECORD_INVALID, f"time span must be [start, end], got {value!r}")
         answer = json.dumps({"time": [float(span[0]), float(span[1])]})
     elif kind in ("letter", "raw"):
         answer = _strip_answer_tag(str(value))
@@ -214,7 +217,7 @@ def _task_type(record: Mapping[str, Any], spec: Any, has_options: bool) -> str:
             return spec["default"]
         if raw not in (None, _MISSING):
             return str(raw)
-    raise SampleError("record_invalid", f"cannot tell the task type from {spec!r}")
+    raise SampleError(FailureKind.RECORD_INVALID, f"cannot tell the task type from {spec!r}")
 
 
 def _image(record: Mapping[str, Any], field: str, image_store: Path) -> str | None:
@@ -234,7 +237,7 @@ def _image(record: Mapping[str, Any], field: str, image_store: Path) -> str | No
             tmp.write_bytes(data)
             tmp.replace(target)
         return f"{image_store.name}/{name}"
-    raise SampleError("record_invalid", f"image field {field!r} is neither a path nor an embedded image")
+    raise SampleError(FailureKind.RECORD_INVALID, f"image field {field!r} is neither a path nor an embedded image")
 
 
 def to_unified(record: Mapping[str, Any], mapping: Mapping[str, Any], image_store: Path) -> dict[str, Any]:
@@ -244,13 +247,13 @@ def to_unified(record: Mapping[str, Any], mapping: Mapping[str, Any], image_stor
         key = str(lookup(rec, var["from"]))
         rec[name] = var["map"].get(key, var.get("default", _MISSING))
         if rec[name] is _MISSING:
-            raise SampleError("record_invalid", f"{var['from']}={key!r} is not in the {name} table")
+            raise SampleError(FailureKind.RECORD_INVALID, f"{var['from']}={key!r} is not in the {name} table")
     question_spec = mapping.get("question")
     question = str(_value(rec, question_spec) or "") if question_spec else ""
     question, options = _options(rec, mapping.get("options"), question)
     task_type = _task_type(rec, mapping.get("task_type", "multiple choice"), bool(options))
     if task_type == "multiple choice" and not options:
-        raise SampleError("record_invalid", "a multiple-choice record without options")
+        raise SampleError(FailureKind.RECORD_INVALID, "a multiple-choice record without options")
     out: dict[str, Any] = {
         "problem_id": render(mapping.get("id", "{_index}"), rec),
         "problem": question,
@@ -350,7 +353,7 @@ def load_hub_records(snapshot: Path, hub: HubSource, video_root: Path) -> list[A
         filters, excludes = mapping.get("filter") or {}, mapping.get("exclude") or {}
         for rec in _raw_records(path, mapping):
             if "_invalid" in rec:
-                out.append(SampleError("record_invalid", rec["_invalid"]))
+                out.append(SampleError(FailureKind.RECORD_INVALID, rec["_invalid"]))
                 continue
             if (filters and not _matches(rec, filters)) or (excludes and _matches(rec, excludes)):
                 continue

@@ -25,6 +25,7 @@ from typing import Any, Iterable
 import jinja2
 
 from ..errors import SampleError, UserError
+from ..failure_kinds import FailureKind
 from ..samples import Sample
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "prompts"
@@ -123,7 +124,7 @@ def render(template: str, sample: Sample, thinking: bool = False,
     task_type = canonical_or_given(sample.task_type)
     if not sample.options and (template.rpartition("/")[2] == "multiple_choice"
                                or (template.startswith("official/") and task_type == "multiple choice")):
-        raise SampleError("record_invalid", f"{sample.key}: a multiple-choice question without options")
+        raise SampleError(FailureKind.RECORD_INVALID, f"{sample.key}: a multiple-choice question without options")
     reads = prepared.reads
     context: dict[str, Any] = {
         "question": sample.question,

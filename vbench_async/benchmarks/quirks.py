@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..errors import SampleError
+from ..failure_kinds import FailureKind
 from ..samples import Sample
 from .cards import ClipFallback
 
@@ -147,13 +148,13 @@ def ovo_official(rec: Mapping[str, Any], ctx: HubContext) -> list[dict[str, Any]
     forward item holds probes (`test_info`), scored one per pre-cut clip `<id>_<i>.mp4`, as the unified file does."""
     task = str(rec.get("task", ""))
     if task not in _OVO_CATEGORY:
-        raise SampleError("record_invalid", f"OVO task {task!r} is not one of {sorted(_OVO_CATEGORY)}")
+        raise SampleError(FailureKind.RECORD_INVALID, f"OVO task {task!r} is not one of {sorted(_OVO_CATEGORY)}")
     base = {"data_type": "video", "ovo_task": task, "ovo_category": _OVO_CATEGORY[task], "ovo_id": rec.get("id")}
     if _OVO_CATEGORY[task] != "forward":
         options = [f"{chr(65 + i)}: {o}" for i, o in enumerate(rec.get("options") or [])]
         gt = rec.get("gt")
         if not isinstance(gt, int) or not 0 <= gt < len(options):
-            raise SampleError("record_invalid", f"OVO gt {gt!r} is not an index into {len(options)} options")
+            raise SampleError(FailureKind.RECORD_INVALID, f"OVO gt {gt!r} is not an index into {len(options)} options")
         return [{**base, "problem_id": f"ovo_{rec['id']}", "problem_type": "multiple choice",
                  "problem": rec.get("question", ""), "options": options, "path": f"{rec['id']}.mp4",
                  "solution": f"<answer>{chr(65 + gt)}</answer>", "realtime": rec.get("realtime")}]
@@ -176,7 +177,8 @@ def ovo_official(rec: Mapping[str, Any], ctx: HubContext) -> list[dict[str, Any]
 
 def _video_fps(path: Path) -> float:
     if not path.is_file():
-        raise SampleError("video_missing", f"{path} is missing; ST-Align's frame-indexed spans need the video's fps")
+        raise SampleError(FailureKind.VIDEO_MISSING,
+                          f"{path} is missing; ST-Align's frame-indexed spans need the video's fps")
     stat = path.stat()
     return _probe_fps(str(path), stat.st_mtime_ns, stat.st_size)
 
@@ -192,9 +194,9 @@ def _probe_fps(path: str, mtime_ns: int, size: int) -> float:
             stream = container.streams.video[0]
             rate = stream.average_rate or stream.guessed_rate
     except (av.error.FFmpegError, IndexError) as exc:
-        raise SampleError("decode_error", in_words(f"cannot read the frame rate of {path}: {exc}")) from exc
+        raise SampleError(FailureKind.DECODE_ERROR, in_words(f"cannot read the frame rate of {path}: {exc}")) from exc
     if not rate:
-        raise SampleError("decode_error", f"{path} reports no frame rate")
+        raise SampleError(FailureKind.DECODE_ERROR, f"{path} reports no frame rate")
     return float(rate)
 
 
@@ -207,7 +209,7 @@ def stvg_official(rec: Mapping[str, Any], ctx: HubContext) -> list[dict[str, Any
     fps = float(meta["fps"]) if meta.get("fps") else _video_fps(ctx.video_root / video)
     tokens = meta.get("time_token") or {}
     if "<s>" not in tokens or "<e>" not in tokens:
-        raise SampleError("record_invalid", "meta.time_token lacks <s>/<e>")
+        raise SampleError(FailureKind.RECORD_INVALID, "meta.time_token lacks <s>/<e>")
     boxes: dict[str, list[float]] = {}
     by_frame: dict[str, list[float]] = {}
     raw_boxes = (meta.get("spatial_token") or {}).get("<bboxes>") or {}

@@ -13,6 +13,7 @@ import yaml
 
 from .. import yaml_bounded
 from ..errors import SampleError, UserError
+from ..failure_kinds import FailureKind
 from ..resources import data_dir
 from ..result import Result
 from ..samples import Sample
@@ -73,7 +74,7 @@ class Benchmark:
     def video_path(self, sample: Sample, data_root: Path | str | None, allow_outside: bool = False) -> Path:
         """The sample's video file. Raises SampleError("path_unsafe") for a path that escapes its root."""
         if not sample.video:
-            raise SampleError("record_invalid", f"{sample.key} has no video")
+            raise SampleError(FailureKind.RECORD_INVALID, f"{sample.key} has no video")
         resolved = self.resolve_source(data_root)
         root = resolved.clip_root if "clip_source" in sample.fields and resolved.clip_root else resolved.video_root
         return safe_join(root, sample.video, allow_outside, "video")
@@ -165,20 +166,22 @@ def safe_join(root: Path, relative: str, allow_outside: bool, what: str) -> Path
     if path.is_absolute():
         if allow_outside:
             return path
-        raise SampleError("path_unsafe", f"{what} path {relative!r} is absolute; paths must be relative to {root} "
-                                         "(allow paths outside the data root to accept it)")
+        raise SampleError(FailureKind.PATH_UNSAFE,
+                          f"{what} path {relative!r} is absolute; paths must be relative to {root} "
+                          "(allow paths outside the data root to accept it)")
     candidate = root.absolute() / path
     if allow_outside:
         return candidate
     if ".." in path.parts:
-        raise SampleError("path_unsafe", f"{what} path {relative!r} climbs out of {root} with '..'")
+        raise SampleError(FailureKind.PATH_UNSAFE, f"{what} path {relative!r} climbs out of {root} with '..'")
     try:
         real_root, real = root.resolve(), candidate.resolve()
     except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13), a broken mount
-        raise SampleError("path_unsafe", f"{what} path {relative!r} cannot be resolved: {exc}") from None
+        raise SampleError(FailureKind.PATH_UNSAFE, f"{what} path {relative!r} cannot be resolved: {exc}") from None
     if not real.is_relative_to(real_root):
-        raise SampleError("path_unsafe", f"{what} path {relative!r} resolves outside {root} (a symlink?); "
-                                         "allow paths outside the data root to accept it")
+        raise SampleError(FailureKind.PATH_UNSAFE,
+                          f"{what} path {relative!r} resolves outside {root} (a symlink?); "
+                          "allow paths outside the data root to accept it")
     return candidate
 
 

@@ -19,12 +19,13 @@ import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import yaml
 
 from .. import yaml_bounded
 from ..errors import DataMissing, SampleError, UserError
+from ..failure_kinds import FailureKind
 from ..samples import Sample, iter_records, sample_from
 from .cards import Card
 from .quirks import SAMPLE_HOOKS, ClipResolver, add_path_fields, dedupe_ids
@@ -100,12 +101,22 @@ class Resolved:
     clip_root: Path | None = None  # full videos for missing pre-cut clips
 
 
-def _demo_root(group: str) -> Path:
+def _demo_suite(group: str) -> tuple[Callable[[], Path], Callable[[], Path], str]:
+    """(where the suite is, the function that generates it on first use, annotation group) of a demo source: `GROUP`
+    (the demo suite) or `seeing/GROUP` (the seeing suite)."""
     try:
-        from ..demo.suite import ensure_demo_suite
+        from ..demo import seeing_suite, suite
     except ImportError as exc:
         raise UserError(f"the demo suite generator is not available: {exc}") from exc
-    return Path(ensure_demo_suite())
+    name, _, group = group.rpartition("/")
+    if name == "seeing":
+        return seeing_suite.seeing_suite_dir, seeing_suite.ensure_seeing_suite, group
+    return suite.demo_suite_dir, suite.ensure_demo_suite, group
+
+
+def demo_built(group: str) -> bool:
+    """Whether a demo source's suite has been generated (its folder appears, by a rename, only once complete)."""
+    return _demo_suite(group)[0]().is_dir()
 
 
 def _unified(card: Card, root: DataRoot) -> Resolved:
@@ -140,9 +151,10 @@ def resolve(card: Card, data_root_path: Path | str | None, source: str = "auto")
     if source not in SOURCE_KINDS:
         raise UserError(f"unknown source {source!r}; choose from {', '.join(SOURCE_KINDS)}")
     if source in ("auto", "demo") and card.sources.demo:
-        folder = _demo_root(card.sources.demo)
+        _, ensure, group = _demo_suite(card.sources.demo)
+        folder = ensure()
         videos = folder / "videos"
-        return Resolved("demo", videos, videos, annotation=folder / "annotations" / f"{card.sources.demo}.json")
+        return Resolved("demo", videos, videos, annotation=folder / "annotations" / f"{group}.json")
     if source == "demo":
         raise UserError(f"benchmark {card.id!r} has no demo source")
     root = data_root(data_root_path)
@@ -225,7 +237,7 @@ def official_to_unified(records: list[Any], card: Card, image_store: Path) -> li
         try:
             out.append(to_unified({**rec, "_index": i, "_file": "", "_dir": ""}, card.sources.hub.record, image_store))
         except (SampleError, TypeError) as exc:
-            err = exc if isinstance(exc, SampleError) else SampleError("record_invalid", str(exc))
+            err = exc if isinstance(exc, SampleError) else SampleError(FailureKind.RECORD_INVALID, str(exc))
             err.sample_id = f"#{i}"
             out.append(err)
     return out

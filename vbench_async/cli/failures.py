@@ -8,47 +8,23 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ..failure_kinds import FailureKind
 from ..redact import scrub_text
 
 if TYPE_CHECKING:
     from ..benchmarks.selection import Selection
 
-_DATA = "check the data: `data check` (below) lists missing or unreadable files"
-_DATA_KINDS = ("video_missing", "image_error", "video_empty", "no_video_stream", "decode_error")
+# Kinds whose samples `data check` can explain (their files are missing or unreadable).
+_DATA_KINDS = frozenset({FailureKind.VIDEO_MISSING, FailureKind.IMAGE_ERROR, FailureKind.VIDEO_EMPTY,
+                         FailureKind.NO_VIDEO_STREAM, FailureKind.DECODE_ERROR})
 _EXAMPLES = 3  # failed samples named per kind
-_RECORD = "fix the annotation records: `vbench-async data validate FILE`"
-_AGAIN = "transient: re-run the same command (such samples are evaluated again)"
-# Error kind -> the suggested fix printed next to its count.
-FIXES: dict[str, str] = {
-    "video_missing": "the video is not where the record says: check --data-root or the data map (README, 'Data "
-                     "maps'); " + _DATA.split(": ", 1)[1],
-    "image_error": _DATA,
-    "video_empty": _DATA,
-    "no_video_stream": _DATA,
-    "decode_error": _DATA,
-    "record_invalid": _RECORD,
-    "window_invalid": _RECORD,
-    "aspect_ratio": _RECORD,
-    "task_type_mismatch": _RECORD,
-    "path_unsafe": "a record points outside --data-root: fix it, or pass --allow-outside-root if that is intended",
-    "context_overflow": "the prompt does not fit the engine's context: lower --max-frames (or --max-pixels), or "
-                        "raise --max-model-len",
-    "engine_error": "the engine rejected the request: the message is in the result line's 'error' field and the "
-                    "engine's own in OUTPUT_DIR/logs/engine.log",
-    "server_error": "the server rejected the request: check --served-model and the server's log",
-    "server_unavailable": "the server did not answer: check --base-url and that it is up; " + _AGAIN,
-    "decode_timeout": _AGAIN,
-    "decoder_crash": _AGAIN,
-    "worker_error": _AGAIN,
-    "frame_error": _AGAIN,
-    "cache_contended": _AGAIN,
-}
-_OTHER = "see the result lines' 'error' field"
+_OTHER = "see the result lines' 'error' field"  # a kind this version does not know (an older file's)
 
 
 def fix_for(kind: str) -> str:
-    """What to do about a failure of this kind."""
-    return FIXES.get(kind, _OTHER)
+    """What to do about a failure of this kind: its hint in the one table of kinds (`failure_kinds.FailureKind`)."""
+    known = FailureKind.named(kind)
+    return known.hint if known is not None else _OTHER
 
 
 def failure_kinds(run_dir: Path, summary: dict[str, Any]) -> Counter[str]:

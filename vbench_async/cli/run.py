@@ -18,7 +18,7 @@ from .output import build_site_in_background, print_table, write_run_site, write
 
 if TYPE_CHECKING:
     from ..models import ModelRef
-    from ..run_config import RunConfig
+    from ..run_config import ResolvedRun, RunConfig
     from ..sharding import Shard
 
 
@@ -48,7 +48,7 @@ def main(args: argparse.Namespace) -> int:
     from ..backends.factory import backend_kind
     from ..backends.vllm import VLLMSettings
     from ..launcher import apply_devices, resolve_shard, select_devices
-    from ..run_config import resolve_model, run_dir_for
+    from ..run_config import resolve_run
     from .console import engine_console, engine_log_path
 
     if getattr(args, "server", None):
@@ -71,14 +71,14 @@ def main(args: argparse.Namespace) -> int:
     if kind.settings is VLLMSettings:  # before anything touches CUDA: the engine processes inherit the restriction
         apply_devices(select_devices(args.gpus, cfg.engine.tensor_parallel_size * cfg.engine.data_parallel_size))
     sigterm_as_ctrl_c()
-    model = resolve_model(cfg)
-    out_dir = run_dir_for(cfg, model)
-    refuse_other_model(out_dir, model)
+    resolved = resolve_run(cfg)  # once, here: the runner writes where this says (runs/<name> with --name)
+    out_dir = resolved.run_dir
+    refuse_other_model(out_dir, resolved.model)
     fresh, fresh_parent = not out_dir.exists(), not out_dir.parent.exists()
     try:
         with engine_console(engine_log_path(out_dir), verbose=args.verbose,
                             engine_in_process=kind.in_process):
-            return _run(args, cfg, shard, out_dir)
+            return _run(args, cfg, shard, resolved)
     except UserError:
         if fresh:  # a usage error before the first result leaves no run directory behind
             discard_if_unused(out_dir, also_empty_parent=fresh_parent)
@@ -114,16 +114,16 @@ def starting_line(in_process: bool, out_dir: Path) -> str:
     return f"starting engine ({about}); its own log: {out_dir / 'logs' / 'engine.log'}"
 
 
-def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir: Path) -> int:
-    from ..backends.factory import backend_kind
+def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, resolved: ResolvedRun) -> int:
     from ..runner import run
     from .plan_view import print_plan_lines
 
-    engine = backend_kind(cfg.backend).describe_target(cfg.server)
+    out_dir = resolved.run_dir
+    engine = resolved.kind.describe_target(cfg.server)
     try:
-        starting = starting_line(backend_kind(cfg.backend).in_process, out_dir)
+        starting = starting_line(resolved.kind.in_process, out_dir)
         summary = run(cfg, on_plan=functools.partial(print_plan_lines, engine=engine, verbose=args.verbose,
-                                                     starting=starting))
+                                                     starting=starting), resolved=resolved)
     except KeyboardInterrupt:
         # The partial summary is written; a site the run already had must not go on showing the old state. A run
         # without one gets none (building it would delay the exit).
@@ -182,17 +182,16 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, out_dir:
 
 def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
     """`run --max-frames 16,32,64`: every budget's run, its table, and one site over all of them."""
-    from ..backends.factory import backend_kind
-    from ..run_config import resolve_model, run_dir_for
+    from ..run_config import resolve_run
     from ..sweep import budget_dir, run_sweep
     from .console import engine_console, engine_log_path
     from .plan_view import print_plan_lines
 
     sigterm_as_ctrl_c()
     budgets = list(args.frame_budgets)
-    kind = backend_kind(cfg.backend)
+    resolved = resolve_run(cfg)  # once, here: the budgets' directories go under runs/<name> with --name
+    kind = resolved.kind
     in_process = kind.in_process
-    model = resolve_model(cfg)
 
     def console(run_dir: Path):  # each budget's run gets `run`'s console, its engine's logs in its own directory
         return engine_console(engine_log_path(run_dir), verbose=args.verbose, engine_in_process=in_process)
@@ -201,11 +200,11 @@ def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
         # One start line for the sweep (the run that starts the engine); each later budget says it follows.
         if first:
             print_plan_lines(workload, not_run, engine=kind.describe_target(cfg.server), verbose=args.verbose,
-                             starting=starting_line(in_process, budget_dir(run_dir_for(cfg, model), budget)))
+                             starting=starting_line(in_process, budget_dir(resolved.run_dir, budget)))
         else:
             print_plan_lines(workload, not_run, verbose=args.verbose, then=f"max_frames={budget}")
 
-    report, summaries = run_sweep(cfg, budgets, on_plan=on_plan, console=console)
+    report, summaries = run_sweep(cfg, budgets, on_plan=on_plan, console=console, resolved=resolved)
     if report:
         print(f"frames for {len(budgets)} budgets: {report['unique']} entries, {report['cached']} written in "
               f"{report['passes']} decode pass(es), {report['reused']} reused, {report['failed']} failed")

@@ -70,7 +70,7 @@ def generate_suite(out_dir: Path, n_videos: int = 22, questions_per_video: int =
         scene = plan_scene(rng, f"v{i:03d}", width, height, fps, float(duration))
         picked = _pick(scene_questions(scene, rng), questions_per_video, offset=i * questions_per_video)
         for q in picked:
-            records[q.group].append(_record(q, scene, len(records[q.group])))
+            records[q.group].append(record_of(q, scene, len(records[q.group])))
         videos.append(_video_facts(scene))
         scenes.append(scene)
     workers = workers or min(4, os.cpu_count() or 1)
@@ -85,7 +85,7 @@ def generate_suite(out_dir: Path, n_videos: int = 22, questions_per_video: int =
         "name": "demo", "version": SUITE_VERSION,
         "params": dict(n_videos=n_videos, questions_per_video=questions_per_video, seed=seed, min_s=min_s,
                        max_s=max_s),
-        "questions": counts, "videos": videos, "scenes": [_scene_dict(sc) for sc in scenes],
+        "questions": counts, "videos": videos, "scenes": [scene_dict(sc) for sc in scenes],
     }
     (out_dir / "suite.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return counts
@@ -108,16 +108,18 @@ def duration_bucket(seconds: float) -> str:
     return "short" if seconds < 10 else "medium" if seconds <= 30 else "long"
 
 
-def _record(q: Question, scene: Scene, index: int) -> dict[str, Any]:
+def record_of(q: Question, scene: Scene, index: int, problem_type: str | None = None,
+              source: str = "demo") -> dict[str, Any]:
+    """The unified-format record of a question about `scene` (`problem_type` defaults to the demo group's)."""
     return {
         "problem_id": f"{q.group}-{index:04d}",
         "problem": q.problem,
-        "problem_type": q.problem_type,
+        "problem_type": problem_type or q.problem_type,
         "options": list(q.options),
         "solution": q.solution,
         "path": f"{scene.name}.mp4",
         "data_type": "video",
-        "data_source": "demo",
+        "data_source": source,
         "category": q.category,
         "duration": duration_bucket(scene.duration),
         "orientation": "landscape" if scene.width >= scene.height else "portrait",
@@ -129,7 +131,7 @@ def _video_facts(scene: Scene) -> dict[str, Any]:
             "fps": str(scene.fps), "num_frames": scene.num_frames, "duration": round(scene.duration, 6)}
 
 
-def _scene_dict(scene: Scene) -> dict[str, Any]:
+def scene_dict(scene: Scene) -> dict[str, Any]:
     d = asdict(scene)
     d["fps"] = str(scene.fps)
     return d

@@ -23,6 +23,11 @@ from .tiny_families import RECIPES
 
 QWEN_TINY_MODELS = ("tiny-qwen2-vl", "tiny-qwen2.5-vl", "tiny-qwen3-vl")
 TINY_MODELS = QWEN_TINY_MODELS + tuple(RECIPES)
+# Seeing models: a tiny model's architecture, tokenizer and processor with weights trained to answer the seeing suite
+# from the pixels (scripts/train_seeing_model.py wrote them; tests/test_seeing_model.py retrains and checks them).
+SEEING_MODELS = {"seeing-qwen2.5-vl": "tiny-qwen2.5-vl", "seeing-qwen3-vl": "tiny-qwen3-vl"}
+SEEING_WEIGHTS = Path(__file__).resolve().parent / "weights"
+BUILT_MODELS = TINY_MODELS + tuple(SEEING_MODELS)
 TINY_MODEL_VERSION = 2  # bump when anything below changes what gets written (2: weights stored in bf16)
 SEED = 1234
 
@@ -92,10 +97,43 @@ def model_dir(name: str, home: Path | None = None) -> Path:
 
 
 def ensure_tiny_model(name: str, home: Path | None = None) -> Path:
-    """Return the directory of tiny model `name`, building it first if needed (atomic, safe under races)."""
+    """Return the directory of tiny (or seeing) model `name`, building it first if needed (atomic, safe under races)."""
+    if name in SEEING_MODELS:
+        # Named after the weights' hash: new weights in the package build a new folder instead of reusing the old one
+        target = models_home(home) / f"{name}-{_weights_digest(name)[:12]}"
+        return build_once(target, lambda tmp: _build_seeing(name, tmp, home), REQUIRED_FILES)
     if name not in TINY_MODELS:
-        raise UserError(f"unknown tiny model {name!r}; available: {', '.join(TINY_MODELS)}")
+        raise UserError(f"unknown tiny model {name!r}; available: {', '.join(BUILT_MODELS)}")
     return build_once(model_dir(name, home), lambda tmp: _build(name, tmp), REQUIRED_FILES)
+
+
+def seeing_weights(name: str) -> Path:
+    return SEEING_WEIGHTS / f"{name}.safetensors"
+
+
+def _weights_digest(name: str) -> str:
+    import hashlib
+
+    weights = seeing_weights(name)
+    if not weights.is_file():
+        raise UserError(f"{name}: no trained weights at {weights}; scripts/train_seeing_model.py writes them")
+    return hashlib.sha256(weights.read_bytes()).hexdigest()
+
+
+def _build_seeing(name: str, out: Path, home: Path | None) -> None:
+    """The base tiny model's files with the trained weights in place of its random ones."""
+    import shutil
+
+    weights = seeing_weights(name)
+    digest = _weights_digest(name)
+    base = ensure_tiny_model(SEEING_MODELS[name], home)
+    for path in base.iterdir():
+        if path.is_file() and path.suffix != ".safetensors" and path.name != "vbench_tiny_model.json":
+            shutil.copyfile(path, out / path.name)
+    shutil.copyfile(weights, out / "model.safetensors")
+    (out / "vbench_tiny_model.json").write_text(json.dumps(
+        {"name": name, "base": SEEING_MODELS[name], "version": TINY_MODEL_VERSION, "weights_sha256": digest},
+        indent=1) + "\n")
 
 
 # What every finished tiny model holds (build_once refuses to publish a directory without them).
@@ -105,16 +143,16 @@ REQUIRED_FILES = ("config.json", "*.safetensors", "processor_config.json", "toke
 def resolve_model(name_or_path: str) -> Path | str:
     """Map a `--model` value to what the backends load.
 
-    tiny-* names give a built tiny model; an existing directory is returned as a Path; a hub id such as
+    tiny-* and seeing-* names give a built model; an existing directory is returned as a Path; a hub id such as
     `Qwen/Qwen2.5-VL-7B-Instruct` is returned unchanged. Unknown tiny names and missing local paths raise UserError.
     """
-    if name_or_path in TINY_MODELS:
+    if name_or_path in BUILT_MODELS:
         return ensure_tiny_model(name_or_path)
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         return path
-    if name_or_path.startswith("tiny-"):
-        raise UserError(f"unknown tiny model {name_or_path!r}; available: {', '.join(TINY_MODELS)}")
+    if name_or_path.startswith(("tiny-", "seeing-")):
+        raise UserError(f"unknown tiny model {name_or_path!r}; available: {', '.join(BUILT_MODELS)}")
     if path.exists():
         raise UserError(f"model {name_or_path!r} is a file; give a model directory or a hub id (org/name)")
     if _looks_like_path(name_or_path):
@@ -128,7 +166,7 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
 def local_model_path(name_or_path: str) -> Path | None:
     """The local file or folder a `--model` value names, as `resolve_model` reads it (a path-like value that does not
     exist included); None for a tiny-* name or a hub id, which name no folder of the caller's (serve/paths.py)."""
-    if name_or_path in TINY_MODELS:
+    if name_or_path in BUILT_MODELS:
         return None
     try:
         path = Path(name_or_path).expanduser()

@@ -204,7 +204,7 @@ def check_cache_fit(
     codec = codec or default_codec()
     max_bytes = budget_from_env() if max_bytes is None else max_bytes
     present = {p.stem: p for p in layout.entries()}
-    sizes = {key: _size(path) for key, path in present.items()}
+    sizes = {key: entry_size(path) for key, path in present.items()}
     seen: set[str] = set()
     count = cached = cached_bytes = raw_new = 0
     for entry in entries:
@@ -238,7 +238,7 @@ def compression_ratio(layout: CacheLayout, codec: str, paths: Iterable[Path] | N
             continue
         if header.codec == codec:
             seen += 1
-            stored += _size(path)
+            stored += entry_size(path)
             raw += header.raw_bytes
     return stored / raw if raw else PLANNING_RATIO.get(codec, 1.0)
 
@@ -251,7 +251,8 @@ def free_disk(path: Path) -> int:
     return shutil.disk_usage(path).free
 
 
-def _size(path: Path) -> int:
+def entry_size(path: Path) -> int:
+    """Bytes a cache file takes; 0 once it is gone (another process may evict or replace it at any time)."""
     try:
         return path.stat().st_size
     except OSError:

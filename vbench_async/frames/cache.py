@@ -21,12 +21,12 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Iterable, Protocol
 
-from ..failure_kinds import FINAL_KINDS
-from .budget import Budget, budget_from_env
+from ..failure_kinds import FINAL_KINDS, FailureKind
+from .budget import Budget, budget_from_env, entry_size
 from .codecs import RAW, check_codec, default_codec
 from .compactor import Compactor
 from .decoders import DECODERS, DEFAULT_DECODER
-from .errors import CACHE_CONTENDED, DECODE_ERROR, WORKER_ERROR, FrameError
+from .errors import FrameError
 from .keys import DEFAULT_FINGERPRINT, FingerprintMemo, cache_key
 from .labels import record_labels
 from .layout import CacheLayout, FailureRecord, default_cache_dir, write_text_atomic
@@ -162,8 +162,9 @@ class FrameCache:
             if hit is not None:
                 return hit
             # Not the video's fault (its frames were decoded and written): transient, never recorded.
-            raise FrameError(CACHE_CONTENDED, f"the cache entry for {video} was removed or replaced {DECODE_TRIES} "
-                                              "times before it could be read (cache maintenance running beside?)")
+            raise FrameError(FailureKind.CACHE_CONTENDED, f"the cache entry for {video} was removed or replaced "
+                                                          f"{DECODE_TRIES} times before it could be read (cache "
+                                                          "maintenance running beside?)")
         finally:
             if self.budget is not None:
                 self.budget.unpin(key)
@@ -311,18 +312,18 @@ class FrameCache:
         try:
             reply = self._pool.run(job)
         except WorkerStartError as exc:
-            return (WORKER_ERROR, str(exc))  # not the video's fault: not recorded
+            return (FailureKind.WORKER_ERROR, str(exc))  # not the video's fault: not recorded
         if reply.get("ok"):
             for k, _ in [(key, spec), *extra]:
                 self.layout.failure_path(k).unlink(missing_ok=True)
                 if self.budget is not None:
-                    size = int(reply.get("bytes") or 0) if not extra else _size(self.layout.entry_path(k))
+                    size = int(reply.get("bytes") or 0) if not extra else entry_size(self.layout.entry_path(k))
                     self.budget.used(k, size)
                     self.budget.enforce(keep=k)
             return None
         for leftover in out.parent.glob(f"{writer_tag(reply.get('pid'))}*"):  # a killed worker's partial file
             leftover.unlink(missing_ok=True)
-        kind, message = reply.get("kind", DECODE_ERROR), reply.get("message", "unknown decode failure")
+        kind, message = reply.get("kind", FailureKind.DECODE_ERROR), reply.get("message", "unknown decode failure")
         if kind not in FINAL_KINDS:  # load, a crash or the environment: not the video's fault, so not recorded
             return (kind, message)
         for k, s in [(key, spec), *extra]:  # the video's fault: every spec of it failed alike
@@ -369,13 +370,6 @@ def _discard(path: Path, exc: CorruptEntry) -> None:
         return
     log.warning("removing corrupt cache entry %s: %s", path, exc)
     discard_entry(path, exc.stat)
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 def _touch(path: Path) -> None:

@@ -14,7 +14,8 @@ from typing import Callable, Iterator, Protocol
 
 import numpy as np
 
-from .errors import DECODE_ERROR, NO_VIDEO_STREAM, FrameError
+from ..failure_kinds import FailureKind
+from .errors import FrameError
 
 SEEK_GAP = 48  # frames: seek only when the next keyframe is further ahead than this
 BATCH = 16  # decord: frames per get_batch call (bounds memory at source resolution)
@@ -39,7 +40,7 @@ class OpenVideo(Protocol):
 
 def _missing_frame(index: int, reached: int, total: int) -> FrameError:
     return FrameError(
-        DECODE_ERROR,
+        FailureKind.DECODE_ERROR,
         f"stream ended after frame {reached} of {total} while frame {index} was needed (truncated or damaged file?)",
     )
 
@@ -57,7 +58,7 @@ class PyAVVideo:
         stream = self._container.streams.video[0]
         rate = stream.average_rate or stream.guessed_rate or stream.base_rate
         if not rate or float(rate) <= 0:
-            raise FrameError(DECODE_ERROR, f"{path.name}: the video stream has no frame rate")
+            raise FrameError(FailureKind.DECODE_ERROR, f"{path.name}: the video stream has no frame rate")
         self._pts, self._keys = self._index()
         total = len(self._pts) if self._pts is not None else stream.frames
         self.info = StreamInfo(fps=float(rate), total_frames=int(total), width=int(stream.codec_context.width or 0),
@@ -69,10 +70,10 @@ class PyAVVideo:
         try:
             container = self._av.open(str(self._path))
         except self._av.FFmpegError as exc:
-            raise FrameError(DECODE_ERROR, f"cannot open {self._path.name} as a video: {exc}") from exc
+            raise FrameError(FailureKind.DECODE_ERROR, f"cannot open {self._path.name} as a video: {exc}") from exc
         if not container.streams.video:
             container.close()
-            raise FrameError(NO_VIDEO_STREAM, f"{self._path.name} has no video stream")
+            raise FrameError(FailureKind.NO_VIDEO_STREAM, f"{self._path.name} has no video stream")
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
         stream.thread_count = self._threads
@@ -92,7 +93,7 @@ class PyAVVideo:
                 if packet.is_keyframe:
                     key_pts.append(packet.pts)
         except self._av.FFmpegError as exc:
-            raise FrameError(DECODE_ERROR, f"cannot read {self._path.name}: {exc}") from exc
+            raise FrameError(FailureKind.DECODE_ERROR, f"cannot read {self._path.name}: {exc}") from exc
         order = np.sort(np.asarray(pts, dtype=np.int64))
         keys = sorted(int(k) for k in np.searchsorted(order, key_pts))
         return order, keys
@@ -120,7 +121,7 @@ class PyAVVideo:
             else:
                 raise _missing_frame(target, position + 1, self.info.total_frames)
             if position != target:
-                raise FrameError(DECODE_ERROR, f"{self._path.name}: frame {target} could not be located")
+                raise FrameError(FailureKind.DECODE_ERROR, f"{self._path.name}: frame {target} could not be located")
             yield target, frame.to_ndarray(format="rgb24")
 
     def close(self) -> None:
@@ -136,7 +137,7 @@ class DecordVideo:
         try:
             self._reader = decord.VideoReader(str(path), num_threads=threads)
         except Exception as exc:  # decord raises DECORDError / RuntimeError with ffmpeg's message
-            kind = NO_VIDEO_STREAM if "video stream" in str(exc).lower() else DECODE_ERROR
+            kind = FailureKind.NO_VIDEO_STREAM if "video stream" in str(exc).lower() else FailureKind.DECODE_ERROR
             raise FrameError(kind, f"decord cannot open {path.name}: {str(exc).splitlines()[0]}") from exc
         self.info = StreamInfo(fps=float(self._reader.get_avg_fps()), total_frames=len(self._reader))
 
@@ -160,11 +161,11 @@ class OpenCVVideo:
         cv2.setNumThreads(threads)
         self._cap = cv2.VideoCapture(str(path))
         if not self._cap.isOpened():
-            raise FrameError(DECODE_ERROR, f"OpenCV cannot open {path.name} as a video")
+            raise FrameError(FailureKind.DECODE_ERROR, f"OpenCV cannot open {path.name} as a video")
         fps = float(self._cap.get(cv2.CAP_PROP_FPS))
         total = int(self._cap.get(cv2.CAP_PROP_FRAME_COUNT))
         if fps <= 0:
-            raise FrameError(DECODE_ERROR, f"{path.name}: OpenCV reports no frame rate")
+            raise FrameError(FailureKind.DECODE_ERROR, f"{path.name}: OpenCV reports no frame rate")
         self.info = StreamInfo(fps=fps, total_frames=total, width=int(self._cap.get(cv2.CAP_PROP_FRAME_WIDTH)),
                                height=int(self._cap.get(cv2.CAP_PROP_FRAME_HEIGHT)))
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..failure_kinds import FailureKind
 from .decoders import DEFAULT_DECODER, open_video
-from .errors import DECODE_ERROR, VIDEO_EMPTY, VIDEO_MISSING, FrameError
+from .errors import FrameError
 from .resize import resize_frames
 from .spec import FrameSpec, Window, frame_range, normalize_window
 from .video import VideoMeta
@@ -23,13 +24,13 @@ def check_video_file(path: Path) -> int:
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise FrameError(VIDEO_MISSING, f"video not found: {path}") from None
+        raise FrameError(FailureKind.VIDEO_MISSING, f"video not found: {path}") from None
     except OSError as exc:
-        raise FrameError(VIDEO_MISSING, f"cannot access video {path}: {exc.strerror}") from exc
+        raise FrameError(FailureKind.VIDEO_MISSING, f"cannot access video {path}: {exc.strerror}") from exc
     if not stat.S_ISREG(st.st_mode):
-        raise FrameError(VIDEO_MISSING, f"not a regular file: {path}")
+        raise FrameError(FailureKind.VIDEO_MISSING, f"not a regular file: {path}")
     if st.st_size == 0:
-        raise FrameError(VIDEO_EMPTY, f"video file is empty (0 bytes): {path}")
+        raise FrameError(FailureKind.VIDEO_EMPTY, f"video file is empty (0 bytes): {path}")
     return st.st_size
 
 
@@ -65,7 +66,8 @@ def decode_video_specs(
     except FrameError:
         raise
     except Exception as exc:  # decoder libraries raise many types; all mean "this file did not decode"
-        raise FrameError(DECODE_ERROR, f"{decoder} failed on {path.name}: {type(exc).__name__}: {exc}") from exc
+        raise FrameError(FailureKind.DECODE_ERROR,
+                         f"{decoder} failed on {path.name}: {type(exc).__name__}: {exc}") from exc
     seconds = round(time.perf_counter() - started, 4)
     return [(frames, replace(meta, decode_seconds=seconds)) for frames, meta in out]
 
@@ -91,7 +93,7 @@ def _sample(video, path: Path, specs: list[FrameSpec], window: Window | None,
             decoder: str) -> list[tuple[np.ndarray, VideoMeta]]:
     info = video.info
     if info.total_frames <= 0:
-        raise FrameError(VIDEO_EMPTY, f"{path.name}: the video stream has no frames")
+        raise FrameError(FailureKind.VIDEO_EMPTY, f"{path.name}: the video stream has no frames")
     first, last, count = frame_range(info.total_frames, info.fps, window)
     targets = []
     for spec in specs:
@@ -117,7 +119,7 @@ def _sample(video, path: Path, specs: list[FrameSpec], window: Window | None,
     results = []
     for t in targets:
         if t.out is None:
-            raise FrameError(VIDEO_EMPTY, f"{path.name}: no frame could be decoded")
+            raise FrameError(FailureKind.VIDEO_EMPTY, f"{path.name}: no frame could be decoded")
         t.flush()
         results.append((t.out, VideoMeta(
             fps=info.fps,

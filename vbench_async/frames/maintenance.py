@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .budget import entry_size
 from .codecs import DEFAULT_CODEC, CodecError, check_codec
 from .keys import read_record
 from .labels import UNLABELLED, keys_by_benchmark
@@ -75,7 +76,7 @@ def cache_stats(root: Path) -> CacheStats:
     sizes: dict[str, int] = {}
     for path in layout.entries():
         stats.entries += 1
-        sizes[path.stem] = _size(path)
+        sizes[path.stem] = entry_size(path)
         stats.bytes += sizes[path.stem]
         try:
             header = read_header(path, path.stem)
@@ -182,7 +183,7 @@ def gc_cache(
         if now - _mtime(path) > temp_age_s:  # young ones may still be being written
             report.temp_files += 1
             drop(path)
-    entries = sorted(((_mtime(p), _size(p), p) for p in layout.entries()), key=lambda t: t[0])  # oldest first
+    entries = sorted(((_mtime(p), entry_size(p), p) for p in layout.entries()), key=lambda t: t[0])  # oldest first
     keep_bytes = sum(size for _, size, _ in entries)
     for used, size, path in entries:
         too_old = older_than_days is not None and now - used > older_than_days * 86400
@@ -241,7 +242,7 @@ def compact_entry(path: Path, codec: str, report: CompactReport | None = None, d
         if not dry_run:
             discard_entry(path, exc.stat)
         return
-    report.bytes_before += _size(path)
+    report.bytes_before += entry_size(path)
     if dry_run:
         report.rewritten += 1
         return
@@ -251,13 +252,6 @@ def compact_entry(path: Path, codec: str, report: CompactReport | None = None, d
     except CodecError as exc:  # never expected: a codec bug must not pass silently (the entry is left as it was)
         raise RuntimeError(f"{codec} did not give back the frames of {path}; the entry was kept as it was") from exc
     report.rewritten += 1
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 def _mtime(path: Path) -> float:

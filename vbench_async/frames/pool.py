@@ -11,8 +11,8 @@ import os
 import threading
 from typing import Any
 
+from ..failure_kinds import FailureKind
 from ..worker_process import WorkerDied, WorkerProcess, WorkerStartError, WorkerTimedOut, package_env
-from .errors import DECODE_TIMEOUT, DECODER_CRASH
 from .worker import DECODER_ENV, THREADS_ENV
 
 __all__ = ["DecodePool", "WorkerStartError"]
@@ -99,11 +99,12 @@ class DecodePool:
         except WorkerTimedOut:
             reply = {
                 "ok": False,
-                "kind": DECODE_TIMEOUT,
+                "kind": FailureKind.DECODE_TIMEOUT,
                 "message": f"decoding took longer than {self.timeout_s:g} s; the worker was killed",
             }
         except WorkerDied as exc:
-            reply = {"ok": False, "kind": DECODER_CRASH, "message": f"decoder crashed: {exc}{worker.stderr_tail()}"}
+            reply = {"ok": False, "kind": FailureKind.DECODER_CRASH,
+                     "message": f"decoder crashed: {exc}{worker.stderr_tail()}"}
         finally:
             pid = worker.pid
             self._release(worker, healthy)

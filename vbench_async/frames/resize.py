@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import DECODE_ERROR, IMAGE_TOO_LARGE, VIDEO_MISSING, FrameError
+from ..failure_kinds import FailureKind
+from .errors import FrameError
 from .spec import FrameSpec
 
 
@@ -38,14 +39,14 @@ def load_image(path: Path, spec: FrameSpec | str) -> np.ndarray:
         spec = FrameSpec(family=spec)
     path = Path(path)
     if not path.is_file():
-        raise FrameError(VIDEO_MISSING, f"image not found: {path}")
+        raise FrameError(FailureKind.VIDEO_MISSING, f"image not found: {path}")
     try:
         with Image.open(path) as img:
             rgb = _to_rgb(img)
     except Image.DecompressionBombError as exc:
-        raise FrameError(IMAGE_TOO_LARGE, f"image {path} is too large to load safely: {exc}") from exc
+        raise FrameError(FailureKind.IMAGE_TOO_LARGE, f"image {path} is too large to load safely: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - any decoder failure is this image's, never the run's
-        raise FrameError(DECODE_ERROR, f"cannot read image {path}: {type(exc).__name__}: {exc}") from exc
+        raise FrameError(FailureKind.DECODE_ERROR, f"cannot read image {path}: {type(exc).__name__}: {exc}") from exc
     height, width = spec.image_size(rgb.height, rgb.width)
     if (height, width) != (rgb.height, rgb.width):
         rgb = rgb.resize((width, height), Image.Resampling.BICUBIC)

@@ -19,8 +19,9 @@ from typing import Any, Mapping
 
 from .. import families
 from ..errors import UserError
+from ..failure_kinds import FailureKind
 from ..families.qwen_common import linspace_pick
-from .errors import ASPECT_RATIO, WINDOW_INVALID, FrameError
+from .errors import FrameError
 
 VIDEO_MIN_TOKENS, VIDEO_MAX_TOKENS = 128, 768  # per frame, in units of factor**2 pixels
 IMAGE_MIN_TOKENS, IMAGE_MAX_TOKENS = 4, 16384
@@ -45,10 +46,10 @@ def floor_by_factor(number: float, factor: int) -> int:
 def smart_resize(height: int, width: int, factor: int, min_pixels: float, max_pixels: float) -> tuple[int, int]:
     """Target (height, width): multiples of `factor`, area in [min_pixels, max_pixels], aspect ratio kept."""
     if min(height, width) <= 0:
-        raise FrameError(ASPECT_RATIO, f"frame size {width}x{height} is empty")
+        raise FrameError(FailureKind.ASPECT_RATIO, f"frame size {width}x{height} is empty")
     if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
         raise FrameError(
-            ASPECT_RATIO, f"frame size {width}x{height} has an aspect ratio above {MAX_ASPECT_RATIO}"
+            FailureKind.ASPECT_RATIO, f"frame size {width}x{height} has an aspect ratio above {MAX_ASPECT_RATIO}"
         )
     h_bar = max(factor, round_by_factor(height, factor))
     w_bar = max(factor, round_by_factor(width, factor))
@@ -71,7 +72,7 @@ def normalize_window(window: Window | None) -> Window | None:
     start = float(start) if start else 0.0
     end = float(end) if end is not None else None
     if not math.isfinite(start) or start < 0 or (end is not None and (not math.isfinite(end) or end <= start)):
-        raise FrameError(WINDOW_INVALID, f"window {window!r} is not a valid (start, end) range in seconds")
+        raise FrameError(FailureKind.WINDOW_INVALID, f"window {window!r} is not a valid (start, end) range in seconds")
     if start == 0.0 and end is None:
         return None
     return (start, end)
@@ -89,7 +90,7 @@ def frame_range(total_frames: int, fps: float, window: Window | None) -> tuple[i
         last = min(math.floor(max(0.0, min(end, max_duration)) * fps), total_frames - 1)
     if first > last:
         raise FrameError(
-            WINDOW_INVALID,
+            FailureKind.WINDOW_INVALID,
             f"window {start}-{end} s selects no frame of a {max_duration:.2f} s video ({total_frames} frames)",
         )
     return first, last, last - first + 1
@@ -217,7 +218,7 @@ class FrameSpec:
         """Resized (height, width) of each frame of an n-frame video."""
         if self.rules.resize == "fixed":
             if min(height, width) <= 0:
-                raise FrameError(ASPECT_RATIO, f"frame size {width}x{height} is empty")
+                raise FrameError(FailureKind.ASPECT_RATIO, f"frame size {width}x{height} is empty")
             return self.side, self.side
         return smart_resize(height, width, self.factor, self.min_pixels, self.frame_cap(n))
 

@@ -26,8 +26,8 @@ def _send(channel: TextIO, message: dict[str, Any]) -> None:
 
 
 def handle(job: dict[str, Any]) -> dict[str, Any]:
-    from ..failure_kinds import CACHE_UNWRITABLE
-    from .errors import DECODE_ERROR, FrameError
+    from ..failure_kinds import FailureKind
+    from .errors import FrameError
     from .extract import decode_video_specs
     from .spec import FrameSpec
     from .store import write_entry
@@ -45,9 +45,9 @@ def handle(job: dict[str, Any]) -> dict[str, Any]:
     except FrameError as exc:
         return failed(exc.kind, str(exc))
     except MemoryError:
-        return failed(DECODE_ERROR, "out of memory while decoding")
+        return failed(FailureKind.DECODE_ERROR, "out of memory while decoding")
     except Exception as exc:  # a bug or an odd file: report it, keep serving
-        return failed(DECODE_ERROR, f"{type(exc).__name__}: {exc}")
+        return failed(FailureKind.DECODE_ERROR, f"{type(exc).__name__}: {exc}")
     size = 0
     for (_, out, key), (frames, meta) in zip(targets, decoded, strict=True):
         try:
@@ -55,7 +55,7 @@ def handle(job: dict[str, Any]) -> dict[str, Any]:
         except Exception as exc:  # the cache directory's fault (full disk, lost mount, permissions), not the video's
             # (safetensors reports a failed write as its own error type, with the OS message inside)
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
-            return failed(CACHE_UNWRITABLE, f"{reason} (writing {out})")
+            return failed(FailureKind.CACHE_UNWRITABLE, f"{reason} (writing {out})")
     return {"id": job.get("id"), "ok": True, "bytes": size, "decode_seconds": decoded[0][1].decode_seconds}
 
 

@@ -27,11 +27,6 @@ if TYPE_CHECKING:
 # The run's summary, a judge pass's recomputation, a merge and the leaderboard all aggregate them here.
 
 
-def reading_value(result: Result, reading: str) -> float | None:
-    """A line's score under one reading (`Result.value_under`)."""
-    return result.value_under(reading)
-
-
 def reading_lines(results: Iterable[Result | Mapping[str, Any]], reading: str) -> list[Result]:
     """The lines as one reading scores them (`Result.seen_as`)."""
     return [Result.of(r).seen_as(reading) for r in results]

@@ -15,14 +15,13 @@ import json
 import logging
 import os
 import uuid
-from collections import Counter
 from dataclasses import dataclass
 from io import FileIO
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Mapping, TextIO
 
 from ..errors import UserError
-from ..failure_kinds import environment_fault, is_final_kind
+from ..failure_kinds import FailureKind, environment_fault, is_final_kind
 from ..redact import scrub
 from ..result import Result
 from .lines import BadLine, check_line, line_problem, read_lines
@@ -192,14 +191,6 @@ def read_results(path: Path, view: Callable[[Result], Result] | None = None,
     return read_lines(path, view=typed, problems=problems)
 
 
-def error_kinds(path: Path) -> Counter[str]:
-    """How many of a result file's samples failed, by error kind (one small record per line held while reading)."""
-    def kind(line: dict[str, Any]) -> dict[str, Any]:
-        return {"kind": Result.read({"sample_id": line["sample_id"], "error": line.get("error")}).error_kind}
-
-    return Counter(k["kind"] for k in read_lines(path, view=kind).values() if k["kind"] is not None)
-
-
 _IDENTITY = ("sample_id", "config_hash", "benchmark")  # what a resume matches lines by: written as it is
 
 
@@ -224,7 +215,7 @@ INVALID_TASK = "invalid"  # the task type of the line of a record that is not a 
 
 def _is_invalid_record(line: Mapping[str, Any]) -> bool:
     error = line.get("error")
-    return (isinstance(error, dict) and error.get("kind") == "record_invalid"
+    return (isinstance(error, dict) and error.get("kind") == FailureKind.RECORD_INVALID
             and line.get("task_type") == INVALID_TASK)
 
 

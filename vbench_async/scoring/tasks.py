@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 from ..errors import SampleError
+from ..failure_kinds import FailureKind
 from ..samples import Sample
 from . import extract
 from .base import Score, clip01, malformed
@@ -42,7 +43,8 @@ def ground_truth(sample: Sample, parse: Parser, what: str, multiline: bool = Fal
     """Parse the sample's ground truth with the same steps as outputs; raise SampleError if it is unreadable."""
     found = first_answer(sample.answer, parse, multiline, think=True)
     if found is None:
-        raise SampleError("record_invalid", f"{sample.key}: ground truth {sample.answer[:80]!r} is not {what}")
+        raise SampleError(FailureKind.RECORD_INVALID,
+                          f"{sample.key}: ground truth {sample.answer[:80]!r} is not {what}")
     return found[0]
 
 
@@ -61,7 +63,8 @@ def score_multiple_choice(sample: Sample, output: str) -> Score:
 
     gt = ground_truth(sample, parse, "an option letter")
     if gt not in letters:
-        raise SampleError("record_invalid", f"{sample.key}: answer {gt} is not one of the options {''.join(letters)}")
+        raise SampleError(FailureKind.RECORD_INVALID,
+                          f"{sample.key}: answer {gt} is not one of the options {''.join(letters)}")
     found = first_answer(output, parse)
     if found is None:
         return malformed(source=None)

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 from ..errors import EngineDead, UserError
 from ..redact import ScrubbingFormatter, scrub
 from ..results.rundir import has_site, site_dir
-from ..run_config import RunConfig, run_dir_for
+from ..run_config import RunConfig, resolve_run
 from ..runner import run
 from .engine import EngineKeeper, JobCancelled
 from .jobs import Job, JobSpec, result_lines
@@ -151,7 +151,6 @@ class EvalServer:
             self._run(job)
 
     def _run(self, job: Job) -> None:
-        from .. import models
         from ..backends.factory import backend_kind
         from ..benchmarks.include import included
 
@@ -167,12 +166,12 @@ class EvalServer:
             if not backend_kind(cfg.backend).in_process and cfg.model != self.base.model:
                 raise UserError(f"this server sends requests to {self.base.server.base_url}, which serves "
                                 f"{self.base.model}; start a server for {cfg.model} to evaluate it")
-            model = models.resolve(cfg.model)
-            if cfg.output_dir is None:  # runs/<model name>, under the output root
-                cfg = dataclasses.replace(cfg, output_dir=self.paths.output_root / model.display_name)
-            self.paths.check_run_dir(run_dir_for(cfg, model))
-            job.run_dir = str(run_dir_for(cfg, model))
-            kept = self.keeper.engine_settings(cfg.backend, model.path)
+            # Once, here, as `run` does: <output root>/<name> with a job's `name`, else <output root>/<model name>.
+            resolved = resolve_run(cfg, self.paths.output_root)
+            cfg = dataclasses.replace(cfg, output_dir=resolved.run_dir)  # the manifest records where it wrote
+            self.paths.check_run_dir(resolved.run_dir)
+            job.run_dir = str(resolved.run_dir)
+            kept = self.keeper.engine_settings(cfg.backend, resolved.model.path)
             if kept is not None:  # plan against the engine that will answer, not a fresh one's sizing
                 cfg.engine = kept
 
@@ -187,7 +186,7 @@ class EvalServer:
                     loop.call_soon(_raise_cancelled)
 
             with job_log(Path(job.run_dir)):
-                summary = run(cfg, on_plan=on_plan, backends=self.keeper.factory(on_start))
+                summary = run(cfg, on_plan=on_plan, backends=self.keeper.factory(on_start), resolved=resolved)
                 if cfg.judge_model:  # as `run --judge-model` does: the same backend kind and settings
                     from ..judge import judge_after_run
 

@@ -20,6 +20,7 @@ import yaml
 
 from .. import yaml_bounded
 from ..errors import UserError
+from ..frames.ablation import ABLATIONS
 from ..frames.preprocess import WORKERS as DECODE_WORKERS
 from .resume_identity import digest, identity
 
@@ -44,6 +45,8 @@ class DataConfig:
     shuffle: bool = True
     max_samples: int | None = None
     offline_field: str = "offline_response"  # record field holding offline response(s) (str or list of str)
+    ablation: str | None = None  # an input ablation of frames/ablation.py applied to every video after the cache, as
+    # `run --ablation` does (e.g. blank: the policy trains on black frames, the control of a learning test); null: off
 
 
 class RolloutEngine(enum.Enum):
@@ -214,7 +217,10 @@ class TrainConfig:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
     def to_dict(self) -> dict[str, Any]:
-        return json.loads(json.dumps(dataclasses.asdict(self)))
+        d = json.loads(json.dumps(dataclasses.asdict(self)))
+        if d["data"]["ablation"] is None:  # present only when set: a real run's hash and saved config stay as they were
+            del d["data"]["ablation"]
+        return d
 
     def hash(self) -> str:
         """Identity of what is trained (the mathematics of the update and the data order; not the cadence, the layout
@@ -248,6 +254,7 @@ KL_KINDS = ("none", "k1", "k3")
 CHOICES: dict[str, tuple[str, ...]] = {
     "data.frame_source": ("cache", "decode"),
     "data.cache_scope": ("shared", "node"),
+    "data.ablation": tuple(ABLATIONS),
     "rollout.engine": ("auto", *(e.value for e in RolloutEngine)),
     "algorithm.name": tuple(PRESETS),
     "algorithm.advantage": ADVANTAGES,

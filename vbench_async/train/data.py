@@ -18,6 +18,7 @@ import numpy as np
 
 from ..backends.base import ImageInput, Request, SamplingParams, VideoInput, array_uuid
 from ..errors import SampleError, UserError
+from ..failure_kinds import FailureKind
 from ..samples import Sample
 from .config import DataConfig
 
@@ -131,7 +132,7 @@ def _check(sample: Sample) -> None:
     try:
         check_sample(sample)
     except UnknownTaskType as exc:
-        raise SampleError("record_invalid", str(exc)) from exc
+        raise SampleError(FailureKind.RECORD_INVALID, str(exc)) from exc
 
 
 def render(sample: Sample, template: str | Mapping[str, str] | None) -> str:
@@ -161,7 +162,8 @@ def offline_texts(sample: Sample, field: str) -> tuple[str, ...]:
         return (value,)
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return tuple(v for v in value if v)
-    raise SampleError("record_invalid", f"{field} must be a string or a list of strings, got {type(value).__name__}")
+    raise SampleError(FailureKind.RECORD_INVALID,
+                      f"{field} must be a string or a list of strings, got {type(value).__name__}")
 
 
 # ------------------------------------------------------------------------------------------------ order
@@ -214,13 +216,17 @@ class MediaSource:
     """Frames and images of items, as the backends' `VideoInput` / `ImageInput` (the evaluation contract)."""
 
     def __init__(self, spec: Any, frame_source: str = "cache", cache_dir: str | None = None, workers: int = 2,
-                 headers: Callable[[Path], HeaderSource] | None = None):
+                 headers: Callable[[Path], HeaderSource] | None = None, ablation: str | None = None):
         """`headers`: the video headers the split by cost reads, from the cache's folder (default: this process's
-        own, kept under the cache; the trainer's are read by rank 0 and shared, headers.py)."""
+        own, kept under the cache; the trainer's are read by rank 0 and shared, headers.py). `ablation`
+        (`data.ablation`): applied to every video after the cache, as the evaluation's loader does."""
         from ..frames import FrameCache
+        from ..frames.ablation import check
         from .headers import HeaderFile
 
+        check(ablation)
         self.spec = spec  # frames.FrameSpec
+        self.ablation = ablation
         self.frame_source = frame_source
         self.workers = workers
         self.cache = FrameCache(Path(cache_dir)) if cache_dir else FrameCache.default()
@@ -271,6 +277,7 @@ class MediaSource:
         return "not cached (the rank that prepared it logged why)"
 
     def video(self, item: TrainItem) -> VideoInput:
+        from ..frames.ablation import ablate
         from ..frames.extract import decode_video
         from ..frames.video import CachedVideo
 
@@ -283,7 +290,7 @@ class MediaSource:
             frames, meta = decode_video(item.video, self.spec, item.window, self.cache.decoder)
             self.decoded += 1
             cached = CachedVideo(key=f"live:{item.video}", frames=frames, meta=meta)
-        return VideoInput(frames=cached.frames, metadata=cached.hf_metadata(), uuid=cached.key)
+        return ablate(VideoInput(frames=cached.frames, metadata=cached.hf_metadata(), uuid=cached.key), self.ablation)
 
     def images(self, item: TrainItem) -> tuple[ImageInput, ...]:
         from ..frames import load_image

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..backends.base import Completion, Request
 from ..errors import SampleError
+from ..failure_kinds import FailureKind
 from .rollout import RolloutEngine, Sampled, trim
 from .tp_group import Agreement, Lockstep
 
@@ -54,7 +55,7 @@ class RolloutBackend:
 
     async def generate(self, request: Request) -> Completion:
         if self._closed is not None:
-            raise SampleError("engine_error", self._closed)
+            raise SampleError(FailureKind.ENGINE_ERROR, self._closed)
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         self._pending.append(_Pending(request, future))
         self._arrivals += 1
@@ -112,7 +113,7 @@ class RolloutBackend:
     def _fail(pending: list[_Pending], message: str) -> None:
         for p in pending:
             if not p.future.done():
-                p.future.set_exception(SampleError("engine_error", message))
+                p.future.set_exception(SampleError(FailureKind.ENGINE_ERROR, message))
 
     async def _send(self, loop: asyncio.AbstractEventLoop, batch: list[_Pending]) -> None:
         sent = time.perf_counter()
@@ -127,8 +128,8 @@ class RolloutBackend:
             if p.future.done():
                 continue
             if row is None:
-                p.future.set_exception(SampleError("engine_error", "the rollout engine rejected the request "
-                                                                   "(its log says why)"))
+                p.future.set_exception(SampleError(FailureKind.ENGINE_ERROR,
+                                                   "the rollout engine rejected the request (its log says why)"))
             else:
                 p.future.set_result(self._completion(row, p.submitted, sent, done))
 

@@ -1,24 +1,19 @@
-"""Supervised training toward a seeing model: a tiny checkpoint taught to answer the synthetic generator's questions
-from the pixels, on the evaluation's own data path, so every test of a path that carries frames has a signal to lose.
-Experimental: docs/seeing-models.md records how far this recipe gets (not yet above the blank-frames reading on the
-questions that bind a word to one shape).
+"""Supervised training of a seeing model: a tiny checkpoint taught to answer the seeing suite's questions from the
+pixels, on the evaluation's own data path, so every test of a path that carries frames has a signal to lose.
 
-The data is what an evaluation sends: videos generated with seeds no demo, test or demo-rl suite uses (so scores on
-the demo measure seeing, not memory), the demo cards' prompts and frame settings, frames from the frame cache, and
+The data is what an evaluation sends: seeing-suite videos generated with seeds no demo or test uses (so scores on
+the suite measure seeing, not memory), the seeing cards' prompts and frame settings, frames from the frame cache, and
 the processor call of the `hf` backend (`HFBackend.inputs`: the family's hand-off kwargs, source fps and frame
 indices). The targets are the bare answers the scorers accept ("B", "Yes", "3").
 
-What helps a 2-layer model learn this on a CPU (measured: docs/seeing-models.md):
-- the demo cards' resolution (12,544 pixels a frame, 16 tokens a frame pair) and videos of 2-30 s keep a step cheap;
-- one sequence per step holds several questions about one video as a conversation (the first turn is exactly the
+What makes this learnable on a CPU in minutes (docs/seeing-models.md has the runs that did not work):
+- each question's text is the same for every video, so the answer is a function of the pixels: no word of the
+  question has to be looked up among the video's tokens (a 2-layer model did not learn that lookup in 8,000 steps);
+- one sequence per step holds all four questions about one video as a conversation (the first turn is exactly the
   evaluation's prompt), so the vision tower runs once for all of them;
-- a random vision tower's tokens barely differ (a shape is a few tokens among a background's), so nothing reaches
-  the language model to learn from: a linear head on the max-pooled merger output, trained beside it and dropped
-  afterwards, learns which colours, shapes, colour-shape pairs and colour-direction pairs the scene holds, and that
-  makes the tokens of a shape stand out;
-- auxiliary turns answer from the scene's ground truth: "Which colors appear in the video?" ("blue, red.") and
-  "Describe each shape in the video." ("the red circle moves to the left. the blue square flashes 3 times."): dense
-  targets that bind each colour to its shape, its direction and its flashes.
+- a random vision tower's tokens barely differ, so a linear head on the max-pooled merger output, trained beside it
+  and dropped afterwards, learns the scene's colour, kind, count and size, and that makes the shapes' tokens stand
+  out for the language model.
 
 Deterministic for a seed and thread count (fixed data, order and initialisation; CPU float32).
 
@@ -42,36 +37,30 @@ import torch
 
 log = logging.getLogger(__name__)
 
-# card -> the generator's annotation group it reads (choice, yes/no, count, and when: temporal grounding)
-CARDS = {"demo-mc": "mc", "demo-yesno": "yesno", "demo-count": "count", "demo-tg": "tg"}
-DESCRIBE = "Describe each shape in the video."
-COLORS_PRESENT = "Which colors appear in the video?"
-_TOWARD = {"left": "to the left", "right": "to the right", "up": "up", "down": "down"}
-_COLORS = ("red", "green", "blue", "yellow", "white", "purple", "orange", "cyan")  # demo.videos.COLORS' order
+# card -> the seeing suite's annotation group it reads
+CARDS = {"seeing-color": "color", "seeing-count": "count", "seeing-size": "size", "seeing-when": "when"}
 _KINDS = ("circle", "square", "triangle", "diamond")
-_DIRECTIONS = ("left", "right", "up", "down")
-N_LABELS = len(_COLORS) + len(_KINDS) + len(_COLORS) * len(_KINDS) + len(_COLORS) * len(_DIRECTIONS)
-# Generator seeds: the demo uses 0, demo-rl's training split 1, the tests single digits; these are far from all.
+N_LABELS = 4 + 3 + 1 + len(_KINDS)  # colour, count, large, kind
+# Generator seeds: the seeing suite uses 0, the tests single digits; this is far from both.
 TRAIN_SEED = 1000
 
 
 @dataclass(frozen=True)
 class SeeingConfig:
-    """One training (the defaults are the recipe docs/seeing-models.md measured last)."""
+    """One training (the defaults are the recipe that builds the committed seeing models)."""
 
     base: str = field(metadata={"help": "the tiny model whose architecture, tokenizer and initial weights are used"})
-    videos: int = field(default=200, metadata={"help": "generated training videos (2-60 s, all question groups)"})
+    videos: int = field(default=1000, metadata={"help": "generated training videos (seeing suite, 2-8 s)"})
     seed: int = field(default=TRAIN_SEED, metadata={"help": "generator seed of the training videos"})
-    max_seconds: float = field(default=30.0, metadata={"help": "longest training video (2 s to this)"})
-    steps: int = field(default=8000, metadata={"help": "optimizer steps (one video per step)"})
-    lr: float = field(default=2e-3, metadata={"help": "peak learning rate (warm-up 30 steps, cosine to 5%)"})
-    questions_per_step: int = field(default=8, metadata={"help": "turns per sequence, the description included"})
-    describe: bool = field(default=True, metadata={"help": "add the auxiliary turns (colours, description)"})
-    vision_lr: float = field(default=1.0, metadata={"help": "the vision tower's and the head's learning rate, as a "
-                                                            "multiple of lr"})
+    steps: int = field(default=12000, metadata={"help": "optimizer steps (one video, all its questions, per step)"})
+    lr: float = field(default=1e-3, metadata={"help": "peak learning rate (warm-up 30 steps, cosine to 5%)"})
     vision_head: float = field(default=1.0, metadata={"help": "weight of the auxiliary scene-label loss on the vision "
                                                                "tower (0: none)"})
-    threads: int = field(default=2, metadata={"help": "torch CPU threads (the result depends on it, bitwise)"})
+    token_head: bool = field(default=True, metadata={"help": "also teach each vision token its colour class and its "
+                                                              "frames' shape count (a "
+                                                              "second auxiliary head, dropped afterwards)"})
+    threads: int = field(default=1, metadata={"help": "torch CPU threads (the result depends on it, bitwise; one is "
+                                                        "as fast as two for these short sequences)"})
 
 
 @dataclass
@@ -86,49 +75,53 @@ class _Video:
     suffix: list[int]  # after the question: <|im_end|>\n<|im_start|>assistant\n
     turns: list[tuple[list[int], list[int], str]] = field(default_factory=list)  # (question, answer, group)
     labels: torch.Tensor | None = None  # the scene's labels for the auxiliary vision head (`scene_labels`)
-
-
-def describe(shape: dict[str, Any]) -> str:
-    """A shape of a scene (suite.json) in one sentence: how it moves, or how often it flashes."""
-    label = f"the {shape['color']} {shape['kind']}"
-    direction = _direction(shape)
-    if direction is None:
-        n = len(shape["intervals"])
-        return f"{label} flashes {n} time{'s' if n > 1 else ''}."
-    return f"{label} moves {_TOWARD[direction]}."
-
-
-def _direction(shape: dict[str, Any]) -> str | None:
-    dx, dy = shape["end"][0] - shape["start"][0], shape["end"][1] - shape["start"][1]
-    if dx == dy == 0:
-        return None
-    return ("right" if dx > 0 else "left") if abs(dx) >= abs(dy) else ("down" if dy > 0 else "up")
+    token_targets: torch.Tensor | None = None  # (tokens, 2): each merged vision token's colour class and count
 
 
 def scene_labels(scene: dict[str, Any]) -> torch.Tensor:
-    """Multi-hot: colours present, shapes present, colour-shape pairs, colour-direction pairs (moving shapes)."""
+    """Multi-hot: the shapes' colour (4), count (3), whether large (1) and kind (4), from suite.json's scene."""
+    from ..demo.seeing_suite import SEEING_COLORS, is_large
+
     labels = torch.zeros(N_LABELS)
-    pairs, moves = len(_COLORS) + len(_KINDS), len(_COLORS) + len(_KINDS) + len(_COLORS) * len(_KINDS)
-    for shape in scene["shapes"]:
-        c, k = _COLORS.index(shape["color"]), _KINDS.index(shape["kind"])
-        labels[c] = labels[len(_COLORS) + k] = labels[pairs + c * len(_KINDS) + k] = 1
-        direction = _direction(shape)
-        if direction is not None:
-            labels[moves + c * len(_DIRECTIONS) + _DIRECTIONS.index(direction)] = 1
+    shape = scene["shapes"][0]
+    labels[SEEING_COLORS.index(shape["color"])] = 1
+    labels[4 + len(scene["shapes"]) - 1] = 1
+    labels[7] = float(is_large(shape["size"], scene["width"], scene["height"]))
+    labels[8 + _KINDS.index(shape["kind"])] = 1
     return labels
 
 
-def _answer(record: dict[str, Any], group: str) -> str:
-    """The target text: the bare answer the scorers accept; a span in seconds rounded to 0.1 s, in its tags."""
-    answer = record["solution"].removeprefix("<answer>").removesuffix("</answer>")
-    if group != "tg":
-        return answer
-    start, end = json.loads(answer)["time"]
-    return "<answer>" + json.dumps({"time": [round(start, 1), round(end, 1)]}) + "</answer>"
+def token_targets(scene: dict[str, Any], frame_indices: list[int], grid: torch.Tensor) -> torch.Tensor:
+    """(tokens, 2), in the merger's (time, row, column) order: each merged vision token's colour class (0 background,
+    1 + the shapes' colour where a shape covers a third of the token's area in either of its two frames) and the
+    number of shapes its two frames show (the same for every token of a frame pair, so the tower learns to count)."""
+    from ..demo.seeing_suite import SEEING_COLORS
+
+    t, h, w = (int(v) for v in grid[0])
+    h, w = h // 2, w // 2
+    sx, sy = scene["width"] / w, scene["height"] / h
+    out = torch.zeros(t, h, w, dtype=torch.long)
+    counts = torch.zeros(t, h, w, dtype=torch.long)
+    frames = list(frame_indices) + [frame_indices[-1]] * (2 * t - len(frame_indices))  # the processor pads so
+    for k in range(t):
+        for shape in scene["shapes"]:
+            if not any(a <= f <= b for f in frames[2 * k: 2 * k + 2] for a, b in shape["intervals"]):
+                continue
+            counts[k] += 1
+            x0, y0, side = shape["start"][0], shape["start"][1], shape["size"]
+            for i in range(h):
+                for j in range(w):
+                    ox = max(0.0, min(x0 + side, (j + 1) * sx) - max(x0, j * sx))
+                    oy = max(0.0, min(y0 + side, (i + 1) * sy) - max(y0, i * sy))
+                    if ox * oy >= sx * sy / 3:
+                        out[k, i, j] = 1 + SEEING_COLORS.index(shape["color"])
+    return torch.stack([out.flatten(), counts.flatten()], dim=1)
 
 
-def load_videos(suite: Path, model_path: str, cache_dir: Path, describe_turn: bool) -> list[_Video]:
-    """Every question of the suite's closed-answer groups, grouped by video, encoded as the `hf` backend would."""
+def load_videos(suite: Path, model_path: str, cache_dir: Path) -> list[_Video]:
+    """Every question of the suite, grouped by video, encoded as the `hf` backend would."""
+    from transformers import AutoProcessor
+
     from ..backends.base import Request, SamplingParams, VideoInput
     from ..backends.hf import HFBackend
     from ..benchmarks import get_benchmark
@@ -138,8 +131,6 @@ def load_videos(suite: Path, model_path: str, cache_dir: Path, describe_turn: bo
 
     ref = resolve(model_path)
     backend = HFBackend(model_path)
-    from transformers import AutoProcessor
-
     backend.processor = AutoProcessor.from_pretrained(model_path)
     tok = backend.processor.tokenizer
     vision_end, im_end = tok.convert_tokens_to_ids("<|vision_end|>"), tok.convert_tokens_to_ids("<|im_end|>")
@@ -168,21 +159,14 @@ def load_videos(suite: Path, model_path: str, cache_dir: Path, describe_turn: bo
                     videos[sample.video] = _Video(
                         batch["pixel_values_videos"].to(torch.bfloat16), batch["video_grid_thw"],
                         batch.get("second_per_grid_ts"), ids[:end], batch["mm_token_type_ids"][0][:end].clone(),
-                        ids[end + len(question):])
-                answer = tok.encode(_answer(record, group), add_special_tokens=False) + [im_end]
-                videos[sample.video].turns.append((question, answer, group))
+                        ids[end + len(question):], labels=scene_labels(scenes[sample.video]),
+                        token_targets=token_targets(scenes[sample.video], cached.hf_metadata()["frames_indices"],
+                                                    batch["video_grid_thw"]))
+                answer = record["solution"].removeprefix("<answer>").removesuffix("</answer>")
+                videos[sample.video].turns.append((question, tok.encode(answer, add_special_tokens=False) + [im_end],
+                                                   group))
     finally:
         cache.close()
-    for name, v in videos.items():
-        scene = scenes[name]
-        v.labels = scene_labels(scene)
-        if describe_turn:
-            colors = ", ".join(sorted({s["color"] for s in scene["shapes"]})) + "."
-            text = " ".join(describe(s) for s in scene["shapes"])
-            v.turns += [(tok.encode(COLORS_PRESENT, add_special_tokens=False),
-                         tok.encode(colors, add_special_tokens=False) + [im_end], "aux"),
-                        (tok.encode(DESCRIBE, add_special_tokens=False),
-                         tok.encode(text, add_special_tokens=False) + [im_end], "aux")]
     return [videos[k] for k in sorted(videos)]
 
 
@@ -203,9 +187,11 @@ def conversation(video: _Video, turns: list[tuple[list[int], list[int], str]], t
 
 
 def loss_of(model: Any, video: _Video, turns: list[tuple[list[int], list[int], str]], turn_ids: list[int],
-            head: torch.nn.Module | None = None, head_weight: float = 0.0) -> torch.Tensor:
-    """Mean cross-entropy over the answers' tokens, the vision tower run once (as the RL policy runs it), plus
-    `head_weight` x the scene-label loss of `head` on the max-pooled vision tokens."""
+            head: torch.nn.Module | None = None, head_weight: float = 0.0,
+            token_head: torch.nn.Module | None = None) -> tuple[torch.Tensor, dict[str, bool]]:
+    """(mean cross-entropy over the answers' tokens, the vision tower run once (as the RL policy runs it), plus
+    `head_weight` x the scene-label loss of `head` on the max-pooled vision tokens; whether each turn's first answer
+    token is the most likely one, by group)."""
     from .policy import run_vision
 
     ids, types, targets = conversation(video, turns, turn_ids)
@@ -218,10 +204,16 @@ def loss_of(model: Any, video: _Video, turns: list[tuple[list[int], list[int], s
     total = sum(torch.nn.functional.cross_entropy(logits[p - 1: p - 1 + len(a)], torch.tensor(a), reduction="sum")
                 for p, a in targets)
     loss = total / sum(len(a) for _, a in targets)
+    hits = {turn[2]: int(logits[p - 1].argmax()) == a[0] for turn, (p, a) in zip(turns, targets)}
     if head is not None and head_weight and video.labels is not None:
         pooled = encoded["video"].pooler_output[0].max(0).values
         loss = loss + head_weight * torch.nn.functional.binary_cross_entropy_with_logits(head(pooled), video.labels)
-    return loss
+    if token_head is not None and head_weight and video.token_targets is not None:
+        predicted = token_head(encoded["video"].pooler_output[0])
+        colors, counts = video.token_targets.unbind(1)
+        loss = loss + head_weight * (torch.nn.functional.cross_entropy(predicted[:, :5], colors)
+                                     + torch.nn.functional.cross_entropy(predicted[:, 5:], counts))
+    return loss, hits
 
 
 def train(cfg: SeeingConfig, out: Path, work: Path, progress: bool = True) -> dict[str, Any]:
@@ -230,45 +222,41 @@ def train(cfg: SeeingConfig, out: Path, work: Path, progress: bool = True) -> di
     from tqdm import tqdm
     from transformers import AutoModelForImageTextToText, AutoTokenizer
 
-    from ..demo.suite import generate_suite
+    from ..demo.seeing_suite import generate_seeing_suite
     from ..demo.tiny_models import ensure_tiny_model
 
     torch.set_num_threads(cfg.threads)
     t0 = time.perf_counter()
     base = str(ensure_tiny_model(cfg.base))
-    suite = work / f"suite-seed{cfg.seed}-n{cfg.videos}-{cfg.max_seconds:g}s"
+    suite = work / f"seeing-seed{cfg.seed}-n{cfg.videos}"
     if not (suite / "suite.json").is_file():
-        generate_suite(suite, n_videos=cfg.videos, questions_per_video=64, seed=cfg.seed, min_s=2.0,
-                       max_s=cfg.max_seconds)
-    videos = load_videos(suite, base, work / "frames", cfg.describe)
+        generate_seeing_suite(suite, n_videos=cfg.videos, seed=cfg.seed)
+    videos = load_videos(suite, base, work / "frames")
     n_questions = sum(len(v.turns) for v in videos)
-    log.info("%d videos, %d turns, loaded in %.0f s", len(videos), n_questions, time.perf_counter() - t0)
+    log.info("%d videos, %d questions, loaded in %.0f s", len(videos), n_questions, time.perf_counter() - t0)
 
     tok = AutoTokenizer.from_pretrained(base)
     turn_ids = tok.encode("\n<|im_start|>user\n", add_special_tokens=False)
     torch.manual_seed(cfg.seed)
     model = AutoModelForImageTextToText.from_pretrained(base, dtype=torch.float32).train()
-    head = torch.nn.Linear(model.config.vision_config.out_hidden_size, N_LABELS)  # dropped after training
-    params = [*model.parameters(), *head.parameters()]
-    vision = [*model.model.visual.parameters(), *head.parameters()]
-    seen = {id(p) for p in vision}
-    groups = [{"params": [p for p in model.parameters() if id(p) not in seen], "scale": 1.0},
-              {"params": vision, "scale": cfg.vision_lr}]
-    opt = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.98))
+    width = model.config.vision_config.out_hidden_size
+    head = torch.nn.Linear(width, N_LABELS)  # both heads are dropped after training
+    token_head = torch.nn.Linear(width, 5 + 4) if cfg.token_head else None  # colour class, shape count
+    params = [*model.parameters(), *head.parameters(), *(token_head.parameters() if token_head else ())]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.98))
     rng = random.Random(cfg.seed)
     losses: list[float] = []
+    hits: dict[str, list[bool]] = {}
     bar = tqdm(range(cfg.steps), desc=f"training {out.stem}", disable=not progress, unit="step")
     for step in bar:
         video = videos[rng.randrange(len(videos))]
-        turns = rng.sample(video.turns, min(cfg.questions_per_step, len(video.turns)))
-        for k, aux in enumerate(t for t in video.turns if t[2] == "aux"):  # every step has the dense turns
-            if aux not in turns:
-                turns[-1 - k] = aux
-        rng.shuffle(turns)
+        turns = rng.sample(video.turns, len(video.turns))
         rate = cfg.lr * min(1.0, (step + 1) / 30) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * step / cfg.steps)))
         for group in opt.param_groups:
-            group["lr"] = group["scale"] * rate
-        loss = loss_of(model, video, turns, turn_ids, head, cfg.vision_head)
+            group["lr"] = rate
+        loss, step_hits = loss_of(model, video, turns, turn_ids, head, cfg.vision_head, token_head)
+        for group, hit in step_hits.items():
+            hits.setdefault(group, []).append(hit)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -276,6 +264,9 @@ def train(cfg: SeeingConfig, out: Path, work: Path, progress: bool = True) -> di
         losses.append(loss.item())
         if step % 50 == 49:
             bar.set_postfix(loss=f"{sum(losses[-50:]) / 50:.3f}")
+        if step % 500 == 499:  # training accuracy of the last 500 steps, by question group
+            log.info("step %d: %s", step + 1, " ".join(f"{g} {sum(h[-500:]) / len(h[-500:]):.2f}"
+                                                       for g, h in sorted(hits.items())))
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:  # save_pretrained writes the checkpoint's key names
         model.to(torch.bfloat16).save_pretrained(tmp)

@@ -83,7 +83,8 @@ class Trainer:
         self.items = load_items(cfg.data)
         self.media = MediaSource(frame_spec(cfg.data, model), cfg.data.frame_source, cfg.data.cache_dir,
                                  cfg.data.decode_workers, headers=lambda root: SharedHeaders(
-                                     HeaderFile(root, dataset_name(cfg.data)), self.info.rank, self.info.world))
+                                     HeaderFile(root, dataset_name(cfg.data)), self.info.rank, self.info.world),
+                                 ablation=cfg.data.ablation)
         self.dropped = self._prepare_media()
         self.mesh = build_mesh(cfg.fsdp, self.info)  # one mesh (and its process groups) for policy and reference
         self.order = DataOrder(len(self.items), cfg.seed, cfg.data.shuffle)

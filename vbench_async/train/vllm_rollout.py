@@ -10,7 +10,8 @@ since the next sync overwrites them anyway (level 1 would copy them to CPU first
 the next rollout's. Engine inputs and sampling
 parameters come from the same two functions the evaluation's vLLM backend uses (`backends.vllm.engine_input`,
 `backends.vllm.sampling_params`): the same `(frames, metadata)` tuples, `do_sample_frames=False`, and every sampling
-field (penalties included); the rollout only adds the media-token logit bias.
+field (penalties included); the rollout only adds the media-token logit bias. Its engine arguments are the
+evaluation's too (`backends.vllm.engine_kwargs`, the CPU KV-cache rule included), plus sleep mode and log-probs.
 
 One bad request must not cost the batch: `LLM.generate` aborts every request of a call when one is rejected (a
 prompt over the window, say), so a failing call is retried request by request and only the failing ones are lost.
@@ -26,7 +27,7 @@ from typing import Any, Iterable, Iterator
 import torch
 
 from ..backends.base import Request
-from ..backends.vllm import engine_input, sampling_params
+from ..backends.vllm import VLLMSettings, engine_input, engine_kwargs, sampling_params
 from .config import RolloutConfig
 from .rollout import Sampled, special_ids
 
@@ -55,6 +56,30 @@ def engine_limits(cfg: RolloutConfig, prompts_per_call: int) -> dict[str, int]:
             "max_num_batched_tokens": cfg.max_num_batched_tokens or max(8192, cfg.max_model_len)}
 
 
+def rollout_settings(cfg: RolloutConfig, seed: int, world: int, prompts_per_call: int) -> VLLMSettings:
+    """The rollout engine's settings, in the evaluation engine's terms: bfloat16, up to 4 images and one video per
+    prompt, a share of the GPU (a fixed KV cache on CPU, as for evaluation), tensor parallelism only across ranks."""
+    limits = engine_limits(cfg, prompts_per_call)
+    return VLLMSettings(max_model_len=cfg.max_model_len, dtype="bfloat16", seed=seed, max_videos=1, max_images=4,
+                        enable_prefix_caching=True, gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+                        tensor_parallel_size=cfg.tensor_parallel_size if world > 1 else 1,
+                        max_num_seqs=limits["max_num_seqs"], max_num_batched_tokens=limits["max_num_batched_tokens"])
+
+
+def rollout_engine_kwargs(model_dir: str, cfg: RolloutConfig, seed: int, world: int, prompts_per_call: int,
+                          cpu: bool, sleep: bool) -> dict[str, Any]:
+    """`vllm.LLM`'s arguments: the evaluation's (`backends.vllm.engine_kwargs`) plus what a colocated rollout needs."""
+    kwargs = engine_kwargs(model_dir, rollout_settings(cfg, seed, world, prompts_per_call), cpu)
+    kwargs["enable_sleep_mode"] = sleep
+    # processed_logprobs: log-probs after temperature and penalties, i.e. of the distribution sampled from,
+    # which is what the training forward computes (at the rollout temperature).
+    kwargs["logprobs_mode"] = "processed_logprobs"
+    if world > 1:  # engines inside the launcher's process group, as TRL does: one per rank, or one per
+        # `tensor_parallel_size` consecutive ranks (each runs one worker; all of them get the same prompts and seed)
+        kwargs["distributed_executor_backend"] = "external_launcher"
+    return kwargs
+
+
 class VLLMRollout:
     kind = "vllm"
 
@@ -71,19 +96,8 @@ class VLLMRollout:
         self._encoder = HFBackend(model_dir)  # prompt encoding for the training forward (no model loaded)
         self._encoder.processor = self.processor
         self._sleep_level = cfg.vllm_sleep_level if current_platform.is_sleep_mode_available() else None
-        memory: dict[str, Any] = {"gpu_memory_utilization": cfg.vllm_gpu_memory_utilization}
-        if current_platform.is_cpu():  # otherwise vLLM reserves most of the RAM for its KV cache
-            memory = {"kv_cache_memory_bytes": 64 << 20, "enforce_eager": True}
-        if world > 1:  # engines inside the launcher's process group, as TRL does: one per rank, or one per
-            # `tensor_parallel_size` consecutive ranks (each runs one worker; all of them get the same prompts and seed)
-            memory["distributed_executor_backend"] = "external_launcher"
-            memory["tensor_parallel_size"] = cfg.tensor_parallel_size
-        # processed_logprobs: log-probs after temperature and penalties, i.e. of the distribution sampled from,
-        # which is what the training forward computes (at the rollout temperature).
-        self.llm = LLM(model=model_dir, dtype="bfloat16", seed=seed, enable_sleep_mode=self._sleep_level is not None,
-                       logprobs_mode="processed_logprobs",
-                       max_model_len=cfg.max_model_len, limit_mm_per_prompt={"video": 1, "image": 4},
-                       enable_prefix_caching=True, **engine_limits(cfg, prompts_per_call), **memory)
+        self.llm = LLM(**rollout_engine_kwargs(model_dir, cfg, seed, world, prompts_per_call,
+                                               cpu=current_platform.is_cpu(), sleep=self._sleep_level is not None))
         self.ids = special_ids(model_dir)
         self.sync_dtype = torch.bfloat16  # the engine's dtype (above): shards are cast before they are gathered
         self._sleeping: set[str] = set()  # the sleep tags not woken since the last sleep

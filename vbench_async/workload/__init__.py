@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .memo import ProcessorMemo
-from .plan import CONTEXT_OVERFLOW, BenchmarkInput, PlanEntry, WorkloadPlan, plan_workload
+from .plan import BenchmarkInput, PlanEntry, WorkloadPlan, plan_workload
 from .probe import HeaderStore
 from .tokens import ModelLimits, PromptCounter, model_limits
 
-__all__ = ["CONTEXT_OVERFLOW", "WorkloadPlan", "build_plan"]
+__all__ = ["WorkloadPlan", "build_plan"]
 
 
 def build_plan(model: Any, benchmarks: Sequence[tuple[Any, Any, Sequence[PlanEntry]]], cache: Any, *,

@@ -23,7 +23,6 @@ from .probe import HeaderStore, VideoHeader, image_size
 from .sizing import EnginePlan, size_engine
 from .tokens import ModelLimits, PromptCounter, VideoGeometry
 
-CONTEXT_OVERFLOW = "context_overflow"
 CHUNK = 512  # prompts tokenized per call
 
 

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ..errors import SampleError
+from ..failure_kinds import FailureKind
 from ..frames.decoders import DEFAULT_DECODER, open_video
-from ..frames.errors import DECODE_ERROR, VIDEO_MISSING, FrameError
+from ..frames.errors import FrameError
 from ..frames.keys import FingerprintMemo
 from ..frames.layout import write_text_atomic
 
@@ -42,7 +43,8 @@ def probe_video(path: Path, decoder: str = DEFAULT_DECODER) -> VideoHeader:
     except FrameError:
         raise
     except Exception as exc:  # noqa: BLE001 - decoder libraries raise many types
-        raise FrameError(DECODE_ERROR, f"{decoder} cannot open {Path(path).name}: {type(exc).__name__}: {exc}") from exc
+        raise FrameError(FailureKind.DECODE_ERROR,
+                         f"{decoder} cannot open {Path(path).name}: {type(exc).__name__}: {exc}") from exc
     try:
         info = video.info
         width, height = info.width, info.height
@@ -51,7 +53,7 @@ def probe_video(path: Path, decoder: str = DEFAULT_DECODER) -> VideoHeader:
     if not (width and height):  # decord reports no size without decoding: ask the container
         width, height = _container_size(Path(path))
     if info.total_frames <= 0 or info.fps <= 0:
-        raise FrameError(DECODE_ERROR, f"{Path(path).name}: the video stream reports no frames")
+        raise FrameError(FailureKind.DECODE_ERROR, f"{Path(path).name}: the video stream reports no frames")
     return VideoHeader(fps=float(info.fps), total_frames=int(info.total_frames), width=int(width), height=int(height))
 
 
@@ -68,12 +70,12 @@ def image_size(path: Path) -> tuple[int, int]:
     from PIL import Image
 
     if not Path(path).is_file():
-        raise FrameError(VIDEO_MISSING, f"image not found: {path}")
+        raise FrameError(FailureKind.VIDEO_MISSING, f"image not found: {path}")
     try:
         with Image.open(path) as img:
             width, height = img.size
     except Exception as exc:  # noqa: BLE001 - the run's loader reports it as that sample's failure
-        raise FrameError(DECODE_ERROR, f"cannot read image {path}: {type(exc).__name__}: {exc}") from exc
+        raise FrameError(FailureKind.DECODE_ERROR, f"cannot read image {path}: {type(exc).__name__}: {exc}") from exc
     return height, width
 
 
@@ -118,7 +120,7 @@ class HeaderStore:
         try:
             header = self._read(self._stat_file(path))
         except OSError as exc:
-            return FrameError(VIDEO_MISSING, f"video not found: {path} ({exc.strerror})")
+            return FrameError(FailureKind.VIDEO_MISSING, f"video not found: {path} ({exc.strerror})")
         if header is not None:
             return header
         try:
