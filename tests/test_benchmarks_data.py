@@ -364,3 +364,14 @@ def test_data_commands_have_help(capsys) -> None:
     assert done.value.code == 0
     out = capsys.readouterr().out
     assert "validate" in out and "fetch" in out and "check" in out
+
+
+def test_a_data_map_naming_a_synthetic_benchmark_is_refused_not_ignored(tmp_path: Path) -> None:
+    """A demo or seeing card always reads its generated suite: a data map entry for it would be silently ignored."""
+    from vbench_async.benchmarks.sources import resolve
+    from vbench_async.errors import UserError
+
+    data_map = tmp_path / "map.yaml"
+    data_map.write_text(f"benchmarks:\n  seeing-size: {{annotation: {tmp_path / 'mine.json'}}}\n")
+    with pytest.raises(UserError, match="always reads its generated suite"):
+        resolve(get_benchmark("seeing-size").card, data_map)

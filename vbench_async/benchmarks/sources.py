@@ -151,6 +151,10 @@ def resolve(card: Card, data_root_path: Path | str | None, source: str = "auto")
     if source not in SOURCE_KINDS:
         raise UserError(f"unknown source {source!r}; choose from {', '.join(SOURCE_KINDS)}")
     if source in ("auto", "demo") and card.sources.demo:
+        if data_root_path is not None and data_root(data_root_path).override(card):
+            raise UserError(f"the data map names {card.id!r}, a built-in synthetic benchmark that always reads its "
+                            f"generated suite; give other records of it with a training config's data.records, or "
+                            f"remove the entry")
         _, ensure, group = _demo_suite(card.sources.demo)
         folder = ensure()
         videos = folder / "videos"
