@@ -42,7 +42,7 @@ def test_default_prompt_is_the_official_text(case: dict) -> None:
 
 
 def test_every_benchmark_has_a_golden_prompt_or_a_named_exception() -> None:
-    real = {b for b in list_benchmarks() if not b.startswith("demo-")}
+    real = {b for b in list_benchmarks() if not get_benchmark(b).card.synthetic}
     covered = {c["benchmark"].partition("@")[0] for c in CASES}
     assert covered.isdisjoint(EXCEPTIONS)
     assert real == covered | set(EXCEPTIONS), sorted(real - covered - set(EXCEPTIONS))

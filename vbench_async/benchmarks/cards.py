@@ -136,6 +136,11 @@ class Card:
     official: Official | None = None  # None only for the synthetic demo cards (their truth is exact by design)
 
     @property
+    def synthetic(self) -> bool:
+        """A built-in synthetic benchmark (demo-*, seeing-*): generated videos, no official release or scorer."""
+        return self.sources.demo is not None
+
+    @property
     def base_id(self) -> str:
         return self.id.split("@", 1)[0]
 
