@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ENGINE_GROUP, SERVER_GROUP, run_cli, serve
+from conftest import SERVER_GROUP, run_cli, serve
 
 BENCHMARKS = ("seeing-color", "seeing-count", "seeing-size", "seeing-when")
 CONSTANT = {"seeing-color": 0.25, "seeing-count": 1 / 3, "seeing-size": 0.5, "seeing-when": 0.5}
@@ -21,6 +21,8 @@ CONSTANT = {"seeing-color": 0.25, "seeing-count": 1 / 3, "seeing-size": 0.5, "se
 # when committed (docs/seeing-models.md) and above a constant answer by 8 (of 48) questions or more.
 SEEING = {"seeing-qwen2.5-vl": {"seeing-color": 0.85, "seeing-count": 0.5, "seeing-size": 0.75, "seeing-when": 0.7},
           "seeing-qwen3-vl": {"seeing-color": 0.85, "seeing-count": 0.5, "seeing-size": 0.75, "seeing-when": 0.85}}
+# The module's engine runs stay on one worker (the fixture runs once), not on the demo runs' ("engine")
+SEEING_GROUP = pytest.mark.xdist_group("seeing")
 ARGS = ("--suite", "seeing", "--max-tokens", "4", "--no-progress", "--workers", "1", "--no-site")
 
 
@@ -46,7 +48,7 @@ def ablated(request, tmp_path_factory) -> dict[str, Any]:
             "reverse": scores(out / "ablation-reverse"), "console": proc.stdout}
 
 
-@ENGINE_GROUP
+@SEEING_GROUP
 @pytest.mark.vllm
 def test_the_seeing_model_answers_from_the_frames_and_falls_to_chance_without_them(ablated):
     assert_sees(ablated["model"], ablated["frames"], "real frames")
@@ -57,7 +59,7 @@ def test_the_seeing_model_answers_from_the_frames_and_falls_to_chance_without_th
     assert table[1].split() == ["benchmark", "chance", "frames", "blank", "reverse"]
 
 
-@ENGINE_GROUP
+@SEEING_GROUP
 @pytest.mark.vllm
 def test_reversed_frames_flip_when_the_shapes_are_shown_and_keep_what_they_look_like(ablated):
     bounds = SEEING[ablated["model"]]
