@@ -45,7 +45,7 @@ def ablated(request, tmp_path_factory) -> dict[str, Any]:
                    *ARGS)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return {"model": request.param, "frames": scores(out), "blank": scores(out / "ablation-blank"),
-            "reverse": scores(out / "ablation-reverse"), "console": proc.stdout}
+            "reverse": scores(out / "ablation-reverse"), "console": proc.stdout, "dir": out}
 
 
 @SEEING_GROUP
@@ -57,6 +57,21 @@ def test_the_seeing_model_answers_from_the_frames_and_falls_to_chance_without_th
     assert not high, f"blank frames scored above chance: {high}"
     table = ablated["console"][ablated["console"].index("scores by input"):].splitlines()
     assert table[1].split() == ["benchmark", "chance", "frames", "blank", "reverse"]
+
+
+@SEEING_GROUP
+@pytest.mark.vllm
+def test_each_ablation_is_a_run_of_its_own_whose_lines_say_what_the_model_got(ablated):
+    runs = {"none": ablated["dir"], "blank": ablated["dir"] / "ablation-blank",
+            "reverse": ablated["dir"] / "ablation-reverse"}
+    lines = {a: [json.loads(x) for p in sorted((d / "results").glob("*.jsonl")) for x in p.read_text().splitlines()]
+             for a, d in runs.items()}
+    assert {len(v) for v in lines.values()} == {4 * 48}
+    assert all("ablation" not in r["frames"] for r in lines["none"])  # a real run's lines are as they were
+    for a in ("blank", "reverse"):
+        assert {r["frames"]["ablation"] for r in lines[a]} == {a}
+        assert json.loads((runs[a] / "manifest.json").read_text())["run_config"]["ablation"] == a
+    assert len({v[0]["config_hash"] for v in lines.values()}) == 3  # the ablation is in the hash: never one file
 
 
 @SEEING_GROUP
