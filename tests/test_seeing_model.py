@@ -101,3 +101,28 @@ def test_vllms_openai_server_gets_the_frames_in_its_payload(tmp_path):
                        "--served-model", "seeing", "--output-dir", str(out), *ARGS)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert_sees("seeing-qwen2.5-vl", scores(out), "--backend openai")
+
+
+@pytest.mark.slow  # about 10 minutes of training on one core, then one evaluation
+def test_the_recipe_rebuilds_a_model_that_sees(tmp_path):
+    """scripts/train_seeing_model.py with the recipe recorded beside the committed Qwen3-VL weights trains a model
+    that passes the same bounds (its bytes may differ on another CPU; its scores must not fall)."""
+    import shutil
+    import subprocess
+    import sys
+
+    from vbench_async.demo.tiny_models import ensure_tiny_model, seeing_weights
+
+    recipe = json.loads(seeing_weights("seeing-qwen3-vl").with_suffix(".json").read_text())["recipe"]
+    weights = tmp_path / "rebuilt.safetensors"
+    flags = [f"--{'' if v else 'no-'}{k.replace('_', '-')}" if isinstance(v, bool) else f"--{k.replace('_', '-')}={v}"
+             for k, v in recipe.items() if k != "base"]
+    subprocess.run([sys.executable, "scripts/train_seeing_model.py", recipe["base"], "--out", str(weights),
+                    "--work", str(tmp_path / "work"), *flags], check=True, cwd=Path(__file__).resolve().parents[1])
+    model = tmp_path / "model"
+    shutil.copytree(ensure_tiny_model(recipe["base"]), model)
+    shutil.copyfile(weights, model / "model.safetensors")
+    out = tmp_path / "run"
+    proc = run_cli("run", "--model", str(model), "--output-dir", str(out), *ARGS)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert_sees("seeing-qwen3-vl", scores(out), "rebuilt by the recipe")
