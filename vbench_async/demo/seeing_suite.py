@@ -16,8 +16,6 @@ the first or the last 40% of the video. Layout of a generated folder (what a see
 from __future__ import annotations
 
 import json
-import os
-from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -26,8 +24,8 @@ import numpy as np
 
 from ._atomic import build_once, default_home
 from .questions import Question
-from .suite import FRAME_RATES, record_of, scene_dict
-from .videos import Scene, Shape, write_mp4
+from .suite import FRAME_RATES, record_of, scene_dict, write_videos_and_annotations
+from .videos import Scene, Shape
 
 SEEING_VERSION = 1  # bump when generation changes what gets written
 SEEING_PARAMS: dict[str, Any] = dict(n_videos=48, seed=0)
@@ -111,8 +109,6 @@ def generate_seeing_suite(out_dir: Path, n_videos: int = 48, seed: int = 0, min_
     if n_videos < 1 or not 0 < min_s <= max_s:
         raise ValueError(f"need n_videos >= 1 and 0 < min_s <= max_s, got {n_videos}, {min_s}, {max_s}")
     out_dir = Path(out_dir)
-    (out_dir / "videos").mkdir(parents=True, exist_ok=True)
-    (out_dir / "annotations").mkdir(parents=True, exist_ok=True)
     records: dict[str, list[dict[str, Any]]] = {g: [] for g in SEEING_GROUPS}
     scenes = []
     order = np.random.default_rng([seed, n_videos, 7]).permutation(n_videos)  # balanced answers, shuffled
@@ -125,11 +121,7 @@ def generate_seeing_suite(out_dir: Path, n_videos: int = 48, seed: int = 0, min_
         for q in seeing_questions(scene):
             records[q.group].append(record_of(q, scene, len(records[q.group]), SEEING_GROUPS[q.group][0], "seeing"))
         scenes.append(scene)
-    with ThreadPoolExecutor(max_workers=workers or min(4, os.cpu_count() or 1)) as pool:
-        list(pool.map(lambda sc: write_mp4(sc, out_dir / "videos" / f"{sc.name}.mp4"), scenes))
-    for group, recs in records.items():
-        (out_dir / "annotations" / f"{group}.json").write_text(json.dumps(recs, indent=1) + "\n")
-    counts = {g: len(r) for g, r in records.items()}
+    counts = write_videos_and_annotations(out_dir, scenes, records, workers)
     manifest = {"name": "seeing", "version": SEEING_VERSION,
                 "params": dict(n_videos=n_videos, seed=seed, min_s=min_s, max_s=max_s),
                 "questions": counts, "scenes": [scene_dict(sc) for sc in scenes]}

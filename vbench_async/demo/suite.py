@@ -55,8 +55,6 @@ def generate_suite(out_dir: Path, n_videos: int = 22, questions_per_video: int =
     if not 0 < min_s <= max_s:
         raise ValueError(f"need 0 < min_s <= max_s, got {min_s}, {max_s}")
     out_dir = Path(out_dir)
-    (out_dir / "videos").mkdir(parents=True, exist_ok=True)
-    (out_dir / "annotations").mkdir(parents=True, exist_ok=True)
 
     durations = np.geomspace(min_s, max_s, n_videos).round(1)
     durations = durations[np.random.default_rng([seed, n_videos]).permutation(n_videos)]
@@ -73,14 +71,7 @@ def generate_suite(out_dir: Path, n_videos: int = 22, questions_per_video: int =
             records[q.group].append(record_of(q, scene, len(records[q.group])))
         videos.append(_video_facts(scene))
         scenes.append(scene)
-    workers = workers or min(4, os.cpu_count() or 1)
-    with ThreadPoolExecutor(max_workers=workers) as pool:  # threads: encoding runs outside the GIL
-        longest_first = sorted(scenes, key=lambda sc: -sc.num_frames)
-        list(pool.map(lambda sc: write_mp4(sc, out_dir / "videos" / f"{sc.name}.mp4"), longest_first))
-
-    for group, recs in records.items():
-        (out_dir / "annotations" / f"{group}.json").write_text(json.dumps(recs, indent=1) + "\n")
-    counts = {g: len(r) for g, r in records.items()}
+    counts = write_videos_and_annotations(out_dir, scenes, records, workers)
     manifest = {
         "name": "demo", "version": SUITE_VERSION,
         "params": dict(n_videos=n_videos, questions_per_video=questions_per_video, seed=seed, min_s=min_s,
@@ -89,6 +80,20 @@ def generate_suite(out_dir: Path, n_videos: int = 22, questions_per_video: int =
     }
     (out_dir / "suite.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return counts
+
+
+def write_videos_and_annotations(out_dir: Path, scenes: list[Scene], records: dict[str, list[dict[str, Any]]],
+                                 workers: int | None = None) -> dict[str, int]:
+    """Encode every scene to videos/<name>.mp4 (`workers` at once) and write annotations/<group>.json; the question
+    count per group."""
+    (out_dir / "videos").mkdir(parents=True, exist_ok=True)
+    (out_dir / "annotations").mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=workers or min(4, os.cpu_count() or 1)) as pool:  # encoding frees the GIL
+        longest_first = sorted(scenes, key=lambda sc: -sc.num_frames)
+        list(pool.map(lambda sc: write_mp4(sc, out_dir / "videos" / f"{sc.name}.mp4"), longest_first))
+    for group, recs in records.items():
+        (out_dir / "annotations" / f"{group}.json").write_text(json.dumps(recs, indent=1) + "\n")
+    return {g: len(r) for g, r in records.items()}
 
 
 def _pick(by_group: dict[str, list[Question]], k: int, offset: int) -> list[Question]:
