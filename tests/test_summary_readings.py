@@ -279,4 +279,4 @@ def test_table_names_official_breakdowns_the_records_cannot_give(tmp_path):
     summary = _run(tmp_path / "run", "videommmu", _samples("videommmu", [MC]), ["B"])
     buf = io.StringIO()
     print_table(summary, file=buf)
-    assert "videommmu: no per-track breakdown: the unified file has no track field" in buf.getvalue()
+    assert "videommmu: no per-track breakdown: no record has a track" in buf.getvalue()

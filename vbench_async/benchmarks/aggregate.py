@@ -8,8 +8,13 @@ the official code's own: a line marked `dropped` (an empty prediction that MVBen
 aggregations leave out of the denominator) is left out, and `n_dropped` counts it.
 Scores are fractions in [0, 1].
 
+Where a second number differs from the headline, it stands beside it, labelled: `also_reported: {name: {score,
+definition}}` (a macro headline's pooled mean; a per-group report's unweighted mean).
+
 Kinds (card `aggregation.kind`):
-    micro            mean over all samples (optionally `field`: its breakdown is the one the benchmark reports)
+    micro            mean over all samples (optionally `field`: its breakdown is the one the benchmark reports;
+                     `official_per`: the official code reports one number per group of that field and no overall,
+                     given as `official_by_<field>`, the pooled mean stays the labelled headline)
     macro            unweighted mean over groups of `field`; `merge` folds sub-groups first (VSI-Bench directions)
     hierarchical     `levels: [task, category]`: task means -> category means -> overall mean (OVO-Bench)
     temporal_grounding  mIoU and R@thresholds (Charades-STA)
@@ -93,6 +98,31 @@ def _micro(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"score": mean(value(r) for r in results), "headline": "mean over all samples"}
     if params.get("field"):
         out["headline"] += f" (breakdown by {params['field']})"
+    per = params.get("official_per")  # the official code reports one number per group of this field, no overall
+    if per:
+        official = _official_per(results, per)
+        if official:
+            out["headline"] = (f"mean over all samples, pooled (the official code reports one accuracy per {per}, "
+                               f"no overall: official_by_{per})")
+            out[f"official_by_{per}"] = official
+            scored = [g["score"] for g in official.values() if g["score"] is not None]
+            if len(scored) == len(official):
+                out["also_reported"] = {f"mean_of_{per}_scores": {
+                    "score": mean(scored),
+                    "definition": f"unweighted mean of the official per-{per} accuracies (in no official output; "
+                                  f"equal to the pooled mean only when every {per} has as many items)"}}
+    return out
+
+
+def _official_per(results: list[Result], field: str) -> dict[str, dict[str, Any]]:
+    """The official per-group accuracies (lmms-eval's one task per Video-MMMU track or TempCompass format): the mean
+    within the group; None while an item of the group still waits for a judge."""
+    out: dict[str, dict[str, Any]] = {}
+    for k, rs in _group(results, lambda r: r.field_value(field)).items():
+        waiting = sum(1 for r in rs if r.awaits_judge())
+        out[k] = {"score": None if waiting else mean(value(r) for r in rs), "n": len(rs)}
+        if waiting:
+            out[k]["n_needs_judge"] = waiting
     return out
 
 
@@ -121,6 +151,11 @@ def _macro(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
                                            "record here; the full release gives the official mean"}
     if missing:
         out["n_without_group"] = missing  # not in any group: reported, never silently dropped
+    pooled = mean(value(r) for r in results)
+    if pooled is not None and not math.isclose(pooled, out["score"], abs_tol=1e-12):
+        out["also_reported"] = {"mean_over_samples": {
+            "score": pooled, "definition": f"mean over all samples, pooled across {field} groups (not the official "
+                                           f"headline, which weighs every {field} group equally)"}}
     return out
 
 

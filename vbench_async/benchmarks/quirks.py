@@ -44,8 +44,34 @@ def videomathqa_binary(sample: Sample) -> Sample:
                    fields={**sample.fields, "mbin_group": sample.sample_id})
 
 
+# The unified videommmu files hold the three tracks as consecutive blocks of 300 ids, one question per video each:
+# ids 1-300 carry the Adaptation question's image (documented in the predecessor's notes: `image_path`, `<image 1>`);
+# 301-600 ask about the same videos in changed scenarios ("Based on your understanding of the solution ...":
+# Comprehension) and 601-900 about what the video shows ("shown at 4:18", "does NOT appear in the video frame":
+# Perception), read from the records.
+VIDEOMMMU_TRACK_BLOCKS = ((1, 300, "Adaptation"), (301, 600, "Comprehension"), (601, 900, "Perception"))
+
+
+def videommmu_track(sample: Sample) -> Sample:
+    """Video-MMMU: the track of a unified record, from its id block (the hub source names it by its folder).
+
+    Only a plain integer id from 1 to 900 is mapped; any other record keeps no track (its breakdown is then reported
+    as unavailable, never guessed). `track_from` says where the track came from."""
+    if "track" in sample.fields:
+        return sample
+    try:
+        n = int(str(sample.sample_id))
+    except ValueError:
+        return sample
+    for lo, hi, track in VIDEOMMMU_TRACK_BLOCKS:
+        if lo <= n <= hi:
+            return replace(sample, fields={**sample.fields, "track": track, "track_from": "unified id block"})
+    return sample
+
+
 SAMPLE_HOOKS: dict[str, Callable[[Sample], Sample]] = {
     "videomathqa_binary": videomathqa_binary,
+    "videommmu_track": videommmu_track,
 }
 
 

@@ -96,6 +96,13 @@ def print_table(summary: dict[str, Any], file: TextIO | None = None) -> None:
                          f"{basis.get('reason')}")
         for name, reason in (b.get("unavailable_breakdowns") or {}).items():
             notes.append(f"{bid}: no per-{name} breakdown: {reason}")
+        for key, groups in b.items():  # the official code's per-group report (Video-MMMU tracks, TempCompass formats)
+            if key.startswith("official_by_") and isinstance(groups, dict):
+                notes.append(f"{bid}: official per {key[len('official_by_'):]}: " + ", ".join(
+                    f"{k} {pct(g.get('score')) if g.get('score') is not None else 'needs judge'}"
+                    for k, g in groups.items()))
+        for name, other in (b.get("also_reported") or {}).items():  # a second number, labelled
+            notes.append(f"{bid}: also {name} = {pct(other.get('score'))} ({other.get('definition')})")
     for bid in summary.get("not_run") or {}:
         rows.append((bid, "-", "-", "-", "-", "-", "-", "0", "0", "NOT RUN (no data)"))
     print_rows(rows, left=(0, 1, 9), file=file)

@@ -134,14 +134,16 @@ def charades_sta(sample: Sample, output: str) -> Reading:
 
 
 def ovobench(sample: Sample, output: str) -> Reading:
-    """OVO-Bench as the authors' `utils/OVOBenchScore.py` scores the saved response: the raw output, nothing cut.
-    Backward/real-time letters by substring; REC by concatenated digits; SSR/CRR by Y/N or the substring Yes/No."""
+    """OVO-Bench as the authors' `utils/OVOBenchScore.py` scores the saved response: the raw output, nothing cut
+    (a named variant; the card follows lmms-eval, `ovobench_lmms`). Backward/real-time letters by substring; REC by
+    concatenated digits; SSR/CRR by Y/N or the substring Yes/No."""
     return _ovobench_read(sample, output)
 
 
 def ovobench_lmms(sample: Sample, output: str) -> Reading:
-    """lmms-eval's port of the same rules, which first cuts closed reasoning blocks (its CLI's `--reasoning_tags`):
-    `<think>It is probably B.</think>` reads nothing here and B by the authors' scorer."""
+    """lmms-eval's port of the same rules, which first cuts closed reasoning blocks (its CLI's `--reasoning_tags`),
+    the card's official reading: `<think>It could be B...</think><answer>D</answer>` reads D here (B by the
+    authors' scorer), and `<think>maybe 5?</think>4` reads 4 (54 there)."""
     return _ovobench_read(sample, strip_reasoning_tags(output))
 
 
