@@ -31,6 +31,7 @@ from typing import Any
 from ..errors import EngineDead, SampleError
 from ..failure_kinds import FailureKind
 from ..families import handoff_for
+from ..families.release_positions import use_release_positions
 from .base import Completion, Request, messages_for
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class HFBackend:
         dtype = torch.bfloat16 if (self.dtype == "auto" and self.device == "cuda") else torch.float32
         self.processor = AutoProcessor.from_pretrained(self.model_path)
         self.model = AutoModelForImageTextToText.from_pretrained(self.model_path, dtype=dtype).to(self.device).eval()
+        use_release_positions(self.model)  # the text after a video where vLLM and the release put it
 
     async def close(self) -> None:
         self.model = None

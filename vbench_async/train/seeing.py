@@ -35,6 +35,8 @@ from typing import Any
 
 import torch
 
+from ..families.release_positions import use_release_positions
+
 log = logging.getLogger(__name__)
 
 # card -> the seeing suite's annotation group it reads
@@ -239,6 +241,7 @@ def train(cfg: SeeingConfig, out: Path, work: Path, progress: bool = True) -> di
     turn_ids = tok.encode("\n<|im_start|>user\n", add_special_tokens=False)
     torch.manual_seed(cfg.seed)
     model = AutoModelForImageTextToText.from_pretrained(base, dtype=torch.float32).train()
+    use_release_positions(model)  # trained with the positions vLLM evaluates it with
     width = model.config.vision_config.out_hidden_size
     head = torch.nn.Linear(width, N_LABELS)  # both heads are dropped after training
     token_head = torch.nn.Linear(width, 5 + 4) if cfg.token_head else None  # colour class, shape count

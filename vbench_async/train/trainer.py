@@ -28,6 +28,7 @@ import torch
 import yaml
 
 from ..errors import UserError
+from ..families.release_positions import use_release_positions
 from . import algos, watch
 from .checkpoint import (
     export_dir,
@@ -180,6 +181,7 @@ class Trainer:
                 model = AutoModelForImageTextToText.from_config(AutoConfig.from_pretrained(self.model_dir), **load)
         else:
             model = full
+        use_release_positions(model)  # the text after a video where the vLLM rollouts and the release put it
         if trainable:
             if self.cfg.train.gradient_checkpointing:
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
