@@ -94,7 +94,7 @@ def run_all(model: str, backend: str, workdir: Path, base_url: str | None) -> di
                                   lambda run_dir: contextlib.nullcontext(), ref)
     out: dict[str | None, dict[str, Any]] = {}
     for a, summary in zip(ABLATION_ORDER, summaries):
-        scores = {b: (summary["benchmarks"].get(b) or {}).get("score") for b in BENCHMARKS}
+        scores = {b: block.score if (block := summary.benchmarks.get(b)) is not None else None for b in BENCHMARKS}
         out[a] = {b: None if v is None else 100 * v for b, v in scores.items()}
     return out
 

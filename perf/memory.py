@@ -103,6 +103,7 @@ def child(data_map: Path, out: Path, cache: Path, engine_imports: bool) -> dict:
     from vbench_async import evaluation, runner
     from vbench_async.backends.base import SamplingParams
     from vbench_async.benchmarks.selection import Selection
+    from vbench_async.frames.frame_settings import FrameSettings
     from vbench_async.results import summaries
 
     evaluation._make_backend = lambda cfg, model, plans, *rest: InstantBackend()  # the one substitution: no engine
@@ -116,11 +117,12 @@ def child(data_map: Path, out: Path, cache: Path, engine_imports: bool) -> dict:
     t0 = time.perf_counter()
     summary = runner.run(runner.RunConfig(
         model="tiny-qwen2.5-vl", selection=Selection(benchmarks=("mmvu",), data_root=data_map), output_dir=out,
-        cache_dir=cache, sampling=SamplingParams(max_tokens=8), frame_overrides={"max_frames": 8, "max_pixels": 65536},
+        cache_dir=cache, sampling=SamplingParams(max_tokens=8),
+        frame_overrides=FrameSettings(max_frames=8, max_pixels=65536),
         progress=False, mode="both", queue_size=32,  # requests in flight: the run's default (up to 1,024 here)
     ))
-    bench = summary["benchmarks"]["mmvu"]
-    return {"questions": bench["n_total"], "failed": bench["n_failed"], "wall_s": round(time.perf_counter() - t0, 2),
+    bench = summary.benchmarks["mmvu"]
+    return {"questions": bench.n_total, "failed": bench.n_failed, "wall_s": round(time.perf_counter() - t0, 2),
             "plan_s": plan_s[0] if plan_s else None, "plan_cpu_s": plan_s[1] if plan_s else None,
             "peak_rss_mb": _status_mb("VmHWM"), "peak_by_phase_mb": peaks}
 

@@ -45,7 +45,7 @@ def test_card_is_consistent(name: str) -> None:
     # the default frames and every preset make a valid FrameSpec for both model families
     for family in ("qwen3-vl", "qwen2.5-vl"):
         spec = bench.frame_spec(family_ref(family))
-        assert spec.max_frames == card.frames["max_frames"]
+        assert spec.max_frames == card.frames.max_frames
         for preset in card.presets:
             get_benchmark(f"{name}@{preset}").frame_spec(family_ref(family))
     assert len(bench.prompt_template_hash()) == 16
@@ -118,7 +118,7 @@ MINIMAL = {"id": "x", "name": "X", "sources": {"unified": {"annotation": "x.json
     ({"id": "Bad Id"}, "must be lowercase"),
     ({"sources": {}}, "at least one source"),
     ({"frames": {"max_frame": 8}}, "unknown key"),
-    ({"frames": {"max_frames": -1}}, "positive number"),
+    ({"frames": {"max_frames": -1}}, "frames.max_frames must be at least 1 and at most 4096, not -1"),
     ({"presets": {"8f": {"max_frame": 8}}}, "unknown key"),
     ({"task_types": "multiple choice", "name": None}, "missing required key 'name'"),
     ({"path_fields": {"subject": "videos/[^/]+/"}}, "one capture group"),

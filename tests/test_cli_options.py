@@ -13,10 +13,10 @@ from vbench_async.backends.vllm import VLLMSettings
 from vbench_async.benchmarks.selection import Selection
 from vbench_async.cli import build_parser
 from vbench_async.cli.options import flag_fields, from_args
-from vbench_async.frames.overrides import FrameOverrides
+from vbench_async.frames.frame_settings import FrameSettings
 
-SHARED = {"run": (Selection, FrameOverrides, SamplingParams, VLLMSettings, ServerSettings),
-          "preprocess": (Selection, FrameOverrides), "judge": (VLLMSettings, ServerSettings)}
+SHARED = {"run": (Selection, FrameSettings, SamplingParams, VLLMSettings, ServerSettings),
+          "preprocess": (Selection, FrameSettings), "judge": (VLLMSettings, ServerSettings)}
 
 
 def _options(command: str) -> dict[str, object]:
@@ -45,7 +45,7 @@ def test_parsed_flags_come_back_as_the_settings():
         ["run", "--model", "m", "--benchmarks", "a, b,", "--max-frames", "8", "--temperature", "0.5",
          "--no-video-affinity", "--enforce-eager", "--max-model-len", "4096", "--base-url", "http://h/v1"])
     assert from_args(Selection, args) == Selection(benchmarks=("a", "b"))
-    assert from_args(FrameOverrides, args).to_dict() == {"max_frames": 8}
+    assert from_args(FrameSettings, args).to_dict() == {"max_frames": 8}
     assert from_args(SamplingParams, args) == SamplingParams(temperature=0.5)
     engine = from_args(VLLMSettings, args)
     assert engine == dataclasses.replace(VLLMSettings(), dp_video_affinity=False, enforce_eager=True,

@@ -20,6 +20,7 @@ from vbench_async.backends.base import Completion, SamplingParams
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.errors import SampleError
 from vbench_async.frames.cache import FrameCache
+from vbench_async.frames.frame_settings import FrameSettings
 from vbench_async.models import ModelRef
 from vbench_async.pipeline import Pipeline, WorkItem
 from vbench_async.results.manifest import plain
@@ -58,7 +59,8 @@ def make_run(run_dir: Path, model_name: str, answer: Answer, benchmarks=BENCHMAR
     model = ModelRef(name=model_name, path=str(model_path or f"/models/{model_name}"), family=family,
                      fingerprint=hashlib.sha256(model_name.encode()).hexdigest()[:24])
     cfg = RunConfig(model=model_name, output_dir=run_dir, sampling=SamplingParams(seed=7),
-                    frame_overrides=frame_overrides or {}, cache_dir=cache.root if cache is not None else None)
+                    frame_overrides=FrameSettings(**(frame_overrides or {})),
+                    cache_dir=cache.root if cache is not None else None)
     builder = Pipeline(backend=None, load_video=None, load_image=None, score=score, sampling=cfg.sampling)
     plans = []
     for bid in benchmarks:

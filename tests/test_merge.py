@@ -73,17 +73,17 @@ def test_merge_writes_what_an_unsharded_run_writes(tmp_path):
     shards = write_shards(tmp_path)
     summary = merge_run(tmp_path)
     on_disk = json.loads((tmp_path / "summary.json").read_text())
-    assert on_disk["benchmarks"] == summary["benchmarks"] and on_disk["complete"] is True
+    assert on_disk["benchmarks"] == summary.to_json()["benchmarks"] and on_disk["complete"] is True
     assert on_disk["merged"]["shards"] == ["0/2", "1/2"]
     for bench, (chash, samples, _) in shards.items():
         merged = tmp_path / "results" / f"{bench}.{chash}.jsonl"
         rows = [json.loads(x) for x in merged.read_text().splitlines()]
         assert [r["sample_id"] for r in rows] == [s.sample_id for s in samples]  # annotation order, once each
         assert rows == [result(s, chash) for s in samples]
-        block = summary["benchmarks"][bench]
-        assert block["results_file"] == f"results/{bench}.{chash}.jsonl"
-        assert block["n_expected"] == block["n_total"] == len(samples)
-        assert block["score"] == pytest.approx(get_benchmark(bench).aggregate(rows)["score"])
+        block = summary.benchmarks[bench]
+        assert block.results_file == f"results/{bench}.{chash}.jsonl"
+        assert block.n_expected == block.n_total == len(samples)
+        assert block.score == pytest.approx(get_benchmark(bench).aggregate(rows)["score"])
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert [s["shard"] for s in manifest["shards"]] == ["0/2", "1/2"]
     assert [s["hardware"] for s in manifest["shards"]] == [{"node": 0}, {"node": 1}]
@@ -101,7 +101,7 @@ def test_a_merged_max_samples_run_stays_a_subset(tmp_path):
         shard["benchmarks"] = {"demo-mc": {"subset": {"max_samples": 11, "n_available": 40, "shard": f"{k}/2",
                                                       "reason": "..."}}}
         path.write_text(json.dumps(shard))
-    block = merge_run(tmp_path)["benchmarks"]
+    block = merge_run(tmp_path).to_json()["benchmarks"]
     assert block["demo-mc"]["subset"] == {"max_samples": 11, "n_available": 40,
                                           "reason": "the first 11 of 40 records (--max-samples 11)"}
     assert "subset" not in block["demo-count"]
@@ -162,7 +162,7 @@ def test_mixed_configs_are_refused_with_what_differs(tmp_path):
     assert "they differ in sampling.max_tokens (" in line and line.count("max_tokens") == 1
     # choosing one config merges it
     summary = merge_run(tmp_path, config_hashes={h16, second["demo-count"][0]})
-    assert summary["benchmarks"]["demo-mc"]["config_hash"] == h16
+    assert summary.benchmarks["demo-mc"].config_hash == h16
 
 
 def test_mixed_splits_are_refused(tmp_path):

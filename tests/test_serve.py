@@ -30,6 +30,7 @@ from vbench_async.backends.openai import ServerSettings
 from vbench_async.cli import main as cli_main
 from vbench_async.cli.serve import eval_server
 from vbench_async.errors import UserError
+from vbench_async.frames.frame_settings import FrameSettings
 from vbench_async.runner import RunConfig
 from vbench_async.serve import client
 from vbench_async.serve.api import check_binding, make_http_server
@@ -63,7 +64,7 @@ def test_a_job_becomes_the_run_config_of_its_fields() -> None:
                               "sampling": {"max_tokens": 7}, "output_dir": "/tmp/x", "concurrency": 3})
     base = RunConfig(model="tiny-qwen2.5-vl", backend="openai", concurrency=16)
     cfg = spec.run_config(base)
-    assert cfg.selection.benchmarks == ("demo-mc", "demo-tg") and cfg.frame_overrides == {"max_frames": 8}
+    assert cfg.selection.benchmarks == ("demo-mc", "demo-tg") and cfg.frame_overrides == FrameSettings(max_frames=8)
     assert cfg.sampling.max_tokens == 7 and cfg.concurrency == 3 and cfg.backend == "openai"
     assert cfg.sampling.top_p == 1.0  # a nested field the job leaves out keeps its value
     assert cfg.model == "tiny-qwen2.5-vl" and str(cfg.output_dir) == "/tmp/x" and not cfg.progress

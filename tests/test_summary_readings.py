@@ -68,7 +68,7 @@ def _run(run_dir: Path, bid: str, samples: list[Sample], outputs: list[str], max
             store.append(line)
     plan = BenchmarkPlan(bench, store, spec, config, n_total=len(samples), entries=[])
     return write_run_outputs(run_dir, model, plain(cfg), {}, [plan], {"backend": {"backend": "vllm"}},
-                             time.time() - 1, shard=shard)
+                             time.time() - 1, shard=shard).to_json()
 
 
 def test_headline_is_the_official_reading_with_the_robust_score_and_disagreements_beside_it():
@@ -123,7 +123,7 @@ def test_summary_and_recompute_keep_both_readings(tmp_path):
     block = summary["benchmarks"]["longvideobench"]
     assert block["status"] == "complete" and summary["status"] == "complete"
     assert block["robust"]["score"] == pytest.approx(0.4) and block["n_readings_differ"] >= 1
-    again = recompute_summary(run)["benchmarks"]["longvideobench"]
+    again = recompute_summary(run).to_json()["benchmarks"]["longvideobench"]
     for key in ("score", "robust", "n_readings_differ", "n_official_guessed", "reading", "interval"):
         assert again[key] == block[key], key
     assert json.loads((run / "summary.json").read_text())["benchmarks"]["longvideobench"]["robust"] == block["robust"]
@@ -155,7 +155,7 @@ def test_max_samples_run_is_a_subset_everywhere(tmp_path):
     block = summary["benchmarks"]["demo-mc"]
     assert block["complete"] and block["status"] == "subset" and summary["status"] == "subset"
     assert block["subset"]["max_samples"] == 3 and block["subset"]["n_available"] == bench.record_count(None)
-    assert recompute_summary(tmp_path / "run")["benchmarks"]["demo-mc"]["status"] == "subset"
+    assert recompute_summary(tmp_path / "run").benchmarks["demo-mc"].status == "subset"
     buf = io.StringIO()
     print_table(summary, file=buf)
     text = buf.getvalue()
@@ -187,7 +187,7 @@ def test_a_run_with_failed_samples_is_partial_with_every_sample_in_the_denominat
     print_table(summary, file=buf)
     row = buf.getvalue().splitlines()[2].split()
     assert row[0] == "demo-mc" and row[-3:] == ["4", "3", "PARTIAL"], buf.getvalue()
-    assert recompute_summary(run)["status"] == "partial"
+    assert recompute_summary(run).status == "partial"
 
     from vbench_async.leaderboard import load_runs
     from vbench_async.leaderboard.tables import main_table

@@ -10,6 +10,7 @@ import pytest
 
 from vbench_async.backends.base import SamplingParams
 from vbench_async.errors import UserError
+from vbench_async.frames.frame_settings import FrameSettings
 from vbench_async.models import family_ref
 from vbench_async.train.config import DataConfig
 from vbench_async.train.data import DataOrder, MediaSource, frame_spec, load_items, rank_slice
@@ -132,7 +133,8 @@ def test_a_fixed_side_family_rolls_out_with_the_frames_it_is_evaluated_with(tmp_
     model = models.resolve("tiny-internvl")
     cfg = RunConfig(model="tiny-internvl", backend="hf", output_dir=tmp_path / "run", cache_dir=cache,
                     selection=Selection(benchmarks=("demo-mc",), max_samples=1), progress=False,
-                    sampling=SamplingParams(max_tokens=2), frame_overrides={"max_frames": 4}, decode_workers=1)
+                    sampling=SamplingParams(max_tokens=2), frame_overrides=FrameSettings(max_frames=4),
+                    decode_workers=1)
     run(cfg)
     (line,) = [r for f in (tmp_path / "run" / "results").glob("*.jsonl") for r in read_results(f).values()]
     assert line.error is None and line.frames is not None

@@ -178,8 +178,8 @@ def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
     stores: list[JudgeStore] = []
     n_skipped = n_skipped_failed = 0
     earlier: list[dict[str, Any]] = []  # items judged before, without a usable verdict
-    for b in summary["benchmarks"].values():
-        results_path = run_dir / b["results_file"]
+    for b in summary.benchmarks.values():
+        results_path = run_dir / str(b.results_file)
         store = judge_store(run_dir, results_path, identity.key)
         done = read_verdicts(store)
         todo = []
@@ -215,7 +215,7 @@ def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
             for s in opened:
                 s.close()
     activate_judge(run_dir, identity)
-    new = recompute_summary(run_dir)
+    new = recompute_summary(run_dir).to_json()  # the summary JSON, with this pass's counts beside it
     new["judge_pass"] = {**counts, "n_skipped": n_skipped, "n_skipped_failed": n_skipped_failed,
                          "earlier_failures": earlier, "judge_id": identity.judge_id, "key": identity.key}
     return new

@@ -18,7 +18,7 @@ from .backends.vllm import VLLMSettings
 from .benchmarks.prompts import PromptSettings
 from .benchmarks.selection import Selection
 from .frames.ablation import ABLATIONS
-from .frames.overrides import FrameOverrides
+from .frames.frame_settings import FrameSettings
 from .frames.preprocess import WORKERS as DECODE_WORKERS
 from .homes import CACHE_DIR_HELP
 from .pipeline import LOADERS, QUEUE_SIZE
@@ -65,8 +65,7 @@ class RunConfig:
     thinking: bool = field(default=False, metadata={"help": "use the reasoning prompt variant"})
     prompt: PromptSettings = field(default_factory=PromptSettings)  # which prompt variant each benchmark gets
     sampling: SamplingParams = field(default_factory=SamplingParams)
-    # FrameSpec fields over the card's preset: FrameOverrides.to_dict()
-    frame_overrides: dict[str, int | float] = field(default_factory=dict, metadata={"as": FrameOverrides})
+    frame_overrides: FrameSettings = field(default_factory=FrameSettings)  # over the benchmark card's frames
     concurrency: int | None = field(default=None, metadata={
         "help": "requests in flight (default: with the in-process vLLM engine, every pending request whose frames "
                 "fit in a quarter of the memory, at least --max-num-seqs per replica, so the engine never waits for "

@@ -27,8 +27,9 @@ from .samples import Sample
 
 if TYPE_CHECKING:
     from .benchmarks.registry import Benchmark
-    from .frames import FrameCache, VideoJob
+    from .frames import FrameCache, FrameSettings, VideoJob
     from .models import ModelRef
+    from .results.summary_record import Summary
     from .sharding import ShardSelection
     from .workload import WorkloadPlan
 
@@ -38,8 +39,8 @@ log = logging.getLogger(__name__)
 
 
 def run(cfg: RunConfig, on_plan: Callable[[WorkloadPlan | None, dict[str, str]], None] | None = None,
-        backends: BackendFactory = make_backend, resolved: ResolvedRun | None = None) -> dict[str, Any]:
-    """Run an evaluation; return the summary dict (also written to OUTPUT_DIR/summary.json), with `run_dir` and, for a
+        backends: BackendFactory = make_backend, resolved: ResolvedRun | None = None) -> Summary:
+    """Run an evaluation; return the summary (also written to OUTPUT_DIR/summary.json), with `run_dir` and, for a
     shard, `merged` (whether this shard completed the run and merged it). `on_plan` gets the workload plan of what is
     left to run (None when it could not be made) and the benchmarks not run, before any engine starts. `backends`
     builds the backend, called as `make_backend` is (the evaluation server's keeps one engine across runs).
@@ -58,7 +59,7 @@ def run(cfg: RunConfig, on_plan: Callable[[WorkloadPlan | None, dict[str, str]],
 
 def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
                 on_plan: Callable[[WorkloadPlan | None, dict[str, str]], None] | None,
-                backends: BackendFactory = make_backend) -> dict[str, Any]:
+                backends: BackendFactory = make_backend) -> Summary:
     from .results import summaries
 
     loaded, not_run = _load(cfg)
@@ -119,12 +120,12 @@ def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
     mark("summary_written")
     if stopped is not None:
         raise stopped
-    summary["run_dir"] = str(run_dir)
+    summary.run_dir = str(run_dir)
     if selection is not None and not interrupted:
         from .results.merge import merge_if_complete
 
         # The last shard to finish merges all of them into summary.json (a no-op while any sample is missing).
-        summary["merged"] = merge_if_complete(run_dir, {p.benchmark.id: p.store.config_hash for p in plans},
+        summary.merged = merge_if_complete(run_dir, {p.benchmark.id: p.store.config_hash for p in plans},
                                               cfg.shard[1])
     if interrupted:
         raise KeyboardInterrupt
@@ -169,7 +170,7 @@ def plan(cfg: RunConfig) -> WorkloadPlan:
     return workload_plan(cfg, model, plans, cache, not_run, strict=True)
 
 
-def video_jobs(cfg: RunConfig, model: ModelRef, overrides: list[dict[str, int | float]]) -> list[VideoJob]:
+def video_jobs(cfg: RunConfig, model: ModelRef, overrides: list[FrameSettings]) -> list[VideoJob]:
     """The frame jobs of the selection's samples under each of the frame settings `overrides` (a sweep's budgets),
     with the samples loaded once; samples whose video path is unsafe are left to the runs to record."""
     jobs = []

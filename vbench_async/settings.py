@@ -2,17 +2,19 @@
 
 A setting is declared once, as a dataclass field: its type, its default and, in the field's metadata, its `help`
 (which makes it a command-line flag, `cli/options.py`) and its bounds (`min`, `max` inclusive, `above` exclusive,
-`choices`). The command line and the JSON form (a server job, training validation) read the same declaration and
-check the same bounds, so a value refused by one is refused by the other.
+`choices`). The command line and the JSON form (a server job, training validation, a training config's YAML: see
+train/config.py and train/flags.py) read the same declaration and check the same bounds, so a value refused by one is
+refused by the other; an unknown field is refused with the closest known one as a did-you-mean.
 
 Other metadata keys: `secret` (a credential: never written at rest in clear), `job` False (the evaluation server's
-own setting, which a job may not set), `local` (the calling process's own, neither sent in a job nor refused),
-`as` (a dict field that holds the `to_dict()` of the named settings class: read through it).
+own setting, which a job may not set), `local` (the calling process's own, neither sent in a job nor refused).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import json
 import math
 import types
 import typing
@@ -68,7 +70,7 @@ def from_json(cls: type[T], data: Any, where: str = "", exclude: typing.Collecti
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise UserError(f"unknown field(s) {', '.join(label + u for u in unknown)}; "
-                        f"known: {', '.join(sorted(fields))}")
+                        f"known: {', '.join(sorted(fields))}{_did_you_mean(unknown, fields, label)}")
     refused = sorted(set(data) & set(exclude))
     if refused:
         raise UserError(f"field(s) {', '.join(label + r for r in refused)} cannot be set here")
@@ -80,12 +82,31 @@ def from_json(cls: type[T], data: Any, where: str = "", exclude: typing.Collecti
         raise UserError(f"{where or cls.__name__}: {exc}") from None
 
 
+def _did_you_mean(unknown: list[str], known: typing.Iterable[str], label: str) -> str:
+    """The message's "; did you mean X?", naming the known field closest to each unknown one (a typo); "" if none."""
+    close = [m for u in unknown for m in difflib.get_close_matches(u, list(known), n=1)]
+    return f"; did you mean {' or '.join(label + c for c in dict.fromkeys(close))}?" if close else ""
+
+
+def describe(f: dataclasses.Field, default: Any = dataclasses.MISSING) -> str:
+    """A field's help with its declared bounds and `default` (when given), as a command's --help lists it."""
+    meta = f.metadata
+    limits = [f"one of {', '.join(map(str, meta['choices']))}" if "choices" in meta else "",
+              f"at least {meta['min']}" if "min" in meta else "", f"more than {meta['above']}" if "above" in meta
+              else "", f"at most {meta['max']}" if "max" in meta else ""]
+    text = "; ".join([meta.get("help", ""), *(x for x in limits if x)])
+    if default is dataclasses.MISSING or "(default:" in meta.get("help", ""):  # a help that says its own default
+        return text
+    shown = default if isinstance(default, str) else json.dumps(to_json(default))  # null, true, [0.9, 0.999]
+    return f"{text} (default: {shown})"
+
+
 def leaves(cls: type, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], dataclasses.Field, Any]]:
     """Every scalar setting under `cls`: (path of field names, field, type hint), nested settings opened."""
     out = []
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
-        inner = f.metadata.get("as") or _dataclass_of(hints[f.name])
+        inner = _dataclass_of(hints[f.name])
         if inner is not None:
             out += leaves(inner, (*prefix, f.name))
         else:
@@ -103,13 +124,10 @@ def _members(hint: Any) -> tuple[Any, ...]:
 
 
 def _value(f: dataclasses.Field, hint: Any, raw: Any, name: str) -> Any:
-    nested = f.metadata.get("as")
-    if nested is not None:  # a dict field holding a settings class's to_dict()
-        return from_json(nested, raw, name).to_dict()
     inner = _dataclass_of(hint)
-    if inner is not None:
-        return from_json(inner, raw, name)
     members = _members(hint)
+    if inner is not None:  # null: the section's defaults, unless the field may be None
+        return None if raw is None and type(None) in members else from_json(inner, {} if raw is None else raw, name)
     if raw is None:
         if type(None) in members or f.default is None:
             return None
@@ -133,6 +151,11 @@ def _typed(members: tuple[Any, ...], raw: Any, name: str) -> Any:
             return float(raw)
         if origin in (str, Path) and isinstance(raw, str):
             return origin(raw)
+        if origin is Any:
+            return raw
+        if origin in (dict, Mapping) and isinstance(raw, Mapping):
+            key_kind, value_kind = typing.get_args(hint) or (Any, Any)
+            return {_typed((key_kind,), k, name): _typed((value_kind,), v, f"{name}.{k}") for k, v in raw.items()}
         if origin is tuple and isinstance(raw, (list, tuple)):
             args = typing.get_args(hint)
             kinds = [args[0]] * len(raw) if len(args) == 2 and args[1] is Ellipsis else list(args)

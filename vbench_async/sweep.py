@@ -22,6 +22,7 @@ from .runner import frame_cache, run, video_jobs
 
 if TYPE_CHECKING:
     from .models import ModelRef
+    from .results.summary_record import Summary
 
 log = logging.getLogger(__name__)
 
@@ -36,13 +37,13 @@ def sweep_configs(cfg: RunConfig, budgets: list[int], base: Path) -> list[RunCon
         raise UserError(f"--max-frames lists a budget twice: {','.join(map(str, budgets))}")
     if cfg.shard is not None:
         raise UserError("a frame-budget sweep runs unsharded; shard each budget's run separately instead")
-    return [dataclasses.replace(cfg, frame_overrides={**cfg.frame_overrides, "max_frames": b},
+    return [dataclasses.replace(cfg, frame_overrides=dataclasses.replace(cfg.frame_overrides, max_frames=b),
                                 output_dir=budget_dir(base, b)) for b in budgets]
 
 
 def run_sweep(cfg: RunConfig, budgets: list[int], on_plan: Callable[..., None] | None = None,
               console: Callable[[Path], ContextManager[Any]] = lambda run_dir: contextlib.nullcontext(),
-              resolved: ResolvedRun | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+              resolved: ResolvedRun | None = None) -> tuple[dict[str, Any], list[Summary]]:
     """(the shared preprocessing report, one summary per budget). With mode `preprocess` only the cache is filled.
     `console(run_dir)` surrounds each pass: the shared preprocessing (the sweep's directory) and each budget's run
     (its directory), as `run`'s console surrounds its run (cli/console.py: the engine's logs in RUN_DIR/logs).
@@ -68,7 +69,7 @@ def run_sweep(cfg: RunConfig, budgets: list[int], on_plan: Callable[..., None] |
 
 def run_on_one_engine(cfgs: list[RunConfig], model_path: str, budgets: list[int],
                       on_plan: Callable[..., None] | None, console: Callable[[Path], ContextManager[Any]],
-                      model: ModelRef) -> list[dict[str, Any]]:
+                      model: ModelRef) -> list[Summary]:
     """The budgets' runs on one engine, kept between them as the evaluation server keeps its own (serve/engine.py):
     the largest budget runs first, so the engine is sized and profiled for the largest frames, and the others are
     planned against that engine. `on_plan(workload, not_run, budget, first)`: `first` for the run that starts the
@@ -77,7 +78,7 @@ def run_on_one_engine(cfgs: list[RunConfig], model_path: str, budgets: list[int]
     from .serve.engine import EngineKeeper
 
     keeper = EngineKeeper()
-    summaries: dict[int, dict[str, Any]] = {}
+    summaries: dict[int, Summary] = {}
     order = sorted(range(len(cfgs)), key=lambda i: -budgets[i])
     started_in: Path | None = None
     try:

@@ -5,7 +5,7 @@ templates, quirks, hooks and aggregation exist, and the frame settings make a va
 from __future__ import annotations
 
 from ..errors import SampleError, UserError
-from .cards import Card
+from .cards import Card, preset_frames
 
 
 def check_card(card: Card) -> None:
@@ -39,9 +39,9 @@ def check_card(card: Card) -> None:
     if card.aggregation.kind not in KINDS:
         raise UserError(f"{where}: unknown aggregation kind {card.aggregation.kind!r}; known: {', '.join(KINDS)}")
     for preset, settings in {None: {}, **card.presets}.items():
-        frames = {**card.frames, **{k: v for k, v in settings.items() if k in FrameSpec.__dataclass_fields__}}
+        label = f" preset {preset}" if preset else ""
+        frames = preset_frames(settings, f"{where}:{label}").over(card.frames).to_dict()
         try:
             FrameSpec(family="qwen2.5-vl", **frames)
         except (TypeError, ValueError) as exc:
-            label = f" preset {preset}" if preset else ""
             raise UserError(f"{where}:{label} invalid frame settings {frames}: {exc}") from None

@@ -19,14 +19,14 @@ import yaml
 from .. import yaml_bounded
 from ..errors import SampleError, UserError
 from ..failure_kinds import FailureKind
+from ..frames.frame_settings import FIELDS as FRAME_FIELDS
+from ..frames.frame_settings import FrameSettings
 
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 PRESET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-# Frame settings a card or preset may set; checked again against `FrameSpec` when a spec is built.
-FRAME_KEYS = frozenset({
-    "fps", "max_frames", "min_frames", "nframes", "min_pixels", "max_pixels", "total_pixels", "image_min_pixels",
-    "image_max_pixels",
-})
+# Frame settings a card or preset may set: FrameSettings' fields, with their bounds, but the frame side of a
+# fixed-size family, which its checkpoint decides (a card's would always be overruled).
+FRAME_KEYS = frozenset(FRAME_FIELDS) - {"side"}
 DEFAULT_PROMPT_KEY = "default"
 
 
@@ -125,7 +125,7 @@ class Card:
     metric: str
     aggregation: Aggregation
     categories: tuple[Category, ...] = ()
-    frames: Mapping[str, Any] = field(default_factory=dict)
+    frames: FrameSettings = field(default_factory=FrameSettings)
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     suites: tuple[str, ...] = ()
     path_fields: Mapping[str, str] = field(default_factory=dict)  # field -> regex over the video path (group 1)
@@ -318,14 +318,12 @@ def _categories(items: Any, where: str) -> tuple[Category, ...]:
     return tuple(out)
 
 
-def _frames(data: Any, where: str) -> dict[str, Any]:
+def _frames(data: Any, where: str) -> FrameSettings:
+    """A card's or preset's frame settings: the keys a card may set, read with FrameSettings' types and bounds (the
+    flags' and jobs')."""
     if data is None:
-        return {}
-    r = _Reader(data, where, set(FRAME_KEYS))
-    for key, value in r.data.items():
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-            raise UserError(f"{where}: {key} must be a positive number, got {value!r}")
-    return dict(r.data)
+        return FrameSettings()
+    return FrameSettings.read(_Reader(data, where, set(FRAME_KEYS)).data, where)
 
 
 def _prompt(value: Any, where: str) -> dict[str, str]:
@@ -377,7 +375,7 @@ def parse_card(data: Any, file: Path | None = None) -> Card:
         if not isinstance(name, str) or not PRESET_RE.match(name):
             raise UserError(f"{where}: preset name {name!r} must be letters, digits, '.', '-' or '_'")
         _Reader(preset, f"{where}.presets.{name}", _PRESET_KEYS)
-        _frames({k: v for k, v in preset.items() if k in FRAME_KEYS}, f"{where}.presets.{name}")
+        preset_frames(preset, f"{where}.presets.{name}")
     path_fields = r.get("path_fields", Mapping, {})
     for key, regex in path_fields.items():
         try:
@@ -447,7 +445,12 @@ def apply_preset(card: Card, preset: str, raw: Mapping[str, Any]) -> Card:
         description=settings.get("description", card.description),
         sources=sources,
         task_types=task_types,
-        frames={**card.frames, **{k: v for k, v in settings.items() if k in FRAME_KEYS}},
+        frames=preset_frames(settings, where).over(card.frames),
         preset=preset,
         suites=(),
     )
+
+
+def preset_frames(preset: Mapping[str, Any], where: str) -> FrameSettings:
+    """The frame settings a preset sets (over its card's)."""
+    return _frames({k: v for k, v in preset.items() if k in FRAME_KEYS}, where)

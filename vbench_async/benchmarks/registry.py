@@ -26,6 +26,7 @@ from .sources import Resolved, load_records, resolve, to_samples
 from .sources import data_root as data_root_of
 
 if TYPE_CHECKING:
+    from ..frames.frame_settings import FrameSettings
     from ..frames.spec import FrameSpec
     from ..models import ModelRef
 
@@ -105,9 +106,9 @@ class Benchmark:
         return [safe_join(root, image, allow_outside, "image") for image in sample.images]
 
     # -- model inputs ----------------------------------------------------------------------------------------
-    def frame_spec(self, model: ModelRef, overrides: Mapping[str, Any] | None = None) -> FrameSpec:
+    def frame_spec(self, model: ModelRef, overrides: FrameSettings | Mapping[str, Any] | None = None) -> FrameSpec:
         """This benchmark's frames for `model` (`frames.spec.resolve_frame_spec`: the card's settings, preset
-        included, then the checkpoint's, then `overrides`, the user's flags; None values are ignored)."""
+        included, then the checkpoint's, then `overrides`, the user's flags; unset values are ignored)."""
         from ..frames.spec import resolve_frame_spec
 
         return resolve_frame_spec(model.family, self.card.frames, dict(model.frame_settings), overrides, self.id)

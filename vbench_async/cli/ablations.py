@@ -12,9 +12,10 @@ import contextlib
 import dataclasses
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..process_exit import sigterm_as_ctrl_c
+from ..results.summary_record import Summary
 from .output import pct, print_table, write_run_site_in_background
 
 if TYPE_CHECKING:
@@ -25,15 +26,16 @@ def ablation_dir(base: Path, kind: str | None) -> Path:
     return base if kind is None else base / f"ablation-{kind}"
 
 
-def side_by_side(kinds: list[str | None], summaries: list[dict[str, Any]]) -> list[str]:
+def side_by_side(kinds: list[str | None], summaries: Sequence[Summary | Mapping[str, Any]]) -> list[str]:
     """Lines of one table: a row per benchmark, its chance level and its headline under each input."""
     heads = ["benchmark", "chance", *("frames" if k is None else k for k in kinds)]
     rows = [heads]
-    for bid in summaries[0]["benchmarks"]:
-        chance = summaries[0]["benchmarks"][bid].get("chance")
-        cells = [bid, "~0" if chance is None else pct(chance)]
-        for s in summaries:
-            cells.append(pct((s["benchmarks"].get(bid) or {}).get("score")))
+    read = [Summary.of(s) for s in summaries]
+    for bid, first in read[0].benchmarks.items():
+        cells = [bid, "~0" if first.chance is None else pct(first.chance)]
+        for s in read:
+            block = s.benchmarks.get(bid)
+            cells.append(pct(block.score if block is not None else None))
         rows.append(cells)
     widths = [max(len(r[i]) for r in rows) for i in range(len(heads))]
     return ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
@@ -69,10 +71,9 @@ def ablations_main(args: argparse.Namespace, cfg: RunConfig) -> int:
     summaries = run_on_one_engine(cfgs, model.path, rank, on_plan, console, model)
     code = 0
     for k, summary in zip(kinds, summaries):
-        print(f"\n{'frames' if k is None else 'ablation ' + k}: {summary['run_dir']}")
+        print(f"\n{'frames' if k is None else 'ablation ' + k}: {summary.run_dir}")
         print_table(summary)
-        failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
-        code = code or (1 if failed or not summary["complete"] else 0)
+        code = code or (1 if summary.n_failed() or not summary.complete else 0)
     print("\nscores by input (a model that sees falls to chance without its frames):")
     for line in side_by_side(kinds, summaries):
         print(line)

@@ -6,10 +6,11 @@ import shlex
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Mapping, TextIO
 
 from ..failure_kinds import FailureKind
 from ..redact import scrub_text
+from ..results.summary_record import Summary
 
 if TYPE_CHECKING:
     from ..benchmarks.selection import Selection
@@ -27,25 +28,27 @@ def fix_for(kind: str) -> str:
     return known.hint if known is not None else _OTHER
 
 
-def failure_kinds(run_dir: Path, summary: dict[str, Any]) -> Counter[str]:
+def failure_kinds(run_dir: Path, summary: Summary | Mapping[str, Any]) -> Counter[str]:
     """Failed samples by error kind, over the result files of the benchmarks that have failures."""
     return failed_samples(run_dir, summary)[0]
 
 
-def failed_samples(run_dir: Path, summary: dict[str, Any]) -> tuple[Counter[str], dict[str, list[dict[str, Any]]]]:
+def failed_samples(run_dir: Path, summary: Summary | Mapping[str, Any]
+                   ) -> tuple[Counter[str], dict[str, list[dict[str, Any]]]]:
     """Failed samples by error kind, and the first few of each kind (benchmark, sample id, video, message)."""
     from ..results.lines import read_lines
 
     kinds: Counter[str] = Counter()
     examples: dict[str, list[dict[str, Any]]] = {}
-    for bid, b in summary["benchmarks"].items():
-        if not b.get("n_failed") or not b.get("results_file"):
+    for bid, b in Summary.of(summary).benchmarks.items():
+        if not b.n_failed or not b.results_file:
             continue
-        path = Path(run_dir) / b["results_file"]
+        path = Path(run_dir) / b.results_file
         if not path.exists():
             continue
+        # Result lines as written, failures of damaged records among them: read leniently, not as Result records.
         lines = read_lines(path, view=lambda r: {k: r.get(k) for k in ("sample_id", "video", "error", "frames")})
-        stale = set(b.get("stale_ids") or ())  # lines of ids no longer in the annotation file: not this run's
+        stale = set(b.stale_ids)  # lines of ids no longer in the annotation file: not this run's
         for r in lines.values():
             if r.get("sample_id") in stale:
                 continue
@@ -61,12 +64,13 @@ def failed_samples(run_dir: Path, summary: dict[str, Any]) -> tuple[Counter[str]
     return kinds, examples
 
 
-def data_check_command(summary: dict[str, Any], kinds: Counter[str], selection: Selection | None) -> str | None:
+def data_check_command(summary: Summary | Mapping[str, Any], kinds: Counter[str],
+                       selection: Selection | None) -> str | None:
     """A `data check` of the benchmarks whose samples failed for their data, with every flag the run found them
     with (data root, card folders, paths outside the root): ready to paste (None when no failure is the data's)."""
     if not any(k in _DATA_KINDS for k in kinds):
         return None
-    benches = [bid for bid, b in summary["benchmarks"].items() if b.get("n_failed")]
+    benches = [bid for bid, b in Summary.of(summary).benchmarks.items() if b.n_failed]
     parts = ["vbench-async", "data", "check", *benches]
     if selection is not None:
         if selection.data_root:
@@ -78,12 +82,13 @@ def data_check_command(summary: dict[str, Any], kinds: Counter[str], selection: 
     return shlex.join(parts)
 
 
-def print_failures(run_dir: Path, summary: dict[str, Any], file: TextIO | None = None,
+def print_failures(run_dir: Path, summary: Summary | Mapping[str, Any], file: TextIO | None = None,
                    selection: Selection | None = None) -> int:
     """Say how many samples failed, by kind, each with its fix and the first samples (and files) of the kind;
     returns the number failed (from the summary). `selection`: the run's, for the `data check` command."""
     file = file or sys.stderr
-    failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
+    summary = Summary.of(summary)
+    failed = summary.n_failed()
     if not failed:
         return 0
     kinds, examples = failed_samples(run_dir, summary)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from ..errors import UserError
-from ..results.rundir import summary_path
+from ..results.rundir import read_summary, summary_path
 from .include import add_include_option
 
 
@@ -88,11 +87,11 @@ def expand_run_dirs(paths: list[Path]) -> tuple[list[Path], list[Path]]:
 def _describe(run_dir: Path) -> str:
     """`runs/demo (tiny-qwen2.5-vl, 6 benchmarks)`: a run as the list of included runs names it."""
     try:
-        summary = json.loads(summary_path(run_dir).read_text(encoding="utf-8"))
-        n = len(summary.get("benchmarks") or {})
-        return f"{run_dir} ({summary.get('model') or '?'}, {n} benchmark{'s' if n != 1 else ''})"
-    except (OSError, ValueError, AttributeError):
+        summary = read_summary(run_dir)
+    except UserError:
         return str(run_dir)  # the site build says what is wrong with it
+    n = len(summary.benchmarks)
+    return f"{run_dir} ({summary.model or '?'}, {n} benchmark{'s' if n != 1 else ''})"
 
 
 def main(args: argparse.Namespace) -> int:

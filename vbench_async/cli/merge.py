@@ -41,12 +41,13 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"{args.output_dir} is not a folder; give the --output-dir the shards wrote into")
     use_run_cards(args.output_dir)  # the shards' own card folders (their manifests)
     summary = merge_run(args.output_dir, set(args.config_hash) if args.config_hash else None)
-    print(f"merged shards {', '.join(summary['merged']['shards'])} of {args.output_dir}\n")
+    merged = summary.merge_info()
+    print(f"merged shards {', '.join(merged.shards if merged else ())} of {args.output_dir}\n")
     print_table(summary)
     print(f"\nsummary: {args.output_dir}/summary.json")
     if not args.no_site:
         print(f"leaderboard: {write_run_site(args.output_dir)}")
-    failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
+    failed = summary.n_failed()
     if failed:  # shards under torchrun exit 0 with failed samples (so no sibling is killed): this exit code says it
         print(f"{failed} sample(s) failed; their reasons are in the result files (field 'error').", file=sys.stderr)
     return 1 if failed else 0

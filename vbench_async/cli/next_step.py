@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from ..errors import NoData
+from ..results.summary_record import Summary
 
 # Flags of lmms-eval / VLMEvalKit (and their spellings with '-') -> this project's flag.
 ECOSYSTEM_FLAGS: dict[str, str] = {
@@ -68,25 +69,27 @@ def no_data_message(exc: NoData, args: argparse.Namespace) -> str:
             f"each benchmark needs: {' '.join(check.split())}")
 
 
-def budget_warnings(budgets: Sequence[int], summaries: Sequence[dict]) -> list[str]:
+def budget_warnings(budgets: Sequence[int], summaries: Sequence[Summary | Mapping[str, Any]]) -> list[str]:
     """For a frame-budget sweep: the budgets that gave some videos no more frames than the budget below (the videos
-    are too short for it at the sampling rate), so those samples were evaluated twice on the same frames."""
+    are too short for it at the sampling rate), so those samples were evaluated twice on the same frames.
+    `summaries`: each budget's, with its `run_dir`."""
     from pathlib import Path
 
     from ..results.lines import read_lines
 
-    def frames_by_sample(summary: dict) -> dict[str, int]:
+    def frames_by_sample(summary: Summary) -> dict[str, int]:
         out: dict[str, int] = {}
-        for bid, block in (summary.get("benchmarks") or {}).items():
-            path = Path(summary["run_dir"]) / str(block.get("results_file") or "")
-            if not block.get("results_file") or not path.is_file():
+        for bid, block in summary.benchmarks.items():
+            path = Path(str(summary.run_dir)) / str(block.results_file or "")
+            if not block.results_file or not path.is_file():
                 continue
+            # the result lines' frame records (read leniently: a line of a damaged record has none)
             for sid, frames in read_lines(path, view=lambda line: line.get("frames")).items():
                 if isinstance(frames, dict) and isinstance(frames.get("n"), int):
                     out[f"{bid}/{sid}"] = frames["n"]
         return out
 
-    seen = [frames_by_sample(s) for s in summaries]
+    seen = [frames_by_sample(Summary.of(s)) for s in summaries]
     out = []
     for i in range(1, len(seen)):
         common = set(seen[i]) & set(seen[i - 1])

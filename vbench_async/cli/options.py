@@ -10,7 +10,7 @@ takes "a,b,c". A number's bounds, checked when the command line is parsed (befor
     add_group(parser, VLLMSettings, "vLLM engine")          # the flags
     engine = from_args(VLLMSettings, args)                  # the settings the user gave, defaults elsewhere
 
-The groups every command shares: selection (`Selection`), prompts (`PromptSettings`), frames (`FrameOverrides`),
+The groups every command shares: selection (`Selection`), prompts (`PromptSettings`), frames (`FrameSettings`),
 sampling (`SamplingParams`), engine (`VLLMSettings`) and server (`ServerSettings`): `GROUPS` has each one's title.
 """
 
@@ -28,7 +28,7 @@ from ..backends.openai import ServerSettings
 from ..backends.vllm import VLLMSettings
 from ..benchmarks.prompts import PromptSettings
 from ..benchmarks.selection import Selection
-from ..frames.overrides import FrameOverrides
+from ..frames.frame_settings import FrameSettings
 from ..redact import mark_secret
 from ..settings import bounds_error
 
@@ -37,7 +37,7 @@ T = TypeVar("T")
 GROUPS: dict[type, str] = {
     Selection: "what to evaluate",
     PromptSettings: "prompts (part of the result config)",
-    FrameOverrides: "frames (override the benchmark's preset; part of the result config)",
+    FrameSettings: "frames (override the benchmark's preset; part of the result config)",
     SamplingParams: "sampling (greedy by default)",
     VLLMSettings: "vLLM engine (backend vllm)",
     ServerSettings: "server (backend openai)",

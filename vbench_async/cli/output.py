@@ -5,10 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Mapping, TextIO
 
 from ..results.rundir import site_dir, site_log_path
 from ..results.summaries import benchmark_status
+from ..results.summary_record import BenchmarkSummary, Summary
 
 
 def print_rows(rows: list[tuple[str, ...]], left: tuple[int, ...] = (0,), file: TextIO | None = None) -> None:
@@ -29,34 +30,36 @@ def pct(x: Any) -> str:
     return f"{100 * x:.2f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else "-"
 
 
-def _interval(block: dict[str, Any]) -> str:
-    ci = block.get("interval") or {}
-    return f"[{pct(ci.get('low'))}, {pct(ci.get('high'))}]" if ci else "-"
+def _interval(block: BenchmarkSummary) -> str:
+    ci = block.interval
+    return f"[{pct(ci.low)}, {pct(ci.high)}]" if ci is not None and ci.to_json() else "-"
 
 
-def _chance(block: dict[str, Any]) -> str:
+def _chance(block: BenchmarkSummary) -> str:
     """The chance column: a uniform guess's score among the options; "~0" for free-form answers."""
-    return pct(block["chance"]) if block.get("chance") is not None else "~0" if "chance" in block else "-"
+    return pct(block.chance) if block.chance is not None else "~0" if block.chance_recorded else "-"
 
 
-def chance_notes(summary: dict[str, Any]) -> list[str]:
+def chance_notes(summary: Summary | Mapping[str, Any]) -> list[str]:
     """What the chance column means, and why a random-weight model scores what it does."""
-    if not any("chance" in b for b in summary["benchmarks"].values()):
+    summary = Summary.of(summary)
+    if not any(b.chance_recorded for b in summary.benchmarks.values()):
         return []  # a summary from before chance was recorded
     out = ["chance: the score of guessing uniformly among a question's options (1/options; yes/no 50); ~0 where "
            "the answer is free-form (a number, text, a time span, a box), which a guess almost never matches"]
-    if summary.get("random_weights"):
-        out.append(f"{summary.get('model')} has random weights: its outputs are noise that seldom contain a valid "
+    if summary.random_weights:
+        out.append(f"{summary.model} has random weights: its outputs are noise that seldom contain a valid "
                    "answer, so scores near 0 (below chance even on choice questions) are expected, not a scorer "
                    "fault; a trained checkpoint (`vbench-async run --model DIR`) is what can score above chance")
     return out
 
 
-def reading_note(summary: dict[str, Any]) -> str:
+def reading_note(summary: Summary | Mapping[str, Any]) -> str:
     """What the score column is, as each block's `reading` says: the official protocol's reading, or, for a
     benchmark without official scoring code ("reading": "robust"), the careful grader's."""
-    robust = [bid for bid, b in summary["benchmarks"].items() if b.get("reading") == "robust"]
-    if robust and len(robust) == len(summary["benchmarks"]):
+    summary = Summary.of(summary)
+    robust = [bid for bid, b in summary.benchmarks.items() if b.reading == "robust"]
+    if robust and len(robust) == len(summary.benchmarks):
         return ('score: the careful grader\'s reading (summary.json\'s "reading": "robust": no official scoring code '
                 "to follow), so robust repeats it")
     tail = "robust: the careful grader's; differ: samples the two score differently"
@@ -66,44 +69,18 @@ def reading_note(summary: dict[str, Any]) -> str:
     return f"score: the official protocol's reading (comparable with papers); {tail}"
 
 
-def print_table(summary: dict[str, Any], file: TextIO | None = None) -> None:
+def print_table(summary: Summary | Mapping[str, Any], file: TextIO | None = None) -> None:
     """The score table of a summary: one row per benchmark, the official headline with its metric and 95% interval,
     the robust score and the number of samples the two readings disagree on beside it; notes below for subsets and
     for headlines that are not the official aggregation."""
-    rows = [("benchmark", "metric", "score", "95% CI", "chance", "robust", "differ", "n_total", "failed", "status")]
+    summary = Summary.of(summary)
+    rows: list[tuple[str, ...]] = [
+        ("benchmark", "metric", "score", "95% CI", "chance", "robust", "differ", "n_total", "failed", "status")]
     notes = []
-    for bid, b in summary["benchmarks"].items():
-        status = b.get("status") or benchmark_status(b)
-        failed = status == "failed"
-        robust = b.get("robust") or {}
-        rows.append((
-            bid,
-            str(b.get("metric") or "").split(";")[0].strip() or "-",
-            "-" if failed else b.get("headline_status") if b.get("headline_status") else pct(b.get("score")),
-            "-" if failed else _interval(b),
-            _chance(b),
-            "-" if failed or not robust else pct(robust.get("score")),
-            str(b["n_readings_differ"]) if "n_readings_differ" in b else "-",
-            str(b.get("n_total", 0)),
-            str(b.get("n_failed", 0)),
-            _STATUS_LABELS.get(status, "PARTIAL"),
-        ))
-        if b.get("subset"):
-            notes.append(f"{bid}: a subset, {b['subset'].get('reason', 'part of the benchmark')}")
-        basis = b.get("headline_basis")
-        if basis:
-            notes.append(f"{bid}: {basis.get('reported')} reported instead of {basis.get('official')}: "
-                         f"{basis.get('reason')}")
-        for name, reason in (b.get("unavailable_breakdowns") or {}).items():
-            notes.append(f"{bid}: no per-{name} breakdown: {reason}")
-        for key, groups in b.items():  # the official code's per-group report (Video-MMMU tracks, TempCompass formats)
-            if key.startswith("official_by_") and isinstance(groups, dict):
-                notes.append(f"{bid}: official per {key[len('official_by_'):]}: " + ", ".join(
-                    f"{k} {pct(g.get('score')) if g.get('score') is not None else 'needs judge'}"
-                    for k, g in groups.items()))
-        for name, other in (b.get("also_reported") or {}).items():  # a second number, labelled
-            notes.append(f"{bid}: also {name} = {pct(other.get('score'))} ({other.get('definition')})")
-    for bid in summary.get("not_run") or {}:
+    for bid, b in summary.benchmarks.items():
+        rows.append(_row(bid, b))
+        notes += _block_notes(bid, b)
+    for bid in summary.not_run:
         rows.append((bid, "-", "-", "-", "-", "-", "-", "0", "0", "NOT RUN (no data)"))
     print_rows(rows, left=(0, 1, 9), file=file)
     notes[:0] = chance_notes(summary)
@@ -111,6 +88,43 @@ def print_table(summary: dict[str, Any], file: TextIO | None = None) -> None:
         notes.insert(0, reading_note(summary))
     for note in notes:
         print(f"  {note}", file=file or sys.stdout)
+
+
+def _row(bid: str, b: BenchmarkSummary) -> tuple[str, ...]:
+    status = b.status or benchmark_status(b)
+    failed = status == "failed"
+    robust = b.robust
+    return (
+        bid,
+        str(b.metric or "").split(";")[0].strip() or "-",
+        "-" if failed else b.headline_status if b.headline_status else pct(b.score),
+        "-" if failed else _interval(b),
+        _chance(b),
+        "-" if failed or robust is None or not robust.to_json() else pct(robust.score),
+        str(b.n_readings_differ) if b.has("n_readings_differ") else "-",
+        str(b.n_total),
+        str(b.n_failed),
+        _STATUS_LABELS.get(status, "PARTIAL"),
+    )
+
+
+def _block_notes(bid: str, b: BenchmarkSummary) -> list[str]:
+    """The notes under the table for one benchmark: a subset, a headline that is not the official one, breakdowns
+    the records cannot give, the official code's per-group report and a second number reported beside the score."""
+    notes = []
+    if b.subset is not None and b.subset.to_json():
+        notes.append(f"{bid}: a subset, {b.subset.reason if b.subset.has('reason') else 'part of the benchmark'}")
+    basis = b.headline_basis
+    if basis is not None and basis.to_json():
+        notes.append(f"{bid}: {basis.reported} reported instead of {basis.official}: {basis.reason}")
+    for name, reason in b.unavailable_breakdowns.items():
+        notes.append(f"{bid}: no per-{name} breakdown: {reason}")
+    for per, groups in b.official_groups().items():  # Video-MMMU tracks, TempCompass formats
+        notes.append(f"{bid}: official per {per}: " + ", ".join(
+            f"{k} {pct(g.score) if g.score is not None else 'needs judge'}" for k, g in groups.items()))
+    for name, other in b.also_reported.items():  # a second number, labelled
+        notes.append(f"{bid}: also {name} = {pct(other.score)} ({other.definition})")
+    return notes
 
 
 def write_run_site(run_dir: Path) -> Path:

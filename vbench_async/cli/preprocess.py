@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def add_options(p: argparse.ArgumentParser) -> None:
     from ..benchmarks.selection import Selection
-    from ..frames.overrides import FrameOverrides
+    from ..frames.frame_settings import FrameSettings
     from ..run_config import RunConfig
     from .formatting import bounded
     from .include import add_include_option
@@ -53,13 +53,13 @@ def add_options(p: argparse.ArgumentParser) -> None:
                           "machines can fill one shared cache together; concurrent writers are safe (entries appear "
                           "atomically)")
 
-    add_group(p, FrameOverrides, "frames (override the benchmark's preset; must match the later `run`)")
+    add_group(p, FrameSettings, "frames (override the benchmark's preset; must match the later `run`)")
 
 
 def main(args: argparse.Namespace) -> int:
     from ..benchmarks.selection import Selection
     from ..frames import DEFAULT_DECODER, FrameCache, preprocess
-    from ..frames.overrides import FrameOverrides
+    from ..frames.frame_settings import FrameSettings
     from ..launcher import resolve_shard
     from ..models import family_ref, resolve
     from ..sharding import shard_slice
@@ -74,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
     # --family alone names a family whose checkpoints decide no frame setting.
     model = family_ref(args.family) if args.family else resolve(args.model)
     family = model.family
-    overrides = from_args(FrameOverrides, args).to_dict()
+    overrides = from_args(FrameSettings, args)
     benchmarks = selection.resolve()
     loaded = [(bench, bench.frame_spec(model, overrides), selection.samples(bench)) for bench in benchmarks]
     shard = resolve_shard(args.shard)

@@ -5,12 +5,12 @@ answer to (nearly) every question. Every figure is read from the two runs' own s
 from __future__ import annotations
 
 import io
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..results.answer_spread import AnswerSpread, run_answer_spreads
+from ..results.rundir import read_summary
+from ..results.summary_record import BenchmarkSummary, Summary
 from .output import pct, print_rows
 
 
@@ -19,23 +19,25 @@ class RunReading:
     """One evaluated run: its summary and each benchmark's answer spread."""
 
     name: str
-    summary: dict[str, Any]
+    summary: Summary
     spreads: dict[str, AnswerSpread]
+
+    def __post_init__(self) -> None:
+        self.summary = Summary.of(self.summary)  # a caller's in-memory summary dict is read once, here
 
     @classmethod
     def of(cls, name: str, run_dir: Path) -> RunReading:
-        summary = json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))
+        summary = read_summary(Path(run_dir))
         return cls(name, summary, run_answer_spreads(run_dir, summary))
 
-    def block(self, benchmark: str) -> dict[str, Any]:
-        block: dict[str, Any] = self.summary["benchmarks"][benchmark]
-        return block
+    def block(self, benchmark: str) -> BenchmarkSummary:
+        return self.summary.benchmarks[benchmark]
 
 
-def against_chance(block: dict[str, Any]) -> str | None:
+def against_chance(block: BenchmarkSummary) -> str | None:
     """Where a score's 95% interval lies against chance level: above, below, or around it (None without both)."""
-    chance, ci = block.get("chance"), block.get("interval") or {}
-    low, high = ci.get("low"), ci.get("high")
+    chance, ci = block.chance, block.interval
+    low, high = (ci.low, ci.high) if ci is not None else (None, None)
     if chance is None or low is None or high is None:
         return None
     if low > chance:
@@ -51,13 +53,13 @@ def rl_table(before: RunReading, after: RunReading, benchmarks: tuple[str, ...])
     notes = []
     for b in benchmarks:
         a = after.block(b)
-        ci = a.get("interval") or {}
-        rows.append((b, pct(before.block(b).get("score")), pct(a.get("score")),
-                     f"[{pct(ci.get('low'))}, {pct(ci.get('high'))}]" if ci else "-",
-                     pct(a.get("chance")) if a.get("chance") is not None else "~0", str(a.get("n_total", 0))))
+        ci = a.interval
+        rows.append((b, pct(before.block(b).score), pct(a.score),
+                     f"[{pct(ci.low)}, {pct(ci.high)}]" if ci is not None and ci.to_json() else "-",
+                     pct(a.chance) if a.chance is not None else "~0", str(a.n_total)))
         where = against_chance(a)
         if where:
-            notes.append(f"{after.name} on {b}: {pct(a.get('score'))}, {where}")
+            notes.append(f"{after.name} on {b}: {pct(a.score)}, {where}")
         for run in (before, after):
             spread = run.spreads.get(b)
             warning = spread.warning(b) if spread else None

@@ -6,12 +6,13 @@ import argparse
 import functools
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import UserError
 from ..phases import mark
 from ..process_exit import sigterm_as_ctrl_c
 from ..results.rundir import discard_if_unused, has_site, site_log_path
+from ..results.summary_record import Summary
 from .failures import print_failures
 from .formatting import DefaultsHelpFormatter
 from .output import build_site_in_background, print_table, write_run_site, write_run_site_in_background
@@ -85,16 +86,23 @@ def main(args: argparse.Namespace) -> int:
         raise
 
 
+def _last_summary(out_dir: Path) -> Summary | None:
+    """The run directory's summary as its last run left it: an empty one when it has none yet (nothing kept, no
+    start-up timed), None when it cannot be read (the one error the reader raises)."""
+    from ..results.rundir import read_summary, summary_path
+
+    if not summary_path(out_dir).exists():
+        return Summary()
+    try:
+        return read_summary(out_dir)
+    except UserError:
+        return None
+
+
 def kept_line(out_dir: Path) -> str:
     """After Ctrl-C: how many results are safe on disk, and that the same command resumes."""
-    from ..results.rundir import read_json, summary_path
-
-    try:
-        blocks = ((read_json(summary_path(out_dir)) or {}).get("benchmarks") or {}).values()
-        kept = sum(int(b.get("n_total") or 0) for b in blocks)
-    except (UserError, OSError, ValueError, AttributeError, TypeError):
-        kept = None
-    count = f"{kept} result(s) kept" if kept is not None else "finished results are kept"
+    summary = _last_summary(out_dir)
+    count = f"{summary.n_total()} result(s) kept" if summary is not None else "finished results are kept"
     return f"{count} in {out_dir / 'results'}; re-run the same command to resume"
 
 
@@ -103,13 +111,9 @@ def starting_line(in_process: bool, out_dir: Path) -> str:
     last start-up of this run directory, else a typical one)."""
     if not in_process:  # a server is already up
         return ""
-    from ..results.rundir import read_json, summary_path
-
-    try:
-        last = ((read_json(summary_path(out_dir)) or {}).get("run") or {}).get("startup_s")
-    except (UserError, OSError, ValueError, AttributeError):
-        last = None
-    about = f"about {round(float(last))} s, as last time" if isinstance(last, (int, float)) else \
+    summary = _last_summary(out_dir)
+    last = summary.run.startup_s if summary is not None else None
+    about = f"about {round(last)} s, as last time" if last is not None else \
         "usually 20-60 s on a CPU, longer for a large model"
     return f"starting engine ({about}); its own log: {out_dir / 'logs' / 'engine.log'}"
 
@@ -131,28 +135,29 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, resolved
             write_run_site(out_dir)
         print(kept_line(out_dir), file=sys.stderr)
         raise
-    run_dir = Path(summary["run_dir"])
+    run_dir = out_dir  # where the runner wrote (the summary's run_dir)
     if cfg.mode == "preprocess":
         return _print_preprocessed(summary, cfg)
+    judge_pass: dict[str, Any] = {}
     if cfg.judge_model:
         from ..judge import judge_after_run
         from .judge_report import judge_pass_line
 
-        summary = {**judge_after_run(run_dir, cfg, cfg.judge_model), "run_dir": summary["run_dir"]}
-        print(judge_pass_line(summary["judge_pass"], run_dir))
+        summary, judge_pass = _judged(judge_after_run(run_dir, cfg, cfg.judge_model), run_dir)
+        print(judge_pass_line(judge_pass, run_dir))
     print()
     print_table(summary)
     mark("table")
     if shard is not None:
-        merged = "all shards done, merged into summary.json" if summary.get("merged") else \
+        merged = "all shards done, merged into summary.json" if summary.merged else \
             f"merge when all shards are done: vbench-async merge {run_dir}"
         print(f"\nshard {shard}: {run_dir}/summary.{shard.tag}.json ({merged})")
-        if summary.get("merged"):  # the last shard to finish shows the whole run's table
+        if summary.merged:  # the last shard to finish shows the whole run's table
             from ..results.rundir import read_summary
 
             print(f"\nall {shard.count} shards:")
             print_table(read_summary(run_dir))
-    if shard is None or summary.get("merged"):
+    if shard is None or summary.merged:
         print(f"\nresults: {run_dir}/results/   summary: {run_dir}/summary.json")
         if not args.no_site and args.mode != "preprocess":
             print(f"leaderboard: {write_run_site_in_background(run_dir)} (being written in the background; "
@@ -162,12 +167,12 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, resolved
     if cfg.judge_model:  # the run's exit code says what its samples did; the judge's failures are said here
         from .judge_report import report_judge_failures
 
-        report_judge_failures(summary["judge_pass"], run_dir)
-    if summary.get("not_run"):
-        print(f"not run (no data): {', '.join(summary['not_run'])}; see `vbench-async data check`.", file=sys.stderr)
+        report_judge_failures(judge_pass, run_dir)
+    if summary.not_run:
+        print(f"not run (no data): {', '.join(summary.not_run)}; see `vbench-async data check`.", file=sys.stderr)
     # Exit code says whether anything failed: 0 all good, 1 some samples failed or the run is partial.
-    code = 0 if not failed and summary["complete"] else 1
-    if code and shard is not None and summary["complete"]:
+    code = 0 if not failed and summary.complete else 1
+    if code and shard is not None and summary.complete:
         from ..launcher import gang_launcher
 
         launcher = gang_launcher()
@@ -178,6 +183,14 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, resolved
                   f"keep running; `vbench-async merge {run_dir}` exits 1 while any sample failed.", file=sys.stderr)
             code = 0
     return code
+
+
+def _judged(judged: dict[str, Any], run_dir: Path) -> tuple[Summary, dict[str, Any]]:
+    """A judge pass's recomputed summary (with the run directory, as the runner's has it) and its counts."""
+    counts = judged.pop("judge_pass")
+    summary = Summary.of(judged)
+    summary.run_dir = str(run_dir)
+    return summary, counts
 
 
 def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
@@ -210,35 +223,34 @@ def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
               f"{report['passes']} decode pass(es), {report['reused']} reused, {report['failed']} failed")
     code = 0
     for budget, summary in zip(budgets, summaries):
-        print(f"\nmax_frames={budget}: {summary['run_dir']}")
+        print(f"\nmax_frames={budget}: {summary.run_dir}")
         print_table(summary)
         if not args.no_site:  # each budget's directory is an ordinary run's: its own site too
-            write_run_site(Path(summary["run_dir"]))
-        failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
-        code = code or (1 if failed or not summary["complete"] else 0)
+            write_run_site(Path(str(summary.run_dir)))
+        code = code or (1 if summary.n_failed() or not summary.complete else 0)
     from .next_step import budget_warnings
 
     for warning in budget_warnings(budgets, summaries):
         print(f"warning: {warning}", file=sys.stderr)
     if summaries and not args.no_site:
-        base = Path(summaries[0]["run_dir"]).parent
+        base = Path(str(summaries[0].run_dir)).parent
         log = site_log_path(base)
-        site = build_site_in_background([Path(s["run_dir"]) for s in summaries], base / "leaderboard", log)
+        site = build_site_in_background([Path(str(s.run_dir)) for s in summaries], base / "leaderboard", log)
         print(f"\nleaderboard of the sweep: {site / 'index.html'} (being written in the background; {log} says "
               "when it is done)")
     return code
 
 
-def _print_preprocessed(summary: dict, cfg: RunConfig) -> int:
+def _print_preprocessed(summary: Summary | Mapping[str, Any], cfg: RunConfig) -> int:
     """`--mode preprocess`: what the cache now holds, not a score table of samples nobody evaluated."""
     from ..frames import default_cache_dir
     from ..frames.preprocess import PreprocessReport
 
-    report = dict(summary.get("run", {}).get("preprocess") or {})
-    failures = report.pop("failures", [])
-    print(f"preprocess -> {cfg.cache_dir or default_cache_dir()}: {PreprocessReport(**report).summary()}")
-    for f in failures[:20]:
-        print(f"  failed [{f.get('kind')}] {f.get('video')}: {f.get('message')}")
+    stats = Summary.of(summary).run
+    counts = {k: v for k, v in (stats.preprocess or {}).items() if k != "failures"}  # PreprocessReport.to_dict()
+    print(f"preprocess -> {cfg.cache_dir or default_cache_dir()}: {PreprocessReport(**counts).summary()}")
+    for f in stats.preprocess_failures()[:20]:
+        print(f"  failed [{f.kind}] {f.video}: {f.message}")
     print("evaluate with the same command without --mode preprocess (the frames now come from the cache)")
     return 0  # failed videos are per-sample failures the evaluation records
 
@@ -246,19 +258,19 @@ def _print_preprocessed(summary: dict, cfg: RunConfig) -> int:
 def refuse_other_model(run_dir: Path, model: ModelRef) -> None:
     """A run directory holds one model's results: evaluating another into it would replace the summary (and mix the
     leaderboard's rows). Same name or same path is the same model (a re-run, a retrained checkpoint)."""
-    from ..results.rundir import manifest_path, read_json, summary_path
+    from ..results.rundir import read_manifest, read_summary, summary_path
 
-    manifest = read_json(manifest_path(run_dir)) if manifest_path(run_dir).exists() else None
-    held = (manifest or {}).get("model") if isinstance(manifest, dict) else None
-    if isinstance(held, dict):
-        if model.name == held.get("name") or model.path == held.get("path"):
+    manifest = read_manifest(run_dir)
+    if manifest is not None and manifest.has("model"):
+        held = manifest.model
+        if model.name == held.name or model.path == held.path:
             return
-        what = f"{held.get('name')} ({held.get('path')})"
+        what = f"{held.name} ({held.path})"
     else:
-        summary = read_json(summary_path(run_dir)) if summary_path(run_dir).exists() else None
-        if not isinstance(summary, dict) or summary.get("model") in (None, model.display_name):
+        summary = read_summary(run_dir) if summary_path(run_dir).exists() else None
+        if summary is None or summary.model in (None, model.display_name):
             return
-        what = str(summary["model"])
+        what = str(summary.model)
     raise UserError(f"{run_dir} holds the results of {what}, not {model.name}: evaluating {model.name} there would "
                     f"replace its summary.json. Choose another --output-dir (without one, runs go to "
                     f"runs/<model name>), or remove {run_dir} first.")

@@ -27,7 +27,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     from ..backends.vllm import VLLMSettings
     from ..benchmarks.prompts import PromptSettings
     from ..benchmarks.selection import Selection
-    from ..frames.overrides import FrameOverrides
+    from ..frames.frame_settings import FIELDS, FrameSettings
     from ..run_config import RunConfig
     from .console import add_verbose
     from .include import add_include_option
@@ -48,10 +48,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.set_defaults(ablations=None)
     add_group(p, PromptSettings)
 
-    frames = add_group(p, FrameOverrides, exclude=("max_frames",))
-    cap = next(f for f in dataclasses.fields(FrameOverrides) if f.name == "max_frames")
+    frames = add_group(p, FrameSettings, exclude=("max_frames",))
     frames.add_argument("--max-frames", dest="max_frames", type=frame_budgets, action=_Budgets, default=None,
-                        metavar="N[,N...]", help=cap.metadata["help"])
+                        metavar="N[,N...]", help=FIELDS["max_frames"].metadata["help"])
     p.set_defaults(frame_budgets=None)
     add_group(p, SamplingParams)
     add_group(p, VLLMSettings)
@@ -78,9 +77,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def frame_budgets(text: str) -> tuple[int, ...]:
-    """`--max-frames 32` or `--max-frames 16,32,64`: whole numbers, each within FrameOverrides.max_frames' bounds."""
-    from ..frames.overrides import FrameOverrides
-    from ..settings import bounds_error
+    """`--max-frames 32` or `--max-frames 16,32,64`: whole numbers, each within FrameSettings.max_frames' bounds."""
+    from ..frames.frame_settings import bound_problem
 
     parts = [p.strip() for p in text.split(",") if p.strip()]
     try:
@@ -89,8 +87,7 @@ def frame_budgets(text: str) -> tuple[int, ...]:
         budgets = ()
     if not budgets:
         raise argparse.ArgumentTypeError(f"not a frame count or a comma-separated list of them: {text!r}")
-    cap = next(f for f in dataclasses.fields(FrameOverrides) if f.name == "max_frames")
-    why = next(filter(None, (bounds_error(cap, b) for b in budgets)), None)
+    why = next(filter(None, (bound_problem("max_frames", b) for b in budgets)), None)
     if why:
         raise argparse.ArgumentTypeError(why if len(budgets) == 1 else f"each frame count {why} (in {text!r})")
     return budgets
@@ -138,7 +135,7 @@ def config_from_args(args: argparse.Namespace, shard: Shard | None = None, local
     from ..benchmarks.prompts import PromptSettings
     from ..benchmarks.registry import check_data_root
     from ..benchmarks.selection import Selection
-    from ..frames.overrides import FrameOverrides
+    from ..frames.frame_settings import FrameSettings
     from ..run_config import RunConfig
     from .options import from_args, values_from_args
 
@@ -152,7 +149,7 @@ def config_from_args(args: argparse.Namespace, shard: Shard | None = None, local
         selection=selection,
         prompt=from_args(PromptSettings, args),
         sampling=from_args(SamplingParams, args),
-        frame_overrides=from_args(FrameOverrides, args).to_dict(),
+        frame_overrides=from_args(FrameSettings, args),
         engine=from_args(VLLMSettings, args),
         server=from_args(ServerSettings, args),
         shard=shard,

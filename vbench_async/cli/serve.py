@@ -240,6 +240,7 @@ def job_progress(record: dict) -> str:
 def run_on_server(args: argparse.Namespace) -> int:
     """Submit the run as a job, print its progress and, when it ends, the table `run` prints; Ctrl-C cancels it."""
     from ..results.rundir import site_log_path
+    from ..results.summary_record import Summary
     from ..serve import client
     from .output import print_table, write_run_site
 
@@ -264,10 +265,10 @@ def run_on_server(args: argparse.Namespace) -> int:
         raise
     if job["status"] == "failed":
         raise UserError(f"job {job['id']} failed on the server: {job.get('error')}")
-    summary = job.get("summary")
-    if not summary:
+    if not job.get("summary"):  # the job record (the server's reply) carries the run's summary once it ended
         print(f"job {job['id']} {job['status']}; no summary", file=sys.stderr)
         return 1
+    summary = Summary.from_json(job["summary"], f"job {job['id']}'s summary")
     print()
     print_table(summary)
     print(f"\nresults: {job['run_dir']}/results/   summary: {job['run_dir']}/summary.json   "
@@ -278,7 +279,7 @@ def run_on_server(args: argparse.Namespace) -> int:
               f"{site_log_path(run_dir)} says when it is done)")
     elif not args.no_site and run_dir.is_dir():  # a server that writes no site (a library's EvalServer, an older one)
         print(f"leaderboard: {write_run_site(run_dir)}")
-    failed = sum(b.get("n_failed", 0) for b in summary["benchmarks"].values())
+    failed = summary.n_failed()
     if failed:
         print(f"{failed} sample(s) failed; their reasons are in the result files (field 'error').", file=sys.stderr)
-    return 0 if job["status"] == "done" and not failed and summary.get("complete") else 1
+    return 0 if job["status"] == "done" and not failed and summary.complete else 1

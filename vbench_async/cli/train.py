@@ -1,4 +1,6 @@
-"""`vbench-async train`: a thin wrapper that execs `torchrun ... -m vbench_async.train --config CONFIG`."""
+"""`vbench-async train`: a thin wrapper that execs `torchrun ... -m vbench_async.train --config CONFIG`.
+
+Every TrainConfig setting is a flag (`--rollout.n 4`, train/flags.py); flags and `--set` reach torchrun as `--set`."""
 
 from __future__ import annotations
 
@@ -9,10 +11,11 @@ import sys
 from pathlib import Path
 
 from ..errors import UserError
+from ..train.flags import USAGE, add_config_flags, add_set_option
 from .formatting import DefaultsHelpFormatter
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "train",
         help="RL-train a model (GRPO, Dr. GRPO, DAPO, GSPO, RLOO) with torchrun + FSDP2",
@@ -22,10 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             "replaces itself with `torchrun ... -m vbench_async.train --config CONFIG`; see docs/training.md."
         ),
         formatter_class=DefaultsHelpFormatter,
+        usage=USAGE,
     )
     p.add_argument("--config", required=True, type=Path, help="training config YAML (examples in examples/train/)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set train.steps=50 (repeatable)")
+    add_set_option(p)
     dist = p.add_argument_group("processes (passed to torchrun)")
     dist.add_argument("--nproc-per-node", default="1",
                       help="processes on this machine: a number, 'gpu' (one per GPU) or 'cpu'")
@@ -37,6 +40,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     dist.add_argument("--rdzv-id", default="vbench-train", help="rendezvous id shared by all nodes of a job")
     p.add_argument("--dry-run", action="store_true", help="print the torchrun command instead of running it")
     p.set_defaults(func=main)
+    return p
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    """The config's flags (they read TrainConfig's declaration: built only when `train` is the command)."""
+    add_config_flags(p)
 
 
 def torchrun_command(args: argparse.Namespace) -> list[str]:

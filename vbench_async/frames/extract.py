@@ -81,11 +81,12 @@ class _Target:
     requested: int
     slots: dict[int, list[int]] = field(default_factory=dict)
     out: np.ndarray | None = None
+    steps: tuple[tuple[int, int], ...] = ()  # (height, width) after each resize (FrameSpec.resize_steps)
     pending: list[tuple[int, np.ndarray]] = field(default_factory=list)
 
     def flush(self) -> None:
         assert self.out is not None
-        _resize_into(self.out, self.pending, self.slots)
+        _resize_into(self.out, self.pending, self.slots, self.steps)
         self.pending.clear()
 
 
@@ -111,8 +112,8 @@ def _sample(video, path: Path, specs: list[FrameSpec], window: Window | None,
             if index not in t.slots:
                 continue
             if t.out is None:
-                height, width = t.spec.frame_size(source_size[0], source_size[1], len(t.indices))
-                t.out = np.empty((len(t.indices), height, width, 3), np.uint8)
+                t.steps = t.spec.resize_steps(source_size[0], source_size[1], len(t.indices))
+                t.out = np.empty((len(t.indices), *t.steps[-1], 3), np.uint8)
             t.pending.append((index, rgb))
             if len(t.pending) == RESIZE_BATCH:
                 t.flush()
@@ -141,16 +142,22 @@ def _sample(video, path: Path, specs: list[FrameSpec], window: Window | None,
     return results
 
 
-def _resize_into(out: np.ndarray, decoded: list[tuple[int, np.ndarray]], slots: dict[int, list[int]]) -> None:
+def _resize_into(out: np.ndarray, decoded: list[tuple[int, np.ndarray]], slots: dict[int, list[int]],
+                 steps: tuple[tuple[int, int], ...]) -> None:
     if not decoded:
         return
-    height, width = out.shape[1:3]
     shapes = {rgb.shape for _, rgb in decoded}
     if len(shapes) == 1:
-        resized = resize_frames(np.stack([rgb for _, rgb in decoded]), height, width)
+        resized = _resize_through(np.stack([rgb for _, rgb in decoded]), steps)
     else:  # the stream changed resolution mid-way: resize frame by frame
-        resized = np.concatenate([resize_frames(rgb[None], height, width) for _, rgb in decoded])
+        resized = np.concatenate([_resize_through(rgb[None], steps) for _, rgb in decoded])
     for (index, _), frame in zip(decoded, resized, strict=True):
         for slot in slots[index]:
             out[slot] = frame
 
+
+def _resize_through(frames: np.ndarray, steps: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """Each resize in turn: a second resize starts from the first one's frames, as the maker's processor does."""
+    for height, width in steps:
+        frames = resize_frames(frames, height, width)
+    return frames

@@ -6,6 +6,9 @@ deliberate differences only where the reference raises: a video shorter than the
 video or a 1-frame window are clamped to what the video has (the last frame repeated up to the temporal patch)
 and recorded (`FrameCount.clamped`); a max_pixels below the default per-frame floor lowers the floor.
 The per-video budget applies to every family (the predecessor's Qwen2.5 path ignored it when max_pixels was set).
+`second_resize_max_pixels` (off by default) adds what Qwen3-VL's HF video processor does to such frames when an
+engine is left to resize them (`do_resize` on, as Qwen3-VL's own evaluation does): frames x height x width capped at
+its `size.longest_edge` (transformers' qwen3_vl video `smart_resize`); the cache then holds the twice-resized frames.
 Which rules apply is the family's (vbench_async/families): its resize multiple or fixed side, its temporal patch and
 its frame selection; the Qwen rules above are the default and the math for "smart"-resize families.
 """
@@ -22,6 +25,7 @@ from ..errors import UserError
 from ..failure_kinds import FailureKind
 from ..families.qwen_common import linspace_pick
 from .errors import FrameError
+from .frame_settings import FrameSettings
 
 VIDEO_MIN_TOKENS, VIDEO_MAX_TOKENS = 128, 768  # per frame, in units of factor**2 pixels
 IMAGE_MIN_TOKENS, IMAGE_MAX_TOKENS = 4, 16384
@@ -62,6 +66,17 @@ def smart_resize(height: int, width: int, factor: int, min_pixels: float, max_pi
         h_bar = ceil_by_factor(height * beta, factor)
         w_bar = ceil_by_factor(width * beta, factor)
     return h_bar, w_bar
+
+
+def second_resize(frames: int, height: int, width: int, factor: int, max_pixels: int) -> tuple[int, int]:
+    """(height, width) after the Qwen3-VL video processor's resize of `frames` frames of height x width (multiples of
+    `factor`, as the first resize leaves them): frames x height x width at most `max_pixels`, aspect ratio kept.
+    Its floor (`size.shortest_edge`, 4096 px for Qwen3-VL-8B) is not applied: a video of at least one temporal patch
+    of frames over the first resize's floor (128 tokens a frame by default) is far above it."""
+    if frames * height * width <= max_pixels:
+        return height, width
+    beta = math.sqrt(frames * height * width / max_pixels)
+    return max(factor, floor_by_factor(height / beta, factor)), max(factor, floor_by_factor(width / beta, factor))
 
 
 def normalize_window(window: Window | None) -> Window | None:
@@ -133,6 +148,7 @@ class FrameSpec:
     image_min_pixels: int | None = None
     image_max_pixels: int | None = None
     side: int | None = None  # fixed-size families: the square frame side (default: the family's reference size)
+    second_resize_max_pixels: int | None = None  # frames x height x width cap of the processor's second resize
 
     def __post_init__(self) -> None:
         rules = families.get(self.family).frames  # ValueError for an unknown family
@@ -142,6 +158,11 @@ class FrameSpec:
             _check_int("side", self.side, 1)
         elif self.side is not None:
             raise ValueError(f"side is for fixed-size families; {self.family} resizes within a pixel budget")
+        if self.second_resize_max_pixels is not None:
+            if rules.resize == "fixed":
+                raise ValueError(f"second_resize_max_pixels is for families that resize within a pixel budget; "
+                                 f"{self.family} resizes every frame to a fixed side")
+            _check_int("second_resize_max_pixels", self.second_resize_max_pixels, 1)
         if not (isinstance(self.fps, (int, float)) and math.isfinite(self.fps) and self.fps > 0):
             raise ValueError(f"fps must be a positive number, got {self.fps!r}")
         object.__setattr__(self, "fps", float(self.fps))
@@ -215,12 +236,21 @@ class FrameSpec:
         return min(self.max_pixels, limit)
 
     def frame_size(self, height: int, width: int, n: int) -> tuple[int, int]:
-        """Resized (height, width) of each frame of an n-frame video."""
+        """Resized (height, width) of each frame of an n-frame video: what the model sees."""
+        return self.resize_steps(height, width, n)[-1]
+
+    def resize_steps(self, height: int, width: int, n: int) -> tuple[tuple[int, int], ...]:
+        """The (height, width) each resize of an n-frame video leaves: the first resize's, then the second's when
+        `second_resize_max_pixels` changes it (the frames are resized twice, as the maker's pipeline does)."""
         if self.rules.resize == "fixed":
             if min(height, width) <= 0:
                 raise FrameError(FailureKind.ASPECT_RATIO, f"frame size {width}x{height} is empty")
-            return self.side, self.side
-        return smart_resize(height, width, self.factor, self.min_pixels, self.frame_cap(n))
+            return ((self.side, self.side),)
+        first = smart_resize(height, width, self.factor, self.min_pixels, self.frame_cap(n))
+        if self.second_resize_max_pixels is None:
+            return (first,)
+        second = second_resize(n, *first, self.factor, self.second_resize_max_pixels)
+        return (first,) if second == first else (first, second)
 
     def image_size(self, height: int, width: int) -> tuple[int, int]:
         """Resized (height, width) of a still image (independent image budget). Fixed-size families keep the image
@@ -238,6 +268,9 @@ class FrameSpec:
         family_rules = {k: v for k, v, default in (("side", self.side, None), ("temporal", rules.temporal, 2),
                                                    ("selection", rules.pick.__name__, "linspace_pick"))
                         if v != default}
+        # Present only when set, as `side`: caches filled without a second resize keep their keys.
+        if self.second_resize_max_pixels is not None:
+            family_rules["second_resize_max_pixels"] = self.second_resize_max_pixels
         return {**family_rules,
             "factor": self.factor,
             "nframes": self.nframes,
@@ -251,8 +284,9 @@ class FrameSpec:
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        if out["side"] is None:  # smart-resize families: their run configs (and config hashes) stay as they were
-            del out["side"]
+        for name in ("side", "second_resize_max_pixels"):  # unset: run configs (and config hashes) stay as they were
+            if out[name] is None:
+                del out[name]
         return out
 
     @classmethod
@@ -269,18 +303,25 @@ class FrameSpec:
 
 
 def _check_int(name: str, value: Any, minimum: int) -> None:
+    # Not FrameSettings' caps: they bound what a user asks for; a fixed-size family's filled-in pixel defaults
+    # (768 tokens of side**2 pixels) are beyond them and must still round-trip through to_dict/from_dict.
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
-def resolve_frame_spec(family: str, card: Mapping[str, Any], checkpoint: Mapping[str, Any],
-                       overrides: Mapping[str, Any] | None, where: str) -> FrameSpec:
+def resolve_frame_spec(family: str, card: FrameSettings | Mapping[str, Any] | None,
+                       checkpoint: Mapping[str, Any], overrides: FrameSettings | Mapping[str, Any] | None,
+                       where: str) -> FrameSpec:
     """The one resolution of a sample's frame settings, for `run`, `plan`, `preprocess`, sweeps and training alike:
     the benchmark card's (its preset applied; none for training records), then what the checkpoint decides (its
-    family, and a fixed-side family's frame side), then the user's overrides (None values ignored). `where` names
-    the settings in the message of a UserError."""
-    settings = {**card, **checkpoint, **{k: v for k, v in (overrides or {}).items() if v is not None}}
+    family, and a fixed-side family's frame side), then the user's overrides (unset values ignored). A mapping is read
+    as `FrameSettings` (its bounds). `where` names the settings in the message of a UserError."""
+    layers = [FrameSettings.read(card, f"{where}.frames"), FrameSettings.read(checkpoint, f"{where} checkpoint"),
+              FrameSettings.read(overrides, where)]
+    settings = FrameSettings()
+    for layer in layers:
+        settings = layer.over(settings)
     try:
-        return FrameSpec(family=family, **settings)
+        return FrameSpec(family=family, **settings.to_dict())
     except (TypeError, ValueError) as exc:
-        raise UserError(f"{where}: invalid frame settings {settings}: {exc}") from exc
+        raise UserError(f"{where}: invalid frame settings {settings.to_dict()}: {exc}") from exc

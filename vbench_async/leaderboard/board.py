@@ -113,10 +113,10 @@ def chances(runs: list[Run], columns: Sequence[dict[str, Any]],
     seen: set[str] = set()
     for r in runs:
         for bid, b in r.benchmarks.items():
-            if "chance" in b.aggregate:
+            if b.aggregate.chance_recorded:
                 seen.add(bid)
-                if b.aggregate["chance"] is not None:
-                    per.setdefault(bid, float(b.aggregate["chance"]))
+                if b.aggregate.chance is not None:
+                    per.setdefault(bid, float(b.aggregate.chance))
     out: dict[str, dict[str, Any]] = {}
     for c in columns:
         if c["kind"] == "benchmark":

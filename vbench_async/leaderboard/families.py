@@ -12,8 +12,8 @@ UNKNOWN = "unknown"
 
 def run_family(run: Run) -> str:
     """The family the run recorded (summary, else manifest); "unknown" for runs from before families were recorded."""
-    model = (run.manifest or {}).get("model") or {}
-    return str((run.summary or {}).get("family") or model.get("family") or UNKNOWN)
+    recorded = run.manifest.model.family if run.manifest is not None else None
+    return str(run.summary.family or recorded or UNKNOWN)
 
 
 def frame_label(frames: Mapping[str, Any] | None) -> str:

@@ -19,10 +19,13 @@ from typing import Any
 from ..errors import UserError
 from ..result import Result
 from ..results.current import is_complete
+from ..results.manifest_record import Manifest
 from ..results.readings import differing_ids, reading_lines
-from ..results.rundir import manifest_path, read_json, read_summary, safe_name, summary_path
+from ..results.record_io import RecordError
+from ..results.rundir import read_manifest, read_summary, safe_name
 from ..results.stats import Estimate, category_estimates, headline_estimate
 from ..results.summaries import benchmark_status, judged_aggregate
+from ..results.summary_record import BenchmarkSummary, Subset, Summary
 from .config_groups import COMPARED, differing_settings, family_frame_defaults, mark_config_groups
 
 __all__ = ["BenchRun", "Run", "benchmark_ids", "differing_settings", "load_run", "load_runs"]
@@ -37,7 +40,7 @@ class BenchRun:
 
     benchmark: str
     results: list[Result]
-    aggregate: dict[str, Any]
+    aggregate: BenchmarkSummary  # recomputed from the lines (the stored block's numbers for an unknown benchmark)
     estimate: Estimate | None  # CI of the headline score (None where the metric is not a mean of sample scores)
     categories: dict[str, dict[str, Estimate]]
     n_expected: int
@@ -50,17 +53,17 @@ class BenchRun:
     n_bad_lines: int = 0  # lines of the result file left out as invalid
     scored: list[Result] = field(default_factory=list)
     robust_estimate: Estimate | None = None
-    subset: dict[str, Any] | None = None  # summaries.subset_of: what part of the benchmark the run evaluated
+    subset: Subset | None = None  # summaries.subset_of: what part of the benchmark the run evaluated
     frame_defaults: dict[str, Any] | None = None  # the frames its model family gets by default (config_groups)
 
     @property
     def score(self) -> float | None:
-        return _finite(self.aggregate.get("score"))
+        return _finite(self.aggregate.score)
 
     @property
     def robust_score(self) -> float | None:
         """The careful grader's score beside the headline (None for lines written before the two readings)."""
-        return _finite((self.aggregate.get("robust") or {}).get("score"))
+        return _finite(self.aggregate.robust.score if self.aggregate.robust is not None else None)
 
     @property
     def differing_ids(self) -> list[str]:
@@ -75,8 +78,8 @@ class BenchRun:
     @property
     def status(self) -> str:
         """As summary.json says it: complete, subset, partial or failed (recounted from the lines)."""
-        return benchmark_status({"complete": self.complete, "n_total": len(self.results), "subset": self.subset,
-                                 "n_failed": self.aggregate.get("n_failed", 0)})
+        return benchmark_status(BenchmarkSummary(complete=self.complete, n_total=len(self.results),
+                                                 subset=self.subset, n_failed=self.aggregate.n_failed))
 
     @property
     def markers(self) -> list[str]:
@@ -84,13 +87,13 @@ class BenchRun:
         if not self.complete:
             out.append(f"partial {len(self.results)}/{self.n_expected}")
         if self.subset:
-            out.append(f"subset: {self.subset.get('reason') or 'part of the benchmark'}")
-        if self.aggregate.get("n_failed"):
-            out.append(f"{self.aggregate['n_failed']} failed")
+            out.append(f"subset: {self.subset.reason or 'part of the benchmark'}")
+        if self.aggregate.n_failed:
+            out.append(f"{self.aggregate.n_failed} failed")
         if self.n_bad_lines:
             out.append(f"{self.n_bad_lines} invalid lines left out")
-        if self.aggregate.get("n_needs_judge"):
-            out.append(f"{self.aggregate['n_needs_judge']} need judge")
+        if self.aggregate.n_needs_judge:
+            out.append(f"{self.aggregate.n_needs_judge} need judge")
         if self.config_group:
             out.append(f"config {self.config_group}" + (f": {self.config_note}" if self.config_note else ""))
         return out
@@ -102,8 +105,8 @@ class Run:
     label: str
     model: str
     dir: Path
-    summary: dict[str, Any]
-    manifest: dict[str, Any] | None
+    summary: Summary
+    manifest: Manifest | None
     benchmarks: dict[str, BenchRun] = field(default_factory=dict)
 
     @property
@@ -119,7 +122,7 @@ class Run:
         out = [] if self.complete else ["partial"]
         if self.subset:
             out.append("subset")
-        failed = sum(int(b.aggregate.get("n_failed") or 0) for b in self.benchmarks.values())
+        failed = sum(int(b.aggregate.n_failed or 0) for b in self.benchmarks.values())
         if failed:
             out.append(f"{failed} failed")
         if self.manifest is None:
@@ -137,9 +140,8 @@ def load_runs(run_dirs: list[Path], strict: bool = False) -> list[Run]:
     for d in run_dirs:
         try:
             run = load_run(Path(d))
-        except (UserError, TypeError, ValueError, KeyError, AttributeError) as exc:
-            why = str(exc) if isinstance(exc, UserError) else (
-                f"{summary_path(Path(d))} has the wrong shape ({type(exc).__name__}: {str(exc)[:200]})")
+        except UserError as exc:  # summary.json unreadable or of the wrong shape (results/record_io.RecordError)
+            why = str(exc)
             if strict:
                 raise UserError(f"cannot read the run {d}: {why}") from None
             log.warning("left out of the leaderboard: %s", why)
@@ -164,57 +166,31 @@ def load_runs(run_dirs: list[Path], strict: bool = False) -> list[Run]:
 
 def load_run(run_dir: Path) -> Run:
     summary = read_summary(run_dir)
-    for bid, block in summary["benchmarks"].items():
-        if not isinstance(block, dict):
-            raise UserError(f"{summary_path(run_dir)}: benchmark {str(bid)[:80]!r} is a {type(block).__name__}, "
-                            "not a mapping")
     manifest = _checked_manifest(run_dir)
-    model = str(summary.get("model") or run_dir.name)
+    model = str(summary.model or run_dir.name)
     run = Run(id=safe_name(run_dir.resolve().name or "run"), label=model, model=model, dir=run_dir,
               summary=summary, manifest=manifest)
-    for bid, block in summary["benchmarks"].items():
+    for bid, block in summary.benchmarks.items():
         run.benchmarks[bid] = _load_benchmark(run_dir, bid, block, manifest)
     return run
 
 
-_MANIFEST_MAPPINGS = ("model", "backend", "hardware", "judge", "run_config", "benchmarks", "sampling")
-
-
-def _checked_manifest(run_dir: Path) -> dict[str, Any] | None:
-    """The run's manifest when it is JSON and the parts the site reads have their shape; else None (the run is shown
-    as one without a manifest) and a warning naming the file and the problem."""
+def _checked_manifest(run_dir: Path) -> Manifest | None:
+    """The run's manifest when it can be read as one; else None (the run is shown as one without a manifest) and a
+    warning naming the file and the problem."""
     try:
-        manifest = read_json(manifest_path(run_dir))
-    except UserError as exc:
+        return read_manifest(run_dir)
+    except RecordError as exc:
         log.warning("%s; the run is shown without its manifest", exc)
         return None
-    if manifest is None:
-        return None
-    if not isinstance(manifest, dict):
-        log.warning("%s is a %s, not a mapping; the run is shown without its manifest", manifest_path(run_dir),
-                    type(manifest).__name__)
-        return None
-    problem = next((f"{k!r} is a {type(manifest[k]).__name__}" for k in _MANIFEST_MAPPINGS
-                    if manifest.get(k) is not None and not isinstance(manifest[k], dict)), None)
-    if problem is None and not isinstance((manifest.get("hardware") or {}).get("gpus") or [], list):
-        problem = "'hardware.gpus' is not a list"
-    if problem is None:
-        problem = next((f"'benchmarks.{str(bid)[:80]}' is not a mapping with a mapping 'config'"
-                        for bid, b in (manifest.get("benchmarks") or {}).items()
-                        if b is not None and (not isinstance(b, dict)
-                                              or not isinstance(b.get("config") or {}, dict))), None)
-    if problem is None:
-        return manifest
-    log.warning("%s: %s; the run is shown without its manifest", manifest_path(run_dir), problem)
-    return None
 
 
-def _load_benchmark(run_dir: Path, bid: str, block: dict[str, Any], manifest: dict[str, Any] | None) -> BenchRun:
+def _load_benchmark(run_dir: Path, bid: str, block: BenchmarkSummary, manifest: Manifest | None) -> BenchRun:
     from ..benchmarks import get_benchmark
 
     problem = None
-    path = run_dir / str(block.get("results_file") or "")
-    if not block.get("results_file") or not path.is_file():
+    path = run_dir / str(block.results_file or "")
+    if not block.results_file or not path.is_file():
         problem = "no result file"  # shown as a run without results (partial 0/n), never as a score
         path = run_dir / ".no-result-file"  # read as an empty result file
     try:
@@ -224,29 +200,31 @@ def _load_benchmark(run_dir: Path, bid: str, block: dict[str, Any], manifest: di
     card = benchmark.card if benchmark is not None else None
     # The site shows every line whole (prompts and outputs on the sample pages): no aggregation view.
     judged = judged_aggregate(run_dir, benchmark, path, view=None, block=block)
-    results, judge, agg = judged.results, judged.judge, judged.aggregate
+    results, judge = judged.results, judged.judge
+    agg = BenchmarkSummary.of(judged.aggregate)
     estimates = judged.readings.estimates if judged.readings else {}
     if card is None:  # a benchmark this version does not know: show the stored numbers, CI of the plain mean
-        agg = {k: v for k, v in block.items() if k not in ("results_file", "config_hash")}
+        stored = {k: v for k, v in block.to_json().items() if k not in ("results_file", "config_hash")}
+        agg = BenchmarkSummary.of(stored)
         problem = problem or "unknown benchmark: stored score"
         estimates = {"official": headline_estimate(results, None)}
     scored = reading_lines(results, "official")
-    n_expected = int(block.get("n_expected") or block.get("n_total") or len(results))
+    n_expected = int(block.n_expected or block.n_total or len(results))
     config, family = None, None
     if manifest is not None:
-        family = (manifest.get("model") or {}).get("family")
-        cfg = ((manifest.get("benchmarks") or {}).get(bid) or {}).get("config")
-        if isinstance(cfg, dict):
-            config = {k: cfg.get(k) for k in COMPARED}
-            if isinstance(config.get("frames"), dict):  # pixel defaults follow the family, which may differ
+        family = manifest.model.family
+        entry = manifest.benchmarks.get(bid)
+        if entry is not None and entry.config is not None:
+            config = {k: entry.config.get(k) for k in COMPARED}
+            if isinstance(config["frames"], dict):  # pixel defaults follow the family, which may differ
                 config["frames"] = {k: v for k, v in config["frames"].items() if k != "family"}
     return BenchRun(
         benchmark=bid, results=results, aggregate=agg, estimate=estimates.get("official"),
         categories=category_estimates(scored, card.categories if card else ()),
         n_expected=n_expected, config=config, judge=judge, problem=problem,
-        stored_complete=block.get("complete") is not False, n_bad_lines=len(judged.bad),
+        stored_complete=block.complete is not False, n_bad_lines=len(judged.bad),
         scored=scored, robust_estimate=estimates.get("robust"),
-        subset=block.get("subset") if isinstance(block.get("subset"), dict) else None,
+        subset=block.subset if block.subset is not None and block.subset.to_json() else None,
         frame_defaults=family_frame_defaults(bid, family) if config else None,
     )
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..results.manifest_record import Manifest, ModelIdentity
+from ..results.summary_record import Summary
 from .families import bench_frames, run_family
 from .load import Run
 
@@ -58,21 +60,21 @@ class Fact:
 
 def model_facts(run: Run) -> dict[str, Fact]:
     """Every META_COLUMNS fact of `run`, by key."""
-    m = run.manifest or {}
-    model = m.get("model") or {}
-    folder = _model_folder(model.get("path"))
+    m = run.manifest or Manifest()
+    model = m.model
+    folder = _model_folder(model.path)
     config = _json_file(folder / "config.json") if folder else {}
-    params = model.get("parameters") if isinstance(model.get("parameters"), int) else None
+    params = model.parameters
     frames = list(dict.fromkeys(f for b in run.benchmarks.values() if (f := bench_frames(b))))
-    date = str(m.get("started_at") or "")[:10]
+    date = str(m.started_at or "")[:10]
     return {
         "family": _fact(run_family(run)),
         "parameters": Fact(human_count(params), params or "", f"{params:,} parameters" if params else ""),
-        "language_model": _fact(_recorded(model, "language_model") or _part(config, "text_config")),
-        "vision_encoder": _fact(_recorded(model, "vision_encoder") or _part(config, "vision_config")),
+        "language_model": _fact(_recorded(model.language_model) or _part(config, "text_config")),
+        "vision_encoder": _fact(_recorded(model.vision_encoder) or _part(config, "vision_config")),
         "frames": Fact(frames[0] if len(frames) == 1 else "frames vary" if frames else UNKNOWN,
                        frames[0] if len(frames) == 1 else "", "; ".join(frames)),
-        "recipe": _fact(_recorded(model, "recipe") or _recipe(folder, run.summary)),
+        "recipe": _fact(_recorded(model.recipe) or _recipe(folder, run.summary)),
         "revision": _revision(model),
         "date": _fact(date or None),
     }
@@ -110,9 +112,9 @@ def _fact(text: str | None) -> Fact:
     return Fact(text, text) if text else Fact(UNKNOWN)
 
 
-def _revision(model: Mapping[str, Any]) -> Fact:
-    revision = model.get("revision")
-    fingerprint = str(model.get("fingerprint") or "")
+def _revision(model: ModelIdentity) -> Fact:
+    revision = model.revision
+    fingerprint = str(model.fingerprint or "")
     if not revision and fingerprint.startswith("hub:") and "@" in fingerprint:
         revision = fingerprint.rsplit("@", 1)[1]
     rev = str(revision)[:7] if revision and revision != "unknown" else fingerprint[:7]
@@ -121,8 +123,7 @@ def _revision(model: Mapping[str, Any]) -> Fact:
     return Fact(rev, rev, "hub revision" if revision else "content fingerprint of the checkpoint")
 
 
-def _recorded(model: Mapping[str, Any], key: str) -> str | None:
-    value = model.get(key)
+def _recorded(value: str | None) -> str | None:
     return _short(value) if isinstance(value, str) and value.strip() else None
 
 
@@ -168,7 +169,7 @@ def _part(config: Mapping[str, Any], key: str) -> str | None:
     return _short(kind + shape)
 
 
-def _recipe(folder: Path | None, summary: Mapping[str, Any]) -> str | None:
+def _recipe(folder: Path | None, summary: Summary) -> str | None:
     """How the checkpoint was made: a vbench-async training export says its base model and step; a built-in tiny
     model whether it was trained, from what; random weights say so."""
     if folder is not None:
@@ -179,7 +180,7 @@ def _recipe(folder: Path | None, summary: Mapping[str, Any]) -> str | None:
         tiny = _json_file(folder / "vbench_tiny_model.json")
         if tiny.get("trained"):
             return _short(f"trained from {tiny.get('base') or 'a tiny model'}")
-    return "random weights" if summary.get("random_weights") else None
+    return "random weights" if summary.random_weights else None
 
 
 def _short(text: str) -> str:

@@ -25,6 +25,7 @@ from markupsafe import Markup
 from ..errors import UserError
 from ..redact import scrub
 from ..resources import data_dir
+from ..results.manifest_record import GpuInfo, Manifest
 from ..results.rundir import safe_name
 from . import board, tables
 from .charts import diff_chart, score_chart
@@ -125,12 +126,13 @@ def _build(run_dirs: list[Path], out_dir: Path, previous: set[Path], cache_dirs:
                              "n_flipped": sum(s["n_flipped"] for s in sections)})
             writer.text(f"compare/{pair.slug}.html", env.get_template("compare.html.j2").render(
                 root="../", a=pair.a, b=pair.b, sections=sections))
-    writer.json("data/runs.json", [{"run": r.id, "model": r.label, "dir_name": r.dir.name, "summary": r.summary,
-                                    "manifest": scrub(r.manifest)} for r in runs])  # older manifests held keys
+    writer.json("data/runs.json", [{"run": r.id, "model": r.label, "dir_name": r.dir.name,
+                                    "summary": r.summary.to_json(), "manifest": scrub(_manifest_json(r))}
+                                   for r in runs])  # older manifests held keys
     for r in runs:
         writer.text(f"runs/{r.id}.html", env.get_template("run.html.j2").render(
-            root="../", run=r, facts=_facts(r), manifest_text=_pretty(scrub(r.manifest)),
-            summary_text=_pretty(r.summary)))
+            root="../", run=r, facts=_facts(r), manifest_text=_pretty(scrub(_manifest_json(r))),
+            summary_text=_pretty(r.summary.to_json())))
     writer.text("index.html", render_index(env, runs, cells, readings, pages, compares))
     static = data_dir("leaderboards") / "static"
     for f in sorted(static.iterdir()):
@@ -156,7 +158,7 @@ def _cache_roots(runs: list[Run], given: list[Path] | None) -> list[Path]:
 
     found = [Path(p) for p in given or []]
     for r in runs:
-        cache = ((r.manifest or {}).get("run_config") or {}).get("cache_dir")
+        cache = r.manifest.run_config.cache_dir if r.manifest is not None else None
         if isinstance(cache, str) and cache:
             found.append(Path(cache).expanduser())
     found.append(default_cache_dir())
@@ -220,7 +222,7 @@ def render_index(env, runs: list[Run], cells: tables.Board, readings: dict[tuple
         meta_columns=shown_columns([row["facts"] for row in grid]),
         sizes=band_order({row["size"] for row in grid}),
         chances=board.chances(runs, columns, cells.suites), suite_charts=_suite_charts(cells), compares=compares,
-        random_weights=[r.label for r in runs if r.summary.get("random_weights")])
+        random_weights=[r.label for r in runs if r.summary.random_weights])
 
 
 def index_html(runs: list[Run], env: Any = None) -> str:
@@ -253,23 +255,24 @@ def _suite_charts(cells: tables.Board) -> list[Any]:
     return charts
 
 
+def _manifest_json(run: Run) -> dict[str, Any] | None:
+    return run.manifest.to_json() if run.manifest is not None else None
+
+
 def _facts(run: Run) -> list[tuple[str, str]]:
-    m = run.manifest or {}
-    model = m.get("model") or {}
-    backend = m.get("backend") or {}
-    hw = m.get("hardware") or {}
-    gpus = ", ".join(g["name"] if isinstance(g, dict) else str(g) for g in hw.get("gpus") or [])
-    judge = m.get("judge") or {}
+    m = run.manifest or Manifest()
+    model, backend, hw = m.model, m.backend, m.hardware
+    gpus = ", ".join(str(g.name) if isinstance(g, GpuInfo) else str(g) for g in hw.gpus)
+    judge = m.judge if m.judge is not None and m.judge.to_json() else None
     facts = [
-        ("model", str(model.get("name") or run.model)), ("model path", str(model.get("path") or "–")),
-        ("fingerprint", str(model.get("fingerprint") or "–")), ("revision", str(model.get("revision") or "–")),
-        ("backend", str(backend.get("name") or "–")),
-        ("sampling", json.dumps(m.get("sampling") or {}, sort_keys=True)),
-        ("git commit", str(m.get("git_commit") or "–")),
-        ("hardware", f"{hw.get('cpu_model') or hw.get('machine') or '–'}, {hw.get('cpus') or '?'} CPUs"
-                     + (f"; {gpus}" if gpus else "")),
-        ("started", str(m.get("started_at") or "–")), ("finished", str(m.get("finished_at") or "–")),
-        ("judge", f"{judge.get('judge_id')} (prompt {judge.get('prompt_hash')})" if judge else "none"),
+        ("model", str(model.name or run.model)), ("model path", str(model.path or "–")),
+        ("fingerprint", str(model.fingerprint or "–")), ("revision", str(model.revision or "–")),
+        ("backend", str(backend.name or "–")),
+        ("sampling", json.dumps(m.sampling, sort_keys=True)),
+        ("git commit", str(m.git_commit or "–")),
+        ("hardware", f"{hw.cpu_model or hw.machine or '–'}, {hw.cpus or '?'} CPUs" + (f"; {gpus}" if gpus else "")),
+        ("started", str(m.started_at or "–")), ("finished", str(m.finished_at or "–")),
+        ("judge", f"{judge.judge_id} (prompt {judge.prompt_hash})" if judge else "none"),
     ]
     return facts
 

@@ -50,21 +50,20 @@ def _benchmark_row(r: Run, bid: str, b: BenchRun) -> dict[str, Any]:
     """One benchmark cell: the official headline with its CI, the robust score beside it, how many samples the two
     readings disagree on, and why the headline is not the official aggregation where the records cannot give it."""
     agg = b.aggregate
-    basis = agg.get("headline_basis") or {}
+    basis = agg.headline_basis if agg.headline_basis is not None and agg.headline_basis.to_json() else None
     robust = _ci("robust_", b.robust_estimate)
     return {"run": r.id, "model": r.label, "family": run_family(r), "frames": bench_frames(b), "column": bid,
             "kind": "benchmark", "score": b.score,
-            **_ci("", b.estimate), "reading": agg.get("reading"), "robust_score": b.robust_score,
+            **_ci("", b.estimate), "reading": agg.reading, "robust_score": b.robust_score,
             "robust_ci_low": robust["robust_ci_low"], "robust_ci_high": robust["robust_ci_high"],
-            "n_readings_differ": agg.get("n_readings_differ"), "n_official_guessed": agg.get("n_official_guessed"),
-            "n_total": len(b.results), "n_expected": b.n_expected, "n_failed": int(agg.get("n_failed") or 0),
-            "n_needs_judge": int(agg.get("n_needs_judge") or 0), "complete": b.complete and not b.subset,
-            "status": b.status, "subset": (b.subset or {}).get("reason"), "config_group": b.config_group,
-            "markers": "; ".join(b.markers), "metric": agg.get("metric") or "", "headline": agg.get("headline") or "",
-            "headline_reported_instead": (f"{basis.get('reported')} instead of {basis.get('official')}: "
-                                          f"{basis.get('reason')}" if basis else None),
-            "unavailable_breakdowns": "; ".join(f"{k}: {v}" for k, v in
-                                                (agg.get("unavailable_breakdowns") or {}).items()) or None}
+            "n_readings_differ": agg.n_readings_differ, "n_official_guessed": agg.n_official_guessed,
+            "n_total": len(b.results), "n_expected": b.n_expected, "n_failed": int(agg.n_failed or 0),
+            "n_needs_judge": int(agg.n_needs_judge or 0), "complete": b.complete and not b.subset,
+            "status": b.status, "subset": b.subset.reason if b.subset else None, "config_group": b.config_group,
+            "markers": "; ".join(b.markers), "metric": agg.metric or "", "headline": agg.headline or "",
+            "headline_reported_instead": (f"{basis.reported} instead of {basis.official}: {basis.reason}"
+                                          if basis else None),
+            "unavailable_breakdowns": "; ".join(f"{k}: {v}" for k, v in agg.unavailable_breakdowns.items()) or None}
 
 
 @dataclass(frozen=True)
@@ -115,8 +114,8 @@ def _suite_row(r: Run, suite: str, members: list[str]) -> dict[str, Any] | None:
             for c in present]
     avg = combine_independent(ests)
     groups = sorted({c.config_group for c in present if c.config_group})
-    failed = sum(int(c.aggregate.get("n_failed") or 0) for c in present)
-    judge = sum(int(c.aggregate.get("n_needs_judge") or 0) for c in present)
+    failed = sum(int(c.aggregate.n_failed or 0) for c in present)
+    judge = sum(int(c.aggregate.n_needs_judge or 0) for c in present)
     subset = any(c.subset for c in present)
     complete = all(c.complete for c in present)
     markers = ([] if complete else ["partial"]) + (["subset"] if subset else []) + \

@@ -6,9 +6,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable
 
 from ..result import Result
+
+if TYPE_CHECKING:
+    from .summary_record import Summary
 
 CONSTANT_SHARE = 0.9  # one answer to at least this share of the answered questions is a constant answer
 
@@ -69,14 +72,14 @@ def answer_spread(results: Iterable[Result]) -> AnswerSpread:
     return AnswerSpread(sum(counts.values()), spelled[key], n, key in read)
 
 
-def run_answer_spreads(run_dir: Path, summary: Mapping[str, Any]) -> dict[str, AnswerSpread]:
+def run_answer_spreads(run_dir: Path, summary: Summary) -> dict[str, AnswerSpread]:
     """Each benchmark's answer spread, from the result file its summary block names (its stale lines left out)."""
     from .current import drop_stale
     from .store import read_results
 
     out = {}
-    for bid, block in summary["benchmarks"].items():
-        path = Path(run_dir) / str(block.get("results_file") or "")
-        if block.get("results_file") and path.is_file():
+    for bid, block in summary.benchmarks.items():
+        path = Path(run_dir) / str(block.results_file or "")
+        if block.results_file and path.is_file():
             out[bid] = answer_spread(drop_stale(read_results(path).values(), block))
     return out

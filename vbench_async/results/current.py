@@ -8,10 +8,13 @@ run is never complete. The summary, the table, the site, its exports and `judge`
 
 from __future__ import annotations
 
-from typing import Any, Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping
 
 from ..failure_kinds import is_final
 from ..result import Result
+
+if TYPE_CHECKING:
+    from .summary_record import BenchmarkSummary
 
 
 def split_current(results: Iterable[Result], current_ids: Collection[str] | None
@@ -26,9 +29,11 @@ def split_current(results: Iterable[Result], current_ids: Collection[str] | None
     return kept, [r.sample_id for r in stale]
 
 
-def drop_stale(results: Iterable[Result], block: Mapping[str, Any]) -> list[Result]:
+def drop_stale(results: Iterable[Result], block: BenchmarkSummary | Mapping[str, Any]) -> list[Result]:
     """The lines a summary block counts: without the stale ids it lists."""
-    stale = set(block.get("stale_ids") or ())
+    from .summary_record import BenchmarkSummary
+
+    stale = set(BenchmarkSummary.of(block).stale_ids)
     return [r for r in results if r.sample_id not in stale] if stale else list(results)
 
 

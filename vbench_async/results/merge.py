@@ -18,11 +18,13 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Collection, Mapping
+from typing import Any, Callable, Collection, Mapping, TypeVar
 
 from ..errors import UserError
 from .lines import read_lines
 from .manifest import iso, totals
+from .manifest_record import BenchmarkManifest, Manifest
+from .record_io import OutputRecord
 from .rundir import (
     PLAN_DIRNAME,
     RESULTS_DIRNAME,
@@ -35,6 +37,7 @@ from .rundir import (
 )
 from .store import ResultStore, StoreLocked
 from .summaries import records_subset, summarize_benchmark
+from .summary_record import BenchmarkSummary, MergeInfo, RunStats, Summary
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +165,7 @@ def check(s: ShardSet) -> MergeCheck:
     return MergeCheck(s, ordered, dict(missing), duplicated, unexpected, [k for k in absent if k in missing])
 
 
-def merge_run(run_dir: Path, config_hashes: Collection[str] | None = None) -> dict[str, Any]:
+def merge_run(run_dir: Path, config_hashes: Collection[str] | None = None) -> Summary:
     """Check and merge every split in `run_dir`; return the summary written to summary.json. MergeRefused if any
     check fails (nothing is written then)."""
     run_dir = Path(run_dir)
@@ -203,11 +206,21 @@ def merge_if_complete(run_dir: Path, configs: Mapping[str, str], count: int) -> 
 
 
 # -- writing ---------------------------------------------------------------------------------------------------------
-def _write(run_dir: Path, checks: list[MergeCheck]) -> dict[str, Any]:
+@dataclass
+class ShardOutput:
+    """One shard's own summary and manifest (None where a shard wrote none, e.g. it had no samples, or it is
+    unreadable: the merged numbers come from the result files, these add only timing and provenance)."""
+
+    shard: str  # "K/N"
+    summary: Summary | None
+    manifest: Manifest | None
+
+
+def _write(run_dir: Path, checks: list[MergeCheck]) -> Summary:
     from ..benchmarks import get_benchmark
 
     shards = _shard_outputs(run_dir, sorted({c.shard_set.count for c in checks}))
-    benchmarks: dict[str, Any] = {}
+    benchmarks: dict[str, BenchmarkSummary] = {}
     for c in checks:
         s = c.shard_set
         try:
@@ -216,64 +229,77 @@ def _write(run_dir: Path, checks: list[MergeCheck]) -> dict[str, Any]:
         except StoreLocked as exc:
             raise MergeRefused(f"{exc} (an unsharded run of the same config?); merge when it has finished") from exc
         # A --max-samples run stays a subset once merged (each shard's summary says so; the shard part is gone).
-        subset = next((records_subset(b.get("subset")) for sh in shards
-                       if (b := ((sh["summary"] or {}).get("benchmarks") or {}).get(s.benchmark))), None)
+        subset = next((records_subset(b.subset) for sh in shards
+                       if sh.summary is not None and (b := sh.summary.benchmarks.get(s.benchmark))), None)
         benchmarks[s.benchmark] = summarize_benchmark(run_dir, get_benchmark(s.benchmark), store.path,
                                                       s.config_hash, len(s.sample_ids), subset=subset)
-    first: dict[str, Any] = next((sh["summary"] for sh in shards if sh["summary"]), {})
-    summary = {
-        "model": first.get("model", run_dir.name),
-        "family": first.get("family"),
-        "complete": all(b["complete"] for b in benchmarks.values()),
-        "benchmarks": benchmarks,
-        "run": {"merged_from": [{"shard": sh["shard"], "wall_s": (sh["summary"] or {}).get("wall_s"),
-                                 "run": (sh["summary"] or {}).get("run")} for sh in shards]},
-        "wall_s": max(((sh["summary"] or {}).get("wall_s") or 0 for sh in shards), default=0),
-        "merged": {"shards": [sh["shard"] for sh in shards], "merged_at": iso(time.time())},
-    }
-    if first.get("random_weights"):
-        summary["random_weights"] = True
-    write_json(summary_path(run_dir), summary)
-    write_json(manifest_path(run_dir), _manifest(shards, benchmarks))
+    first = next((sh.summary for sh in shards if sh.summary is not None), None)
+    summary = Summary(
+        model=first.model if first is not None and first.has("model") else run_dir.name,
+        family=first.family if first is not None else None,
+        complete=all(b.complete for b in benchmarks.values()),
+        benchmarks=benchmarks,
+        run=RunStats(merged_from=[{"shard": sh.shard, "wall_s": sh.summary.wall_s if sh.summary else None,
+                                   "run": sh.summary.run.to_json() if sh.summary and sh.summary.has("run")
+                                   else None} for sh in shards]),
+        wall_s=max(((sh.summary.wall_s or 0) if sh.summary else 0 for sh in shards), default=0),
+        merged=MergeInfo(shards=[sh.shard for sh in shards], merged_at=iso(time.time())),
+        random_weights=bool(first and first.random_weights),
+    )
+    write_json(summary_path(run_dir), summary.to_json())
+    write_json(manifest_path(run_dir), _manifest(shards, benchmarks).to_json())
     return summary
 
 
-def _shard_outputs(run_dir: Path, counts: list[int]) -> list[dict[str, Any]]:
-    """Each shard's own summary and manifest (None where a shard wrote none, e.g. it had no samples)."""
-    out = []
-    for n in counts:
-        for k in range(n):
-            out.append({"shard": f"{k}/{n}", "summary": _shard_output(read_summary, run_dir, (k, n)),
-                        "manifest": _shard_output(read_manifest, run_dir, (k, n))})
-    return out
+def _shard_outputs(run_dir: Path, counts: list[int]) -> list[ShardOutput]:
+    return [ShardOutput(f"{k}/{n}", _shard_output(read_summary, run_dir, (k, n)),
+                        _shard_output(read_manifest, run_dir, (k, n)))
+            for n in counts for k in range(n)]
 
 
-def _manifest(shards: list[dict[str, Any]], benchmarks: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+_SHARD_KEYS = ("started_at", "finished_at", "duration_s", "command", "hardware", "versions", "git_commit",
+               "environment", "throughput")
+
+
+def _manifest(shards: list[ShardOutput], benchmarks: Mapping[str, BenchmarkSummary]) -> Manifest:
     """The shards' manifests as one: the first shard's, with merged result files and counts, and every shard's
     own timing, hardware, versions and command under "shards"."""
-    manifests = [sh["manifest"] for sh in shards if sh["manifest"]]
-    merged = copy.deepcopy(manifests[0]) if manifests else {}
-    per_benchmark = merged.setdefault("benchmarks", {})
+    manifests = [sh.manifest for sh in shards if sh.manifest is not None]
+    merged = _copy(manifests[0]) if manifests else Manifest()
+    per_benchmark = merged.benchmarks
     for bid, agg in benchmarks.items():
-        entry: dict[str, Any] = per_benchmark.get(bid) or next((copy.deepcopy(m["benchmarks"][bid]) for m in manifests
-                                                if bid in m.get("benchmarks", {})), {})
-        entry.update(results_file=agg["results_file"], config_hash=agg["config_hash"],
-                     counts={k: agg[k] for k in ("n_expected", "n_total", "n_scored", "n_failed", "complete")
-                             if k in agg})
+        entry = per_benchmark.get(bid) or next((_copy(m.benchmarks[bid]) for m in manifests if bid in m.benchmarks),
+                                               BenchmarkManifest())
+        block = agg.to_json()
+        entry.results_file, entry.config_hash = agg.results_file, agg.config_hash
+        entry.counts = {k: block[k] for k in ("n_expected", "n_total", "n_scored", "n_failed", "complete")
+                        if k in block}
         per_benchmark[bid] = entry
     for bid in [b for b in per_benchmark if b not in benchmarks]:
         del per_benchmark[bid]
-    merged["counts"] = totals(benchmarks)
-    keys = ("started_at", "finished_at", "duration_s", "command", "hardware", "versions", "git_commit",
-            "environment", "throughput")
-    merged["shards"] = [{"shard": sh["shard"], **{k: sh["manifest"].get(k) for k in keys}} if sh["manifest"]
-                        else {"shard": sh["shard"], "manifest": None} for sh in shards]
+    merged.counts = totals(benchmarks)
+    merged.shards = [_shard_provenance(sh) for sh in shards]
     if manifests:
-        merged["started_at"] = min(m.get("started_at") or "" for m in manifests) or None
-        merged["finished_at"] = max(m.get("finished_at") or "" for m in manifests) or None
-        if len({json.dumps(m.get("versions"), sort_keys=True) for m in manifests}) > 1:
+        merged.started_at = min(m.started_at or "" for m in manifests) or None
+        merged.finished_at = max(m.finished_at or "" for m in manifests) or None
+        if len({json.dumps(m.versions, sort_keys=True) for m in manifests}) > 1:
             log.warning("the shards ran with different package versions (see manifest.json 'shards')")
     return merged
+
+
+def _shard_provenance(sh: ShardOutput) -> dict[str, Any]:
+    if sh.manifest is None:
+        return {"shard": sh.shard, "manifest": None}
+    written = sh.manifest.to_json()
+    return {"shard": sh.shard, **{k: written[k] if k in written else None for k in _SHARD_KEYS}}
+
+
+R = TypeVar("R", bound=OutputRecord)
+
+
+def _copy(record: R) -> R:
+    """A record to change without touching the one read (the merged manifest starts as the first shard's)."""
+    return type(record).from_json(copy.deepcopy(record.to_json()))
 
 
 class _merge_lock:
@@ -293,10 +319,8 @@ class _merge_lock:
         self._fh.close()
 
 
-def _shard_output(read: Callable[[Path, ShardId], dict[str, Any] | None], run_dir: Path, shard: ShardId
-                  ) -> dict[str, Any] | None:
-    """A shard's summary or manifest; None where it wrote none (it had no samples) or it is unreadable: the merged
-    numbers come from the result files, these add only timing and provenance."""
+def _shard_output(read: Callable[[Path, ShardId], R | None], run_dir: Path, shard: ShardId) -> R | None:
+    """A shard's summary or manifest; None where it wrote none or it is unreadable."""
     try:
         return read(run_dir, shard)
     except UserError:

@@ -12,18 +12,21 @@ from pathlib import Path
 from ..benchmarks.include import add_include
 from ..benchmarks.registry import get_benchmark
 from ..errors import UserError
-from .rundir import manifest_path, read_json
+from .manifest_record import Manifest, read_manifest_file
+from .rundir import manifest_path
+
+
+def _manifests(run_dir: Path) -> list[Manifest]:
+    """The run's manifest and its shards' (those that exist); RecordError for one that cannot be read."""
+    paths = [manifest_path(run_dir), *sorted(run_dir.glob("manifest.*.json"))]
+    return [read_manifest_file(path) for path in paths if path.is_file()]
 
 
 def recorded_includes(run_dir: Path) -> list[Path]:
     """The card folders the run's manifests (the run's, or its shards') recorded, in order, without repeats."""
-    run_dir = Path(run_dir)
     found: list[Path] = []
-    for path in [manifest_path(run_dir), *sorted(run_dir.glob("manifest.*.json"))]:
-        manifest = read_json(path) if path.is_file() else None
-        selection = ((manifest or {}).get("run_config") or {}).get("selection") or {} \
-            if isinstance(manifest, dict) else {}
-        for folder in selection.get("include") or ():
+    for manifest in _manifests(Path(run_dir)):
+        for folder in manifest.run_config.selection.include:
             if Path(folder) not in found:
                 found.append(Path(folder))
     return found
@@ -55,9 +58,6 @@ def use_run_cards(run_dir: Path, benchmarks: list[str] | None = None, strict: bo
 
 def _manifest_benchmarks(run_dir: Path) -> list[str]:
     ids: list[str] = []
-    for path in [manifest_path(run_dir), *sorted(run_dir.glob("manifest.*.json"))]:
-        manifest = read_json(path) if path.is_file() else None
-        for bid in ((manifest or {}).get("benchmarks") or {}) if isinstance(manifest, dict) else ():
-            if bid not in ids:
-                ids.append(bid)
+    for manifest in _manifests(run_dir):
+        ids += [bid for bid in manifest.benchmarks if bid not in ids]
     return ids

@@ -14,10 +14,14 @@ import json
 import os
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
 from ..redact import scrub
+
+if TYPE_CHECKING:
+    from .manifest_record import Manifest
+    from .summary_record import Summary
 
 RESULTS_DIRNAME = "results"
 PLAN_DIRNAME = "shards"
@@ -107,21 +111,27 @@ def read_json(path: Path) -> Any:
         raise UserError(f"{path} is nested too deeply to be a vbench-async file") from None
 
 
-def read_summary(run_dir: Path, shard: ShardId | None = None) -> dict[str, Any]:
-    """The run's summary; UserError when the folder is not a result directory."""
+def read_summary(run_dir: Path, shard: ShardId | None = None) -> Summary:
+    """The run's summary; UserError (RecordError) when the folder is not a result directory or the file cannot be
+    read as a summary."""
+    from .summary_record import read_summary_file
+
     path = summary_path(run_dir, shard)
-    summary = read_json(path)
-    if summary is None and not path.exists():
-        raise UserError(f"{Path(run_dir)} is not a result directory (no {path.name}); evaluate a model into it first")
-    if not isinstance(summary, dict) or not isinstance(summary.get("benchmarks"), dict):
-        raise UserError(f"{path} has no 'benchmarks' mapping: not a vbench-async summary")
-    return summary
+    try:
+        return read_summary_file(path)
+    except FileNotFoundError:
+        raise UserError(f"{Path(run_dir)} is not a result directory (no {path.name}); evaluate a model into it "
+                        "first") from None
 
 
-def read_manifest(run_dir: Path, shard: ShardId | None = None) -> dict[str, Any] | None:
-    """The run's manifest, or None when it has none."""
-    manifest = read_json(manifest_path(run_dir, shard))
-    return manifest if isinstance(manifest, dict) else None
+def read_manifest(run_dir: Path, shard: ShardId | None = None) -> Manifest | None:
+    """The run's manifest, or None when it has none; RecordError when it cannot be read as a manifest."""
+    from .manifest_record import read_manifest_file
+
+    try:
+        return read_manifest_file(manifest_path(run_dir, shard))
+    except FileNotFoundError:
+        return None
 
 
 # What a run that stopped before its first result leaves behind: its lock file and its logs.

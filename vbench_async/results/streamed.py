@@ -32,6 +32,7 @@ from .current import complete_count
 from .lines import BadLine, iter_lines
 from .readings import ReadingAggregate, guessed, official_read, reading_basis, readings_differ, summary_block
 from .stats import Estimate, headline_estimate
+from .summary_record import BenchmarkSummary
 from .verdicts import (
     JUDGE_FAILED,
     JUDGED,
@@ -71,12 +72,13 @@ class StreamedAggregate:
 
 def streamed_aggregate(run_dir: Path, benchmark: Benchmark, results_path: Path,
                        current_ids: Collection[str] | None = None,
-                       block: Mapping[str, Any] | None = None) -> StreamedAggregate:
+                       block: BenchmarkSummary | Mapping[str, Any] | None = None) -> StreamedAggregate:
     """`judged_aggregate(run_dir, benchmark, results_path, current_ids=..., block=...)`'s summary block, with the
     file read line by line (see the module's docstring). Only lines of `current_ids` count (None: all of them), less
     the stale ids a stored summary `block` lists."""
     judge = _Judge(Path(run_dir), Path(results_path))
-    listed = set(block.get("stale_ids") or ()) if block is not None else set()
+    stored = BenchmarkSummary.of(block) if block is not None else None
+    listed = set(stored.stale_ids) if stored is not None else set()
 
     def current(sid: str) -> bool:
         return (current_ids is None or sid in current_ids) and sid not in listed
@@ -84,8 +86,8 @@ def streamed_aggregate(run_dir: Path, benchmark: Benchmark, results_path: Path,
     bad: list[BadLine] = []
     facts, skip = _read_facts(results_path, judge, current, bad)
     stale = [sid for sid in facts if current_ids is not None and sid not in current_ids]
-    if block is not None:
-        stale = list(block.get("stale_ids") or ())
+    if stored is not None:
+        stale = list(stored.stale_ids)
     elif stale:
         log.warning("%s: %d line(s) of samples no longer in the annotation file left out: %s", results_path,
                     len(stale), ", ".join(stale[:10]) + (" ..." if len(stale) > 10 else ""))

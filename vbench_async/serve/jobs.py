@@ -23,9 +23,9 @@ from ..run_config import RunConfig
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled")
 # Caps far above any real setting: one job must not stall the serial queue or the machine (400,000 requests in
-# flight took 27 s and 330 MB before the first was sent). A field not named here is held to MAX_NUMBER.
-LIMITS = {"concurrency": 4096, "max_samples": 100_000_000, "max_frames": 4096, "nframes": 4096, "fps": 1000,
-          "max_pixels": 1 << 26, "total_pixels": 1 << 34, "max_tokens": 1 << 20, "top_k": 1 << 20,
+# flight took 27 s and 330 MB before the first was sent). A field not named here is held to MAX_NUMBER; the frame
+# settings carry their caps in their declaration (frames/frame_settings.py), the flags' and cards' too.
+LIMITS = {"concurrency": 4096, "max_samples": 100_000_000, "max_tokens": 1 << 20, "top_k": 1 << 20,
           "repetition_penalty": 100, "presence_penalty": 100}
 MAX_NUMBER = 1 << 53  # beyond it a JSON number is not exact in every client
 FINISHED = ("done", "failed", "cancelled")

@@ -186,7 +186,8 @@ class EvalServer:
                     loop.call_soon(_raise_cancelled)
 
             with job_log(Path(job.run_dir)):
-                summary = run(cfg, on_plan=on_plan, backends=self.keeper.factory(on_start), resolved=resolved)
+                # the job record carries the summary as JSON: what a client reads back
+                summary = run(cfg, on_plan=on_plan, backends=self.keeper.factory(on_start), resolved=resolved).to_json()
                 if cfg.judge_model:  # as `run --judge-model` does: the same backend kind and settings
                     from ..judge import judge_after_run
 
@@ -280,13 +281,12 @@ def _raise_cancelled() -> None:
 
 
 def _read_summary(run_dir: str | None) -> dict[str, Any] | None:
-    import json
-
-    from ..results.rundir import summary_path
+    """A cancelled job's partial summary, as the job record carries it (None when there is none to read)."""
+    from ..results.rundir import read_summary
 
     if run_dir is None:
         return None
     try:
-        return json.loads(summary_path(Path(run_dir)).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_summary(Path(run_dir)).to_json()
+    except UserError:
         return None

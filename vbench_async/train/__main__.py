@@ -8,19 +8,22 @@ import os
 import sys
 from pathlib import Path
 
+from .flags import USAGE, add_config_flags, add_set_option
+
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m vbench_async.train",
         description="GRPO-family RL on FSDP2. Launch with torchrun for several processes; without it, one process.",
+        usage=USAGE,
     )
     p.add_argument("--config", help="training config YAML (see examples/train/)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set rollout.n=4 --set train.lr=1e-5 (repeatable)")
+    add_set_option(p)
     p.add_argument("--export", type=Path, metavar="CHECKPOINT",
                    help="instead of training: write a Hugging Face model directory from a (sharded) checkpoint")
     p.add_argument("--to", type=Path, metavar="DIR", help="with --export: the directory to write")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    add_config_flags(p)
     return p
 
 

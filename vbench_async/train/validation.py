@@ -23,10 +23,9 @@ import logging
 import shutil
 import time
 from pathlib import Path
-from typing import Any
 
 from ..errors import UserError
-from ..results.rundir import read_json, summary_path
+from ..results.rundir import read_summary, summary_path
 from . import watch
 from .config import TrainConfig
 from .engine_backend import RolloutBackend
@@ -97,17 +96,10 @@ def validate(cfg: TrainConfig, step: int, info: DistInfo, engine: RolloutEngine,
 
 def merged_scores(where: Path) -> dict[str, float]:
     """The headline score of each benchmark of a finished run directory, with its sample and failure counts."""
-    summary = read_json(summary_path(where))  # a sharded run has one only once the shards are merged
-    if not isinstance(summary, dict):
+    if not summary_path(where).exists():  # a sharded run has one only once the shards are merged
         return {}
-    out: dict[str, float] = {}
-    samples = failed = 0
-    for bid, block in (summary.get("benchmarks") or {}).items():
-        score: Any = block.get("score")
-        if isinstance(score, (int, float)):
-            out[f"val/{bid}"] = float(score)
-        samples += int(block.get("n_total") or 0)
-        failed += int(block.get("n_failed") or 0)
+    summary = read_summary(where)
+    out = {f"val/{bid}": float(block.score) for bid, block in summary.benchmarks.items() if block.score is not None}
     if out:
-        out["val/samples"], out["val/failed"] = float(samples), float(failed)
+        out["val/samples"], out["val/failed"] = float(summary.n_total()), float(summary.n_failed())
     return out
