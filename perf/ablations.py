@@ -7,8 +7,9 @@ seeing suite is evaluated with the real frames and with each ablation of `run --
 reversed; fps doubled; timestamps lost). A model that sees scores above chance on the real frames and falls to chance
 with blank frames; reversed frames flip its answer to "when are the shapes shown" (seeing-when falls below chance).
 
-Runs go through `vbench_async.runner.run`, each ablation a run of its own in WORKDIR/<model>/<backend>/<ablation>,
-all of one model and backend on one engine (`sweep.run_on_one_engine`), and the vLLM server once per model.
+Runs go through `vbench_async.evaluation.runner.run`, each ablation a run of its own in
+WORKDIR/<model>/<backend>/<ablation>, all of one model and backend on one engine (`sweep.run_on_one_engine`), and the
+vLLM server once per model.
 
     PYTHONPATH=. .venv/bin/python perf/ablations.py [--models NAME_OR_DIR,...] [--backends vllm,openai,hf]
 
@@ -80,8 +81,8 @@ def run_all(model: str, backend: str, workdir: Path, base_url: str | None) -> di
     from vbench_async.backends.openai import ServerSettings
     from vbench_async.backends.vllm import VLLMSettings
     from vbench_async.benchmarks.selection import Selection
-    from vbench_async.run_config import RunConfig
-    from vbench_async.sweep import run_on_one_engine
+    from vbench_async.evaluation.execute.run_config import RunConfig
+    from vbench_async.evaluation.execute.sweep import run_on_one_engine
 
     base = RunConfig(model=model, selection=Selection(benchmarks=BENCHMARKS), backend=backend,
                      sampling=SamplingParams(max_tokens=8), cache_dir=workdir / "cache", progress=False, site=False,

@@ -35,8 +35,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 from videos import natural_frames, write_video  # noqa: E402  (tests/support/videos.py: the tests' PyAV writer)
 
 from vbench_async.frames import FrameCache, FrameSpec, VideoJob, preprocess  # noqa: E402
+from vbench_async.frames.decode_video import decode_video  # noqa: E402
 from vbench_async.frames.decoders import DECODERS  # noqa: E402
-from vbench_async.frames.extract import decode_video  # noqa: E402
 from vbench_async.frames.keys import FingerprintMemo, fingerprint  # noqa: E402
 
 # name -> (seconds, fps, width, height)
@@ -170,8 +170,8 @@ def bench_codecs(videos: dict[str, Path], workdir: Path, repeats: int, candidate
 def bench_verify(workdir: Path, repeats: int) -> dict[str, dict[str, float]]:
     """A whole load (one read, both checksums verified, decoded) vs the checksum work alone, on the 60 s preset's
     frames (120 x 384 x 672, camera-like): the share of a load that verification costs, per codec."""
+    from vbench_async.frames.entry_file import load_entry, read_header, write_entry
     from vbench_async.frames.entry_sum import payload_digest, unseal_header
-    from vbench_async.frames.store import load_entry, read_header, write_entry
 
     print("\n== verifying an entry: header + payload checksums vs the whole load ==")
     frames = np.stack(list(natural_frames(120, 672, 384, seed=5)))

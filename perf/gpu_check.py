@@ -202,8 +202,8 @@ def mean_pct(by_benchmark: dict[str, float | None]) -> float | None:
 
 def answers(run_dir: Path) -> dict[tuple[str, str], tuple[str | None, str | None]]:
     """(benchmark, sample id) -> (completion text, extracted answer) of every answered sample; failures left out."""
+    from vbench_async.results.result_file import read_results
     from vbench_async.results.rundir import read_summary
-    from vbench_async.results.store import read_results
 
     out: dict[tuple[str, str], tuple[str | None, str | None]] = {}
     for bid, block in read_summary(run_dir).benchmarks.items():

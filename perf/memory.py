@@ -100,9 +100,10 @@ def child(data_map: Path, out: Path, cache: Path, engine_imports: bool) -> dict:
     import vbench_async.benchmarks  # noqa: F401  (the modules a run imports, so "after imports" means it)
     import vbench_async.frames  # noqa: F401
     import vbench_async.scoring  # noqa: F401
-    from vbench_async import evaluation, runner
     from vbench_async.backends.base import SamplingParams
     from vbench_async.benchmarks.selection import Selection
+    from vbench_async.evaluation.execute import execute as evaluation
+    from vbench_async.evaluation.execute import runner
     from vbench_async.frames.frame_settings import FrameSettings
     from vbench_async.results import summaries
 

@@ -26,7 +26,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from support.videos import write_video  # noqa: E402
 
 from vbench_async.frames import FrameSpec  # noqa: E402
-from vbench_async.frames.extract import decode_video, decode_video_specs  # noqa: E402
+from vbench_async.frames.decode_video import decode_video, decode_video_specs  # noqa: E402
 
 BUDGETS = (16, 32, 64)
 

@@ -37,7 +37,7 @@ def main() -> None:
     from vbench_async import models
     from vbench_async.backends.base import Request, VideoInput, messages_for
     from vbench_async.benchmarks import resolve_benchmarks
-    from vbench_async.frames.extract import decode_video
+    from vbench_async.frames.decode_video import decode_video
     from vbench_async.frames.video import CachedVideo
     from vbench_async.scoring import score
 

@@ -17,7 +17,7 @@ import pytest
 from support.videos import BROKEN_KINDS, broken_videos, frame_index, truncate, write_video
 
 from vbench_async.frames import FrameCache, FrameError, FrameSpec, VideoJob, preprocess
-from vbench_async.frames.store import CODEC_KEY, META_KEY, read_entry, write_entry
+from vbench_async.frames.entry_file import CODEC_KEY, META_KEY, read_entry, write_entry
 
 SPEC = FrameSpec("qwen3-vl", max_frames=8, min_pixels=4 * 1024, max_pixels=32 * 1024)
 
@@ -206,7 +206,7 @@ def test_concurrent_writer_processes_never_expose_a_partial_entry(cache: FrameCa
     fingerprint = cache.fingerprint(media / "clip0.mp4")
     write_entry(target, source.frames, source.meta, video=fingerprint)
     script = (
-        "import sys; from pathlib import Path; from vbench_async.frames.store import read_entry, write_entry\n"
+        "import sys; from pathlib import Path; from vbench_async.frames.entry_file import read_entry, write_entry\n"
         f"frames, meta = read_entry(Path({str(cache.layout.entry_path(source.key))!r}))\n"
         f"for _ in range(40): write_entry(Path({str(target)!r}), frames, meta, video={fingerprint!r})\n"
     )

@@ -13,10 +13,10 @@ import pytest
 from support.videos import write_video
 
 from vbench_async.frames import FrameCache, FrameSpec
-from vbench_async.frames.extract import decode_video
+from vbench_async.frames.decode_video import decode_video
+from vbench_async.frames.entry_file import META_KEY, CorruptEntry, read_entry, write_entry
 from vbench_async.frames.keys import fingerprint
 from vbench_async.frames.maintenance import compact_cache, verify_cache
-from vbench_async.frames.store import META_KEY, CorruptEntry, read_entry, write_entry
 
 SPEC = FrameSpec("qwen3-vl", max_frames=4, min_pixels=2 * 1024, max_pixels=8 * 1024)
 
@@ -142,7 +142,7 @@ def test_an_entry_without_a_checksum_is_a_miss_and_rebuilt(media: Path, cache: F
 def test_a_runs_cache_writes_raw_and_compresses_off_the_critical_path(media: Path, tmp_path: Path) -> None:
     """`compress_later` (what `run` uses): the entry is raw when first served, then rewritten to zstd by the idle
     compactor with the same frames and a valid checksum."""
-    from vbench_async.frames.store import read_header
+    from vbench_async.frames.entry_file import read_header
 
     frames, _ = decode_video(media / "blue.mp4", SPEC)
     cache = FrameCache(tmp_path / "cache", workers=1, compress_later=True)

@@ -41,11 +41,11 @@ from support.run_stress import (
     write_suite,
 )
 
-from vbench_async.frames.extract import decode_video
+from vbench_async.frames.decode_video import decode_video
+from vbench_async.frames.entry_file import EntryMissing, read_entry, write_entry
 from vbench_async.frames.keys import fingerprint
 from vbench_async.frames.layout import CacheLayout
 from vbench_async.frames.maintenance import verify_cache
-from vbench_async.frames.store import EntryMissing, read_entry, write_entry
 
 pytestmark = pytest.mark.slow
 

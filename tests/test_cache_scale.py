@@ -13,10 +13,10 @@ from support.videos import write_video
 
 from vbench_async.cli import main
 from vbench_async.frames import FrameCache, FrameSpec, VideoJob, preprocess
-from vbench_async.frames.budget import PlannedEntry, check_cache_fit
-from vbench_async.frames.extract import decode_video
+from vbench_async.frames.decode_video import decode_video
+from vbench_async.frames.disk_budget import PlannedEntry, check_cache_fit
+from vbench_async.frames.entry_file import CorruptEntry, read_entry, read_header, write_entry
 from vbench_async.frames.maintenance import cache_stats, compact_cache, verify_cache
-from vbench_async.frames.store import CorruptEntry, read_entry, read_header, write_entry
 from vbench_async.models import family_ref
 
 SPEC = FrameSpec("qwen2.5-vl", max_frames=8, min_pixels=8 * 1024, max_pixels=48 * 1024)

@@ -66,7 +66,7 @@ def test_help_texts_say_each_default_once_and_no_doubled_percent():
 
 def _failed_run(run_dir: Path, kinds: dict[str, int]) -> dict:
     """A run directory whose result file holds failures of the given kinds (written by the real result store)."""
-    from vbench_async.results.store import ResultStore
+    from vbench_async.results.result_file import ResultStore
 
     store = ResultStore(run_dir, "demo-mc", "0" * 12)
     with store:
@@ -158,7 +158,7 @@ def test_preprocess_mode_reports_the_cache_and_a_named_run_is_labelled(tmp_path)
 def test_preprocess_mode_output_names_the_cache(tmp_path, capsys):
     """The default suite's cheap equivalent of the slow test above: the report `run --mode preprocess` prints."""
     from vbench_async.cli.run import _print_preprocessed
-    from vbench_async.runner import RunConfig
+    from vbench_async.evaluation.execute.runner import RunConfig
 
     summary = {"run": {"preprocess": {"jobs": 3, "unique": 2, "cached": 2, "reused": 0, "deferred": 0, "failed": 0,
                                       "seconds": 1.5, "failures": []}}}

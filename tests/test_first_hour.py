@@ -75,7 +75,7 @@ def test_serve_help_says_each_default_once(capsys):
 
 def test_a_failure_report_names_the_samples_their_files_and_a_real_check_command(tmp_path, capsys):
     from vbench_async.cli.failures import print_failures
-    from vbench_async.results.store import ResultStore
+    from vbench_async.results.result_file import ResultStore
 
     store = ResultStore(tmp_path, "demo-mc", "0" * 12)
     with store:

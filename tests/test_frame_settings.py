@@ -16,11 +16,11 @@ from vbench_async.benchmarks import get_benchmark
 from vbench_async.benchmarks.cards import FRAME_KEYS, parse_card
 from vbench_async.cli.run_options import config_from_args
 from vbench_async.errors import UserError
-from vbench_async.frames.extract import decode_video
+from vbench_async.evaluation.execute.run_config import RunConfig
+from vbench_async.frames.decode_video import decode_video
 from vbench_async.frames.frame_settings import FrameSettings
 from vbench_async.frames.spec import FrameSpec, resolve_frame_spec
 from vbench_async.models import family_ref
-from vbench_async.run_config import RunConfig
 from vbench_async.serve.jobs import JobSpec
 
 MINIMAL = {"id": "x", "name": "X", "sources": {"unified": {"annotation": "x.json", "video_dir": "X"}},

@@ -9,8 +9,8 @@ import pytest
 from support.videos import BROKEN_KINDS, broken_videos, frame_index, write_video
 
 from vbench_async.frames import FrameError, FrameSpec, load_image
+from vbench_async.frames.decode_video import decode_video
 from vbench_async.frames.decoders import DECODERS, open_video
-from vbench_async.frames.extract import decode_video
 from vbench_async.frames.resize import resize_frames
 
 # Small frames keep the resize cheap: floor 4 tokens, cap 48 tokens (factor 32).

@@ -12,7 +12,7 @@ import pytest
 from support.videos import write_video
 
 from vbench_async.frames import CachedVideo, FrameCache, FrameSpec
-from vbench_async.frames.extract import decode_video
+from vbench_async.frames.decode_video import decode_video
 
 PROMPT = "<|vision_start|><|video_pad|><|vision_end|>What happens?"
 

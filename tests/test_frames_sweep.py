@@ -14,7 +14,7 @@ from support.videos import frame_index, write_video
 
 from vbench_async.cli.run_options import frame_budgets
 from vbench_async.frames import FrameCache, FrameSpec, VideoJob, preprocess
-from vbench_async.frames.extract import decode_video, decode_video_specs
+from vbench_async.frames.decode_video import decode_video, decode_video_specs
 
 SMALL = dict(min_pixels=4 * 1024, max_pixels=32 * 1024)
 BUDGETS = [FrameSpec("qwen3-vl", max_frames=n, **SMALL) for n in (4, 8, 16)]

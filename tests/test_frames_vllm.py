@@ -14,7 +14,7 @@ from vbench_async.backends.base import Request, SamplingParams, VideoInput
 from vbench_async.backends.vllm import VLLMBackend
 from vbench_async.demo.tiny_models import ensure_tiny_model
 from vbench_async.frames import CachedVideo, FrameCache, FrameSpec
-from vbench_async.frames.extract import decode_video
+from vbench_async.frames.decode_video import decode_video
 
 pytestmark = pytest.mark.vllm
 

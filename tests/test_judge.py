@@ -20,11 +20,11 @@ from vbench_async.backends.openai import ServerSettings
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.cli import main
 from vbench_async.errors import SampleError
-from vbench_async.judge import JudgeConfig, judge_run_dir, resolve_identity
-from vbench_async.result import as_results
+from vbench_async.evaluation.execute.judge_pass import JudgeConfig, judge_run_dir, resolve_identity
 from vbench_async.results.lines import read_lines
-from vbench_async.results.store import read_results
+from vbench_async.results.result_file import read_results
 from vbench_async.results.verdicts import answer_hash, apply_judgements, judge_store
+from vbench_async.sample_result import as_results
 from vbench_async.samples import Sample
 from vbench_async.scoring.judges import JUDGES, PROMPT_HASH, judge_prompt, parse_verdict, reference_text
 

@@ -20,7 +20,7 @@ from vbench_async.frames.cache import FrameCache
 from vbench_async.leaderboard import build_site
 from vbench_async.leaderboard.thumbnails import MAX_PER_SAMPLE, THUMB_WIDTH, Thumbnailer
 from vbench_async.models import family_ref
-from vbench_async.result import Result, result_schema
+from vbench_async.sample_result import Result, result_schema
 
 
 @pytest.fixture(scope="module")

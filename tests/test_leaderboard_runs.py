@@ -19,14 +19,14 @@ from typing import Callable
 from vbench_async.backends.base import Completion, SamplingParams
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.errors import SampleError
+from vbench_async.evaluation.execute.pipeline import Pipeline, WorkItem
+from vbench_async.evaluation.execute.runner import BenchmarkPlan, RunConfig
 from vbench_async.frames.cache import FrameCache
 from vbench_async.frames.frame_settings import FrameSettings
 from vbench_async.models import ModelRef
-from vbench_async.pipeline import Pipeline, WorkItem
 from vbench_async.results.manifest import plain
-from vbench_async.results.store import ResultStore, config_hash
+from vbench_async.results.result_file import ResultStore, config_hash
 from vbench_async.results.summaries import write_run_outputs
-from vbench_async.runner import BenchmarkPlan, RunConfig
 from vbench_async.samples import Sample
 from vbench_async.scoring import score
 

@@ -16,7 +16,7 @@ from vbench_async.benchmarks import get_benchmark, resolve_benchmarks
 from vbench_async.models import family_ref
 from vbench_async.results.lines import read_lines
 from vbench_async.results.merge import MergeRefused, merge_if_complete, merge_run
-from vbench_async.results.store import ResultStore, config_hash
+from vbench_async.results.result_file import ResultStore, config_hash
 from vbench_async.sharding import Shard, items_for, select
 
 BENCHES = ("demo-mc", "demo-count")

@@ -34,7 +34,7 @@ from vbench_async.errors import SampleError
 from vbench_async.frames import FrameCache, FrameSpec, load_image
 from vbench_async.frames.maintenance import gc_cache, verify_cache
 from vbench_async.results.lines import read_lines
-from vbench_async.results.store import ResultStore
+from vbench_async.results.result_file import ResultStore
 from vbench_async.samples import Sample
 from vbench_async.scoring import score
 

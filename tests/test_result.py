@@ -8,7 +8,7 @@ import json
 import jsonschema
 from test_leaderboard_runs import every_third_wrong, make_run
 
-from vbench_async.result import COMPLETION_FIELDS, Result, result_schema
+from vbench_async.sample_result import COMPLETION_FIELDS, Result, result_schema
 
 
 def test_every_written_line_matches_the_schema_and_reads_back(tmp_path):
@@ -44,7 +44,7 @@ def test_resumed_ids_are_read_without_holding_the_lines(tmp_path):
     set of ids was made."""
     import tracemalloc
 
-    from vbench_async.results.store import ResultStore
+    from vbench_async.results.result_file import ResultStore
 
     store = ResultStore(tmp_path, "mmvu", "cfg")
     with store:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 
-from vbench_async.results.store import ResultStore, read_results
+from vbench_async.results.result_file import ResultStore, read_results
 
 
 def _line(sid: str, **extra) -> bytes:

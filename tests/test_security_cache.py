@@ -16,7 +16,7 @@ import pytest
 from support.videos import write_video
 
 from vbench_async.frames import FrameCache, FrameSpec
-from vbench_async.frames.extract import decode_video
+from vbench_async.frames.decode_video import decode_video
 from vbench_async.frames.layout import CacheLayout
 from vbench_async.frames.maintenance import cache_stats, compact_cache, verify_cache
 

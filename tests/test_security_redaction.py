@@ -85,8 +85,8 @@ def test_scrub_covers_every_shape_of_credential() -> None:
 
 
 def test_result_lines_summaries_and_manifests_are_scrubbed(tmp_path: Path) -> None:
+    from vbench_async.results.result_file import ResultStore
     from vbench_async.results.rundir import write_json
-    from vbench_async.results.store import ResultStore
 
     store = ResultStore(tmp_path, "bench", "c0ffee12")
     line = {"sample_id": "s1", "benchmark": "bench", "config_hash": store.config_hash, "task_type": "multiple_choice",
@@ -116,7 +116,7 @@ def test_log_records_of_any_library_and_the_console_are_scrubbed(tmp_path: Path,
         try:
             raise RuntimeError(f"cannot reach http://{TOKEN}@127.0.0.1:9/v1")
         except RuntimeError:
-            logging.getLogger("vbench_async.runner").exception("failed")
+            logging.getLogger("vbench_async.evaluation.runner").exception("failed")
     httpx_log.setLevel(level)
     text = log_path.read_text() + "".join(capsys.readouterr())
     assert "HTTP Request: POST" in text and "server said" in text and "RuntimeError" in text, text

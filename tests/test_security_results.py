@@ -16,7 +16,7 @@ from test_leaderboard_runs import make_run, right
 from vbench_async.errors import UserError
 from vbench_async.leaderboard import build_site, load_runs
 from vbench_async.results.lines import BadLine
-from vbench_async.results.store import read_results
+from vbench_async.results.result_file import read_results
 
 
 def _wrong_first(sample, i: int) -> str:

@@ -13,9 +13,9 @@ from conftest import REPO
 
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.frames import FrameCache
-from vbench_async.frames.extract import decode_video
+from vbench_async.frames.decode_video import decode_video
+from vbench_async.frames.entry_file import read_entry
 from vbench_async.frames.layout import CacheLayout
-from vbench_async.frames.store import read_entry
 from vbench_async.models import family_ref
 
 ARGS = ("--benchmarks", "demo-mc", "--family", "qwen2.5-vl", "--max-frames", "8", "--workers", "1",

@@ -43,7 +43,7 @@ def test_the_plan_command_needs_no_engine(tmp_path):
 def test_planned_prompt_lengths_are_the_engines(qwen25_runs):
     """Every demo sample: the plan's prompt length equals what the in-process vLLM engine reported (Qwen2.5-VL)."""
     from vbench_async.benchmarks.selection import Selection
-    from vbench_async.runner import RunConfig, plan
+    from vbench_async.evaluation.execute.runner import RunConfig, plan
 
     tmp, first, _ = qwen25_runs
     assert first.returncode == 0, first.stderr[-3000:]
@@ -138,7 +138,7 @@ def test_the_plans_cache_bytes_are_what_the_cache_will_write(tmp_path):
     of the next entry of the same kind of footage. Before, the plan counted raw uint8 frames for zstd entries."""
     from vbench_async.benchmarks import get_benchmark
     from vbench_async.frames import FrameCache
-    from vbench_async.frames.budget import PLANNING_RATIO
+    from vbench_async.frames.disk_budget import PLANNING_RATIO
     from vbench_async.frames.worker import handle
     from vbench_async.workload.plan import estimate_cache, video_geometry
     from vbench_async.workload.probe import probe_video

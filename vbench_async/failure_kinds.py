@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from .errors import UserError
 
 if TYPE_CHECKING:
-    from .result import Result
+    from .sample_result import Result
 
 
 class Fate(StrEnum):
@@ -63,7 +63,7 @@ class FailureKind(StrEnum):
     VIDEO_EMPTY = "video_empty", Fate.FINAL, _DATA  # zero bytes, or a stream with no decodable frame
     NO_VIDEO_STREAM = "no_video_stream", Fate.FINAL, _DATA  # a valid container without a video stream
     DECODE_ERROR = "decode_error", Fate.FINAL, _DATA  # the decoder could not open or read the file (truncated, ...)
-    IMAGE_ERROR = "image_error", Fate.FINAL, _DATA  # an image the loader did not foresee (pipeline.py)
+    IMAGE_ERROR = "image_error", Fate.FINAL, _DATA  # an image the loader did not foresee (evaluation/pipeline.py)
     IMAGE_TOO_LARGE = ("image_too_large", Fate.FINAL,  # more pixels than PIL's decompression-bomb limit
                        "an image claims more pixels than is safe to load: shrink or replace it")
     WINDOW_INVALID = "window_invalid", Fate.FINAL, _RECORD  # the (start, end) window selects no frame of the video

@@ -25,10 +25,10 @@ if __name__ == "__main__":
 
 from vbench_async.failure_kinds import TRANSIENT_KINDS
 from vbench_async.frames import FrameCache, FrameError, FrameSpec
-from vbench_async.frames.extract import decode_video
+from vbench_async.frames.decode_video import decode_video
+from vbench_async.frames.entry_file import write_entry
 from vbench_async.frames.keys import fingerprint
 from vbench_async.frames.maintenance import compact_cache, gc_cache, verify_cache
-from vbench_async.frames.store import write_entry
 
 SPEC = FrameSpec("qwen3-vl", max_frames=6, min_pixels=2 * 1024, max_pixels=12 * 1024)
 

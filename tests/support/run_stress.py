@@ -33,7 +33,7 @@ from support.videos import write_video
 
 from vbench_async.failure_kinds import TRANSIENT_KINDS
 from vbench_async.frames import FrameSpec
-from vbench_async.frames.extract import decode_video
+from vbench_async.frames.decode_video import decode_video
 from vbench_async.frames.keys import cache_key, fingerprint
 
 MODEL = "tiny-qwen2.5-vl"

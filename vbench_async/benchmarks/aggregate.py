@@ -29,7 +29,7 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping
 
-from ..result import Result, as_results
+from ..sample_result import Result, as_results
 from .cards import Aggregation, Category
 
 

@@ -15,7 +15,7 @@ from .. import yaml_bounded
 from ..errors import SampleError, UserError
 from ..failure_kinds import FailureKind
 from ..resources import data_dir
-from ..result import Result
+from ..sample_result import Result
 from ..samples import Sample
 from . import aggregate as _aggregate
 from . import prompts

@@ -19,7 +19,7 @@ from ..results.summary_record import Summary
 from .output import pct, print_table, write_run_site_in_background
 
 if TYPE_CHECKING:
-    from ..run_config import RunConfig
+    from ..evaluation.run_config import RunConfig
 
 
 def ablation_dir(base: Path, kind: str | None) -> Path:
@@ -44,8 +44,8 @@ def side_by_side(kinds: list[str | None], summaries: Sequence[Summary | Mapping[
 
 def ablations_main(args: argparse.Namespace, cfg: RunConfig) -> int:
     from ..backends.factory import backend_kind
-    from ..run_config import resolve_model, run_dir_for
-    from ..sweep import run_on_one_engine
+    from ..evaluation.run_config import resolve_model, run_dir_for
+    from ..evaluation.sweep import run_on_one_engine
     from .console import engine_console, engine_log_path
     from .plan_view import print_plan_lines
 

@@ -87,7 +87,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _gc(args: argparse.Namespace) -> int:
-    from ..frames.budget import gb_to_bytes
+    from ..frames.disk_budget import gb_to_bytes
     from ..frames.maintenance import gc_cache
 
     report = gc_cache(

@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def add_options(p: argparse.ArgumentParser) -> None:
     from ..backends.openai import ServerSettings
     from ..backends.vllm import VLLMSettings
-    from ..judge import JudgeConfig
+    from ..evaluation.judge_pass import JudgeConfig
     from .console import add_verbose
     from .options import add_fields, add_group
 
@@ -60,7 +60,7 @@ def main(args: argparse.Namespace) -> int:
     from ..backends.factory import backend_kind
     from ..backends.openai import ServerSettings
     from ..backends.vllm import VLLMSettings
-    from ..judge import JudgeConfig, judge_run_dir
+    from ..evaluation.judge_pass import JudgeConfig, judge_run_dir
     from ..results.run_cards import use_run_cards
     from .console import engine_console, engine_log_path
     from .options import from_args

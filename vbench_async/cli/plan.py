@@ -35,7 +35,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..runner import plan
+    from ..evaluation.runner import plan
 
     workload = plan(run_options.config_from_args(args))
     if args.json:

@@ -32,8 +32,8 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def add_options(p: argparse.ArgumentParser) -> None:
     from ..benchmarks.selection import Selection
+    from ..evaluation.run_config import RunConfig
     from ..frames.frame_settings import FrameSettings
-    from ..run_config import RunConfig
     from .formatting import bounded
     from .include import add_include_option
     from .options import add_group, add_shard_option
@@ -58,9 +58,9 @@ def add_options(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ..benchmarks.selection import Selection
+    from ..evaluation.launcher import resolve_shard
     from ..frames import DEFAULT_DECODER, FrameCache, preprocess
     from ..frames.frame_settings import FrameSettings
-    from ..launcher import resolve_shard
     from ..models import family_ref, resolve
     from ..sharding import shard_slice
     from .options import from_args

@@ -18,8 +18,8 @@ from .formatting import DefaultsHelpFormatter
 from .output import build_site_in_background, print_table, write_run_site, write_run_site_in_background
 
 if TYPE_CHECKING:
+    from ..evaluation.run_config import ResolvedRun, RunConfig
     from ..models import ModelRef
-    from ..run_config import ResolvedRun, RunConfig
     from ..sharding import Shard
 
 
@@ -48,8 +48,8 @@ def add_options(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from ..backends.factory import backend_kind
     from ..backends.vllm import VLLMSettings
-    from ..launcher import apply_devices, resolve_shard, select_devices
-    from ..run_config import resolve_run
+    from ..evaluation.launcher import apply_devices, resolve_shard, select_devices
+    from ..evaluation.run_config import resolve_run
     from .console import engine_console, engine_log_path
 
     if getattr(args, "server", None):
@@ -119,7 +119,7 @@ def starting_line(in_process: bool, out_dir: Path) -> str:
 
 
 def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, resolved: ResolvedRun) -> int:
-    from ..runner import run
+    from ..evaluation.runner import run
     from .plan_view import print_plan_lines
 
     out_dir = resolved.run_dir
@@ -140,7 +140,7 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, resolved
         return _print_preprocessed(summary, cfg)
     judge_pass: dict[str, Any] = {}
     if cfg.judge_model:
-        from ..judge import judge_after_run
+        from ..evaluation.judge_pass import judge_after_run
         from .judge_report import judge_pass_line
 
         summary, judge_pass = _judged(judge_after_run(run_dir, cfg, cfg.judge_model), run_dir)
@@ -173,7 +173,7 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, resolved
     # Exit code says whether anything failed: 0 all good, 1 some samples failed or the run is partial.
     code = 0 if not failed and summary.complete else 1
     if code and shard is not None and summary.complete:
-        from ..launcher import gang_launcher
+        from ..evaluation.launcher import gang_launcher
 
         launcher = gang_launcher()
         if launcher:
@@ -195,8 +195,8 @@ def _judged(judged: dict[str, Any], run_dir: Path) -> tuple[Summary, dict[str, A
 
 def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:
     """`run --max-frames 16,32,64`: every budget's run, its table, and one site over all of them."""
-    from ..run_config import resolve_run
-    from ..sweep import budget_dir, run_sweep
+    from ..evaluation.run_config import resolve_run
+    from ..evaluation.sweep import budget_dir, run_sweep
     from .console import engine_console, engine_log_path
     from .plan_view import print_plan_lines
 

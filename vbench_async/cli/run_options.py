@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ..errors import UserError
 
 if TYPE_CHECKING:
-    from ..run_config import RunConfig
+    from ..evaluation.run_config import RunConfig
     from ..sharding import Shard
 
 
@@ -27,8 +27,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     from ..backends.vllm import VLLMSettings
     from ..benchmarks.prompts import PromptSettings
     from ..benchmarks.selection import Selection
+    from ..evaluation.run_config import RunConfig
     from ..frames.frame_settings import FIELDS, FrameSettings
-    from ..run_config import RunConfig
     from .console import add_verbose
     from .include import add_include_option
     from .options import add_fields, add_group, add_shard_option
@@ -135,8 +135,8 @@ def config_from_args(args: argparse.Namespace, shard: Shard | None = None, local
     from ..benchmarks.prompts import PromptSettings
     from ..benchmarks.registry import check_data_root
     from ..benchmarks.selection import Selection
+    from ..evaluation.run_config import RunConfig
     from ..frames.frame_settings import FrameSettings
-    from ..run_config import RunConfig
     from .options import from_args, values_from_args
 
     selection = from_args(Selection, args, include=tuple(include_dirs()))  # --include and $VBENCH_ASYNC_INCLUDE

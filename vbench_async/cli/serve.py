@@ -14,7 +14,7 @@ from ..errors import UserError
 from .formatting import DefaultsHelpFormatter
 
 if TYPE_CHECKING:
-    from ..run_config import RunConfig
+    from ..evaluation.run_config import RunConfig
     from ..serve.paths import JobPaths
     from ..serve.server import EvalServer
 
@@ -43,7 +43,7 @@ SERVE_FLAGS = ("backend", "cache_dir", "cache_max_gb", "concurrency", "loaders",
 def add_options(p: argparse.ArgumentParser) -> None:
     from ..backends.openai import ServerSettings
     from ..backends.vllm import VLLMSettings
-    from ..run_config import RunConfig
+    from ..evaluation.run_config import RunConfig
     from .console import add_verbose
     from .include import add_include_option
     from .options import add_fields, add_group
@@ -90,7 +90,7 @@ def base_config(args: argparse.Namespace) -> RunConfig:
     from ..backends.factory import backend_kind
     from ..backends.openai import ServerSettings
     from ..backends.vllm import VLLMSettings
-    from ..run_config import RunConfig
+    from ..evaluation.run_config import RunConfig
     from .options import from_args, values_from_args
 
     base = RunConfig(**values_from_args(RunConfig, args, only=("model", *SERVE_FLAGS)),
@@ -194,7 +194,7 @@ def job_from_run_args(args: argparse.Namespace) -> dict:
     differs)."""
     import dataclasses
 
-    from ..run_config import RunConfig
+    from ..evaluation.run_config import RunConfig
     from ..serve.jobs import server_owned
     from .run_options import config_from_args
 

@@ -5,9 +5,9 @@ passes `do_sample_frames=False, do_resize=False`, so nothing is sampled or resiz
 lets its processor resize a second time, `second_resize_max_pixels` makes the cache do that resize too).
 """
 
-from .budget import CacheFit, PlannedEntry, check_cache_fit
 from .cache import FrameCache
 from .decoders import DECODERS, DEFAULT_DECODER
+from .disk_budget import CacheFit, PlannedEntry, check_cache_fit
 from .errors import FrameError
 from .frame_settings import FrameSettings
 from .layout import FailureRecord, default_cache_dir

@@ -22,17 +22,11 @@ from pathlib import Path
 from typing import Any, Iterable, Protocol
 
 from ..failure_kinds import FINAL_KINDS, FailureKind
-from .budget import Budget, budget_from_env, entry_size
 from .codecs import RAW, check_codec, default_codec
 from .compactor import Compactor
 from .decoders import DECODERS, DEFAULT_DECODER
-from .errors import FrameError
-from .keys import DEFAULT_FINGERPRINT, FingerprintMemo, cache_key
-from .labels import record_labels
-from .layout import CacheLayout, FailureRecord, default_cache_dir, write_text_atomic
-from .pool import DecodePool, WorkerStartError
-from .spec import FrameSpec, Window, normalize_window
-from .store import (
+from .disk_budget import Budget, budget_from_env, entry_size
+from .entry_file import (
     CorruptEntry,
     EntryMissing,
     discard_entry,
@@ -40,6 +34,12 @@ from .store import (
     read_header,
     writer_tag,
 )
+from .errors import FrameError
+from .keys import DEFAULT_FINGERPRINT, FingerprintMemo, cache_key
+from .labels import record_labels
+from .layout import CacheLayout, FailureRecord, default_cache_dir, write_text_atomic
+from .pool import DecodePool, WorkerStartError
+from .spec import FrameSpec, Window, normalize_window
 from .video import CachedVideo
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ class FrameCache:
         """The cache a command opens: at `root` (default: the default directory), under a budget of `max_gb`
         gigabytes; a bad budget or codec (the environment's too) is the user's to fix, a UserError."""
         from ..errors import UserError
-        from .budget import gb_to_bytes
+        from .disk_budget import gb_to_bytes
 
         try:
             if max_gb is not None:

@@ -16,7 +16,7 @@ import os
 import threading
 from pathlib import Path
 
-from .extract import check_video_file
+from .decode_video import check_video_file
 from .keyhash import key_of
 from .spec import FrameSpec, Window, normalize_window
 
@@ -125,7 +125,7 @@ def read_record(path: Path) -> dict | None:
     """A fingerprint record if it is a regular file, parses and carries its own checksum (an earlier version's
     record, without one, is not used: the file is hashed again); None otherwise. Never opens a FIFO for a blocking
     read."""
-    from .store import read_regular_text
+    from .entry_file import read_regular_text
 
     try:
         data = json.loads(read_regular_text(path))

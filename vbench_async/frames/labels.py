@@ -11,8 +11,8 @@ import hashlib
 import re
 from typing import Iterable
 
+from .entry_file import TMP_PREFIX, read_regular_text
 from .layout import CacheLayout, write_text_atomic
-from .store import TMP_PREFIX, read_regular_text
 
 UNLABELLED = "(unlabelled)"
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ..homes import default_cache_dir  # noqa: F401 - re-exported (the cache, the package)
+from .entry_file import TMP_PREFIX, read_regular_text, temp_path
 from .errors import FrameError
-from .store import TMP_PREFIX, read_regular_text, temp_path
 from .video import FORMAT_VERSION
 
 

@@ -15,12 +15,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .budget import entry_size
 from .codecs import DEFAULT_CODEC, CodecError, check_codec
-from .keys import read_record
-from .labels import UNLABELLED, keys_by_benchmark
-from .layout import CacheLayout, FailureRecord
-from .store import (
+from .disk_budget import entry_size
+from .entry_file import (
     CorruptEntry,
     EntryMissing,
     UnverifiedEntry,
@@ -29,6 +26,9 @@ from .store import (
     read_header,
     write_entry,
 )
+from .keys import read_record
+from .labels import UNLABELLED, keys_by_benchmark
+from .layout import CacheLayout, FailureRecord
 
 
 @dataclass

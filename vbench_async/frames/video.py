@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..result import FramesSeen
+from ..sample_result import FramesSeen
 
 FORMAT_VERSION = "vbf1"  # bump when the entry layout or the sampling/resize code changes the frames
 

@@ -27,10 +27,10 @@ def _send(channel: TextIO, message: dict[str, Any]) -> None:
 
 def handle(job: dict[str, Any]) -> dict[str, Any]:
     from ..failure_kinds import FailureKind
+    from .decode_video import decode_video_specs
+    from .entry_file import write_entry
     from .errors import FrameError
-    from .extract import decode_video_specs
     from .spec import FrameSpec
-    from .store import write_entry
 
     def failed(kind: str, message: str) -> dict[str, Any]:
         return {"id": job.get("id"), "ok": False, "kind": kind, "message": message}

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..scoring.extract import answer_tag
+from ..scoring.answer_extraction import answer_tag
 from .load import Run
 from .model_facts import model_facts, size_band
 from .ranks import average_ranks, column_scores, dense_ranks, rank_text

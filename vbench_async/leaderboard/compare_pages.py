@@ -8,8 +8,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..result import Result
 from ..results.stats import values_by_id
+from ..sample_result import Result
 from .board import truth_text
 from .charts import Chart, line_chart, score_chart
 from .load import BenchRun, Run, benchmark_ids

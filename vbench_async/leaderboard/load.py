@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..result import Result
 from ..results.current import is_complete
 from ..results.manifest_record import Manifest
 from ..results.readings import differing_ids, reading_lines
@@ -26,6 +25,7 @@ from ..results.rundir import read_manifest, read_summary, safe_name
 from ..results.stats import Estimate, category_estimates, headline_estimate
 from ..results.summaries import benchmark_status, judged_aggregate
 from ..results.summary_record import BenchmarkSummary, Subset, Summary
+from ..sample_result import Result
 from .config_groups import COMPARED, differing_settings, family_frame_defaults, mark_config_groups
 
 __all__ = ["BenchRun", "Run", "benchmark_ids", "differing_settings", "load_run", "load_runs"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..result import Result
+from ..sample_result import Result
 from .board import truth_text
 from .thumbnails import Thumbnailer
 

@@ -125,8 +125,8 @@ class Thumbnailer:
         return origin, [self._save(frames[s]) for s in chosen], None
 
     def _from_cache(self, key: str, indices: list[int]) -> np.ndarray | None:
+        from ..frames.entry_file import CorruptEntry, read_entry
         from ..frames.layout import CacheLayout
-        from ..frames.store import CorruptEntry, read_entry
 
         for root in self.cache_roots:
             path = CacheLayout(root).entry_path(key)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from ..result import Result
+from ..sample_result import Result
 
 if TYPE_CHECKING:
     from .summary_record import Summary
@@ -75,7 +75,7 @@ def answer_spread(results: Iterable[Result]) -> AnswerSpread:
 def run_answer_spreads(run_dir: Path, summary: Summary) -> dict[str, AnswerSpread]:
     """Each benchmark's answer spread, from the result file its summary block names (its stale lines left out)."""
     from .current import drop_stale
-    from .store import read_results
+    from .result_file import read_results
 
     out = {}
     for bid, block in summary.benchmarks.items():

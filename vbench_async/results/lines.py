@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar, overload
 
-from ..result import error_problem, record_problem, result_problem, score_problem
+from ..sample_result import error_problem, record_problem, result_problem, score_problem
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

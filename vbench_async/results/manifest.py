@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ..redact import redact_argv, scrub
 from ..settings import to_json
 from ..workload.sizing import machine_memory_bytes
-from .store import ResultStore
+from .result_file import ResultStore
 
 if TYPE_CHECKING:
     from ..benchmarks.registry import Benchmark

@@ -25,6 +25,7 @@ from .lines import read_lines
 from .manifest import iso, totals
 from .manifest_record import BenchmarkManifest, Manifest
 from .record_io import OutputRecord
+from .result_file import ResultStore, StoreLocked
 from .rundir import (
     PLAN_DIRNAME,
     RESULTS_DIRNAME,
@@ -35,7 +36,6 @@ from .rundir import (
     summary_path,
     write_json,
 )
-from .store import ResultStore, StoreLocked
 from .summaries import records_subset, summarize_benchmark
 from .summary_record import BenchmarkSummary, MergeInfo, RunStats, Summary
 

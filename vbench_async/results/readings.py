@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from ..result import READINGS, Result, as_results
+from ..sample_result import READINGS, Result, as_results
 from ..scoring.chance import chance_level
 from .lines import BadLine, mark_bad_lines
 from .stats import Estimate, headline_estimate

@@ -1,6 +1,6 @@
 """The run directory's file names and its JSON files: the one place that spells them, writes them and reads them.
 
-    RUN_DIR/results/<benchmark>.<config hash>[.shard-K-of-N].jsonl    result lines (results/store.py)
+    RUN_DIR/results/<benchmark>.<config hash>[.shard-K-of-N].jsonl    result lines (results/result_file.py)
     RUN_DIR/results/<benchmark>.<config hash>.shards-N.json           a sharded run's sample index
     RUN_DIR/shards/                                                    the pinned shard plans (sharding.py)
     RUN_DIR/judge/                                                     LLM-judge verdicts (results/verdicts.py)

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 
 from ..benchmarks.aggregate import category_key, value
-from ..result import Result, as_results
+from ..sample_result import Result, as_results
 
 # ------------------------------------------------------------------------------------------- distributions
 

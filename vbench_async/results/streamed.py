@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping
 
 from ..failure_kinds import is_final
-from ..result import READINGS, Result
+from ..sample_result import READINGS, Result
 from ..scoring.chance import chance_level
 from .current import complete_count
 from .lines import BadLine, iter_lines

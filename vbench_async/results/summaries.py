@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Sequence
 
-from ..result import Result
+from ..sample_result import Result
 from .current import drop_stale, split_current
 from .lines import BadLine
 from .manifest import PlannedBenchmark, manifest
 from .manifest_record import JudgeRecord, RecordedRunConfig
 from .readings import ReadingAggregate, aggregate_readings, summary_block
 from .record_io import RecordError
+from .result_file import read_results
 from .rundir import ShardId, manifest_path, read_manifest, read_summary, summary_path, write_json
-from .store import read_results
 from .streamed import streamed_aggregate
 from .summary_record import BenchmarkSummary, RunStats, ShardInfo, Subset, Summary
 from .verdicts import active_judge, apply_active_judge

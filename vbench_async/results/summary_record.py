@@ -147,7 +147,7 @@ class PreprocessFailure(OutputRecord):
 
 @dataclass
 class RunStats(OutputRecord):
-    """The run's own counters (`evaluation.py`'s stats); the backend's description and the loop's counters stay
+    """The run's own counters (`evaluation/execute.py`'s stats); the backend's description and the loop's counters stay
     mappings: they are what each backend and the loop choose to report."""
 
     mode: str | None = None

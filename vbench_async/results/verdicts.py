@@ -1,5 +1,5 @@
 """The LLM judge's verdicts as stored in a run directory, and how they replace offline scores (the read side of
-judging; the pass that produces them is `vbench_async/judge.py`).
+judging; the pass that produces them is `vbench_async/evaluation/judge_pass.py`).
 
     RUN_DIR/judge/judge.json                          which judges ran, and which one is active
     RUN_DIR/judge/<results file stem>.<key>.jsonl     one line per judged sample (append-only, resumable)
@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import UserError
-from ..result import Result
+from ..sample_result import Result
 from ..scoring.judges import judge_for
 from .lines import read_lines
 from .manifest import iso
+from .result_file import ResultStore, config_hash
 from .rundir import JUDGE_DIRNAME, read_json, write_json
-from .store import ResultStore, config_hash
 
 STATE_FILE = "judge.json"
 

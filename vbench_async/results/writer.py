@@ -14,8 +14,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..result import Result
-from .store import ResultStore
+from ..sample_result import Result
+from .result_file import ResultStore
 
 BATCH = 256  # lines per fsync at most
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..samples import Sample
-from . import extract
+from . import answer_extraction as extract
 from .base import Score, malformed
 from .metrics import box_iou, interval_iou
 from .tasks import first_answer, ground_truth

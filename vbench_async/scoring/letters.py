@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 
 from ..samples import OPTION_PREFIX
-from .extract import clean_answer, normalize_text
+from .answer_extraction import clean_answer, normalize_text
 
 _LETTERS = "ABCDEFGHIJ"
 # Words after a leading "A" / "I" that show it is an option letter ("A because ...", "A is correct").

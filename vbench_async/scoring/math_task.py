@@ -20,7 +20,7 @@ from typing import Any
 
 from ..samples import Sample
 from ..worker_process import WorkerDied, WorkerProcess, WorkerStartError, WorkerTimedOut, package_env
-from . import extract
+from . import answer_extraction as extract
 from .base import Score, ScorerUnavailable, malformed
 from .tasks import first_answer, ground_truth, numbers_match, score_multiple_choice
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import SampleError
 from ..samples import Sample, parse_record
-from . import extract
+from . import answer_extraction as extract
 from .base import Reading, Score, ScorerUnavailable, clip01, malformed
 from .official import Protocol, get_protocol
 from .task_types import task_type

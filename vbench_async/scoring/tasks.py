@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import SampleError
 from ..failure_kinds import FailureKind
 from ..samples import Sample
-from . import extract
+from . import answer_extraction as extract
 from .base import Score, clip01, malformed
 from .letters import parse_choice
 from .metrics import anls, paper_mra, rouge_l, word_error_rate

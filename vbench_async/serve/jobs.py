@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import UserError
-from ..run_config import RunConfig
+from ..evaluation.run_config import RunConfig
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled")
 # Caps far above any real setting: one job must not stall the serial queue or the machine (400,000 requests in

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ..backends.kept import EngineKeeper, JobCancelled
 from ..errors import EngineDead, UserError
+from ..evaluation.run_config import RunConfig, resolve_run
+from ..evaluation.runner import run
 from ..redact import ScrubbingFormatter, scrub
 from ..results.rundir import has_site, site_dir
-from ..run_config import RunConfig, resolve_run
-from ..runner import run
-from .engine import EngineKeeper, JobCancelled
 from .jobs import Job, JobSpec, result_lines
 from .paths import JobPaths
 
@@ -189,7 +189,7 @@ class EvalServer:
                 # the job record carries the summary as JSON: what a client reads back
                 summary = run(cfg, on_plan=on_plan, backends=self.keeper.factory(on_start), resolved=resolved).to_json()
                 if cfg.judge_model:  # as `run --judge-model` does: the same backend kind and settings
-                    from ..judge import judge_after_run
+                    from ..evaluation.judge_pass import judge_after_run
 
                     summary = {**judge_after_run(Path(job.run_dir), cfg, cfg.judge_model), "run_dir": job.run_dir}
             if cfg.site:  # before the status: a client seeing "done" sees where the site will be

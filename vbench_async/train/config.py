@@ -31,7 +31,7 @@ from .resume_identity import digest, identity
 
 if TYPE_CHECKING:
     from ..backends.vllm import VLLMSettings
-    from ..runner import RunConfig
+    from ..evaluation.runner import RunConfig
 
 
 def knob(default: Any, help: str, **meta: Any) -> Any:
@@ -246,7 +246,7 @@ class ValidationConfig:
     def run_config(self, model: str, output_dir: Path, backend: str, shard: tuple[int, int] | None,
                    cache_dir: str | None = None, engine: VLLMSettings | None = None) -> RunConfig:
         """The `runner.RunConfig` of one validation: `run` read with the flags' checks, plus the trainer's fields."""
-        from ..runner import RunConfig
+        from ..evaluation.runner import RunConfig
 
         defaults: dict[str, Any] = {"progress": False}
         if cache_dir is not None:
@@ -404,7 +404,7 @@ def check_config(cfg: TrainConfig) -> None:
 def check_validation(v: ValidationConfig) -> None:
     """`validation.run` is checked as a server job is (unknown fields, bounds, the trainer's own fields refused by
     name), when the config is read: a typo must not wait for the first validation to show."""
-    from ..runner import RunConfig
+    from ..evaluation.runner import RunConfig
 
     owned = sorted(set(v.run) & set(VALIDATION_OWNED))
     if owned:

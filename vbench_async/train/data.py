@@ -278,7 +278,7 @@ class MediaSource:
 
     def video(self, item: TrainItem) -> VideoInput:
         from ..frames.ablation import ablate
-        from ..frames.extract import decode_video
+        from ..frames.decode_video import decode_video
         from ..frames.video import CachedVideo
 
         if self.frame_source == "cache":

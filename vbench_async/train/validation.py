@@ -49,7 +49,7 @@ def validate(cfg: TrainConfig, step: int, info: DistInfo, engine: RolloutEngine,
              out: Path) -> dict[str, float]:
     """Evaluate this rank's share of the held-out set on `engine`; every rank returns the merged run's scores
     ({"val/<benchmark>": score, "val/samples": n, "val/failed": n}) or {} when the run could not be merged."""
-    from .. import runner
+    from ..evaluation import runner
 
     group = TPGroup(info.rank, info.world, cfg.rollout.tensor_parallel_size)
     where = run_dir(out, step) if group.peer == 0 else peer_dir(out, step, info.rank)

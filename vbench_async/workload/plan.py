@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, ItemsView, Iterator, Mapping, Protocol, Sequence
 
 from ..errors import SampleError
-from ..frames.budget import free_disk
+from ..frames.disk_budget import free_disk
 from ..frames.keys import cache_key
 from ..frames.spec import FrameSpec, frame_range
 from .memo import ProcessorMemo
@@ -195,8 +195,8 @@ def estimate_cache(cache_root: Path, raw_by_key: Mapping[str, int], new_keys: se
                    max_bytes: int | None) -> tuple[CacheEstimate, int]:
     """(the estimate, the bytes still to write) from the cache's own fit check, so the plan's bytes and warnings are
     the ones the cache will write and warn about."""
-    from ..frames.budget import PLANNING_RATIO, PlannedEntry, check_cache_fit
     from ..frames.codecs import RAW
+    from ..frames.disk_budget import PLANNING_RATIO, PlannedEntry, check_cache_fit
 
     fit = check_cache_fit(cache_root, [PlannedEntry(raw, key) for key, raw in raw_by_key.items()], max_bytes, codec)
     if fit.codec == RAW:

@@ -1,5 +1,5 @@
 """Judging protocols: how each judged benchmark's own code has an LLM score an output, as pure prompt-and-parse
-steps (the judge pass in `vbench_async/judge.py` sends them through a backend).
+steps (the judge pass in `vbench_async/evaluation/judge_pass.py` sends them through a backend).
 
     JUDGES[benchmark id]     the benchmark's protocol (VideoReasonBench, VCR-Bench, Video-MMLU, MMVU, TempCompass)
     judge_for(result)        the protocol for one result line (the project's generic prompt for other benchmarks)
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 
-from ...result import Result
+from ...sample_result import Result
 from .base import NEEDS_FIELDS, UNPARSABLE, Ask, JudgeItem, JudgeProtocol, Outcome, reference_text
 from .generic import GenericJudge, judge_prompt, parse_verdict
 from .mmvu import MMVUJudge

@@ -2,7 +2,7 @@
 
 A protocol is pure: `start(item)` returns the first round of prompts (or an outcome straight away), and
 `advance(item, asks, replies)` turns the judge's replies into the next round or the outcome. The judge pass
-(`vbench_async/judge.py`) sends the prompts through any backend; tests feed hand-written replies.
+(`vbench_async/evaluation/judge_pass.py`) sends the prompts through any backend; tests feed hand-written replies.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ...result import Result
+from ...sample_result import Result
 from ...samples import Sample
 
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)

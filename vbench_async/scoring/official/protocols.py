@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from ...samples import Sample
-from .. import extract
+from .. import answer_extraction as extract
 from ..base import Reading
 from ..grounding import parse_span
 from ..task_types import canonical_task_type

@@ -23,7 +23,7 @@ from typing import Any, Callable, Collection, Iterable, Mapping, TextIO
 from ..errors import UserError
 from ..failure_kinds import FailureKind, environment_fault, is_final_kind
 from ..redact import scrub
-from ..result import Result
+from ..sample_result import Result
 from .lines import BadLine, check_line, line_problem, read_lines
 from .rundir import ShardId, results_path
 
@@ -210,7 +210,7 @@ def _line(result: Mapping[str, Any]) -> str:
     return line + "\n"
 
 
-INVALID_TASK = "invalid"  # the task type of the line of a record that is not a sample (runner.py writes its stub)
+INVALID_TASK = "invalid"  # the task type of the line of a record that is not a sample (evaluation/runner.py writes its stub)
 
 
 def _is_invalid_record(line: Mapping[str, Any]) -> bool:

@@ -28,21 +28,30 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import numpy as np
 
-from .backends.base import CONCURRENCY, Backend, Completion, ImageInput, Request, SamplingParams, VideoInput, array_uuid
-from .errors import EngineDead, SampleError, UserError
-from .failure_kinds import ENVIRONMENT_KINDS, FailureKind, environment_fault, is_environment_oserror
-from .frames.ablation import ablate
-from .result import Result
-from .results.lines import InvalidResult
-from .results.manifest import PlannedBenchmark
-from .results.store import ResultStore
-from .results.writer import ResultWriter
-from .samples import Sample
+from ..backends.base import (
+    CONCURRENCY,
+    Backend,
+    Completion,
+    ImageInput,
+    Request,
+    SamplingParams,
+    VideoInput,
+    array_uuid,
+)
+from ..errors import EngineDead, SampleError, UserError
+from ..failure_kinds import ENVIRONMENT_KINDS, FailureKind, environment_fault, is_environment_oserror
+from ..frames.ablation import ablate
+from ..results.lines import InvalidResult
+from ..results.manifest import PlannedBenchmark
+from ..results.result_file import ResultStore
+from ..results.writer import ResultWriter
+from ..sample_result import Result
+from ..samples import Sample
 
 if TYPE_CHECKING:
-    from .frames.spec import FrameSpec, Window
-    from .frames.video import CachedVideo
-    from .scoring.base import Score
+    from ..frames.spec import FrameSpec, Window
+    from ..frames.video import CachedVideo
+    from ..scoring.base import Score
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """`vbench-async run` as a library call: load the selection, plan the work (each benchmark's pending entries, the
-workload plan that sizes the engine), evaluate it (evaluation.py), summarise.
+workload plan that sizes the engine), evaluate it (evaluation/execute.py), summarise.
 """
 
 from __future__ import annotations
@@ -10,28 +10,28 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .backends.base import CONCURRENCY
-from .backends.factory import backend_kind, make_backend
-from .benchmarks.include import included
-from .errors import DataMissing, SampleError, UserError
-from .evaluation import BackendFactory, backend_options, execute
-from .failure_kinds import EnvironmentFault, FailureKind
-from .phases import mark
+from ..backends.base import CONCURRENCY
+from ..backends.factory import backend_kind, make_backend
+from ..benchmarks.include import included
+from ..errors import DataMissing, SampleError, UserError
+from ..failure_kinds import EnvironmentFault, FailureKind
+from ..phases import mark
+from ..results.manifest import plain
+from ..results.result_file import INVALID_TASK, ResultStore, config_hash
+from ..results.rundir_lock import RunDirLock
+from ..samples import Sample
+from .execute import BackendFactory, backend_options, execute
 from .pipeline import BenchmarkPlan, PlanEntry
 from .preflight import check_writable, no_data
-from .results.manifest import plain
-from .results.rundir_lock import RunDirLock
-from .results.store import INVALID_TASK, ResultStore, config_hash
 from .run_config import MODES, ResolvedRun, RunConfig, resolve_run
-from .samples import Sample
 
 if TYPE_CHECKING:
-    from .benchmarks.registry import Benchmark
-    from .frames import FrameCache, FrameSettings, VideoJob
-    from .models import ModelRef
-    from .results.summary_record import Summary
-    from .sharding import ShardSelection
-    from .workload import WorkloadPlan
+    from ..benchmarks.registry import Benchmark
+    from ..frames import FrameCache, FrameSettings, VideoJob
+    from ..models import ModelRef
+    from ..results.summary_record import Summary
+    from ..sharding import ShardSelection
+    from ..workload import WorkloadPlan
 
 __all__ = ["BenchmarkPlan", "RunConfig", "frame_cache", "plan", "run", "video_jobs"]
 
@@ -60,7 +60,7 @@ def run(cfg: RunConfig, on_plan: Callable[[WorkloadPlan | None, dict[str, str]],
 def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
                 on_plan: Callable[[WorkloadPlan | None, dict[str, str]], None] | None,
                 backends: BackendFactory = make_backend) -> Summary:
-    from .results import summaries
+    from ..results import summaries
 
     loaded, not_run = _load(cfg)
     cache = frame_cache(cfg)
@@ -122,7 +122,7 @@ def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
         raise stopped
     summary.run_dir = str(run_dir)
     if selection is not None and not interrupted:
-        from .results.merge import merge_if_complete
+        from ..results.merge import merge_if_complete
 
         # The last shard to finish merges all of them into summary.json (a no-op while any sample is missing).
         summary.merged = merge_if_complete(run_dir, {p.benchmark.id: p.store.config_hash for p in plans},
@@ -149,7 +149,7 @@ def _load(cfg: RunConfig) -> tuple[list[tuple[Benchmark, list[Sample | SampleErr
 
 
 def frame_cache(cfg: RunConfig) -> FrameCache:
-    from .frames import FrameCache
+    from ..frames import FrameCache
 
     # Retrying failures reaches the cache too: a video whose decode failed last time is tried again. New entries are
     # written raw on the critical path and compressed later, at idle priority.
@@ -184,7 +184,7 @@ def workload_plan(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], c
                   not_run: dict[str, str], strict: bool = False) -> WorkloadPlan | None:
     """The plan of `plans`' pending entries (workload/plan.py). None when the model's processor cannot be read, unless
     `strict`: a run then goes on unplanned, with the engine's default settings."""
-    from .workload import build_plan
+    from ..workload import build_plan
 
     engine = cfg.engine
     sized = backend_kind(cfg.backend).sizes_context
@@ -212,7 +212,7 @@ def requests_in_flight(cfg: RunConfig, workload: WorkloadPlan | None, pending: i
         return cfg.concurrency
     if workload is None or not backend_kind(cfg.backend).sizes_context:
         return CONCURRENCY
-    from .workload import sizing
+    from ..workload import sizing
 
     return sizing.requests_in_flight(running=cfg.engine.max_num_seqs * cfg.engine.data_parallel_size,
                                      largest_video=workload.engine.profile_video, pending=pending,
@@ -234,7 +234,7 @@ def _mark_overflow(plans: list[BenchmarkPlan], workload: WorkloadPlan) -> None:
 
 def _shard_selection(cfg: RunConfig, model: ModelRef, loaded: list[tuple[Benchmark, list[Sample | SampleError]]],
                      run_dir: Path) -> ShardSelection:
-    from .sharding import Shard, items_for, select
+    from ..sharding import Shard, items_for, select
 
     data_root, outside = cfg.selection.data_root, cfg.selection.allow_outside_root
     items = [it for b, samples in loaded

@@ -15,14 +15,14 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
-from .backends.factory import backend_kind
-from .errors import UserError
+from ..backends.factory import backend_kind
+from ..errors import UserError
 from .run_config import ResolvedRun, RunConfig, resolve_run, run_dir_for
 from .runner import frame_cache, run, video_jobs
 
 if TYPE_CHECKING:
-    from .models import ModelRef
-    from .results.summary_record import Summary
+    from ..models import ModelRef
+    from ..results.summary_record import Summary
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def run_sweep(cfg: RunConfig, budgets: list[int], on_plan: Callable[..., None] |
     `on_plan(workload, not_run, budget=, first=)` gets each budget's plan (`first`: the run that starts the engine).
     `resolved`: the sweep's model and directory as the entry point resolved them (`resolve_run(cfg)` if not given):
     the budgets' directories go under its run directory (runs/<name>/max_frames-N with --name)."""
-    from .frames import preprocess
+    from ..frames import preprocess
 
     resolved = resolved or resolve_run(cfg)
     cfgs = sweep_configs(cfg, budgets, resolved.run_dir)
@@ -70,12 +70,12 @@ def run_sweep(cfg: RunConfig, budgets: list[int], on_plan: Callable[..., None] |
 def run_on_one_engine(cfgs: list[RunConfig], model_path: str, budgets: list[int],
                       on_plan: Callable[..., None] | None, console: Callable[[Path], ContextManager[Any]],
                       model: ModelRef) -> list[Summary]:
-    """The budgets' runs on one engine, kept between them as the evaluation server keeps its own (serve/engine.py):
+    """The budgets' runs on one engine, kept between them as the evaluation server keeps its own (backends/kept.py):
     the largest budget runs first, so the engine is sized and profiled for the largest frames, and the others are
     planned against that engine. `on_plan(workload, not_run, budget, first)`: `first` for the run that starts the
     engine. `model`: resolved once by the caller (with its label) and passed to every run. Summaries come back in the
     order of `cfgs`."""
-    from .serve.engine import EngineKeeper
+    from ..backends.kept import EngineKeeper
 
     keeper = EngineKeeper()
     summaries: dict[int, Summary] = {}

@@ -15,10 +15,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, TypeVar
 
-from ..backends.base import CONCURRENCY, Backend, Completion, Request
-from ..backends.factory import backend_kind, make_backend
-from ..backends.openai import ServerSettings
-from ..backends.vllm import VLLMSettings
+from .base import CONCURRENCY, Backend, Completion, Request
+from .factory import backend_kind, make_backend
+from .openai import ServerSettings
+from .vllm import VLLMSettings
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The evaluation of a planned run (`runner.py` plans it): the engine started beside the frame loading, a cold cache
+"""The evaluation of a planned run (`evaluation/runner.py` plans it): the engine started beside the frame loading, a cold cache
 decoded behind the loop, the loop over every pending entry, the engine closed however the loop ends.
 
 Start-up counts: the engine is built in a thread while frames are loaded (or decoded) beside it, so a newcomer waits
@@ -18,21 +18,21 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from .backends.base import Backend, NoRequests
-from .backends.factory import backend_kind, make_backend
-from .backends.vllm import VLLMSettings
-from .phases import mark
+from ..backends.base import Backend, NoRequests
+from ..backends.factory import backend_kind, make_backend
+from ..backends.vllm import VLLMSettings
+from ..phases import mark
+from ..samples import Sample
 from .pipeline import BenchmarkPlan, LoopStats, Pipeline, Progress, group_by_video
 from .run_config import RunConfig
-from .samples import Sample
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .frames import FrameCache, VideoJob
-    from .models import ModelRef
-    from .scoring.base import Score
-    from .workload import WorkloadPlan
+    from ..frames import FrameCache, VideoJob
+    from ..models import ModelRef
+    from ..scoring.base import Score
+    from ..workload import WorkloadPlan
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ BackendFactory = Callable[..., Backend]
 
 def execute(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache,
              workload: WorkloadPlan | None = None, backends: BackendFactory = make_backend) -> dict[str, Any]:
-    from .frames import VideoJob, preprocess
+    from ..frames import VideoJob, preprocess
 
     def jobs() -> Iterator[VideoJob]:  # one per question (preprocess counts them), made on the fly, not listed
         return (VideoJob(video=e.video, spec=e.spec, window=e.window, benchmark=p.benchmark.id)
@@ -126,7 +126,7 @@ def _decode_behind(loop: asyncio.AbstractEventLoop, cfg: RunConfig, cache: Frame
     the loop's loaders share the decode of a key in flight (FrameCache single-flight) and decode a key this thread
     has not reached yet themselves (it then finds the entry made). Its own thread, not the loop's default executor,
     which asyncio.run joins on the way out: Ctrl-C must not wait for a decode in flight."""
-    from .frames import preprocess
+    from ..frames import preprocess
 
     stop = threading.Event()
     thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preprocess")
@@ -216,13 +216,15 @@ def _make_backend(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], w
 
 
 def _scorer() -> Callable[[Sample, str], Score]:
-    from .benchmarks import score_sample  # each sample read by its benchmark's official protocol and the careful grader
+    from ..benchmarks import (
+        score_sample,  # each sample read by its benchmark's official protocol and the careful grader
+    )
 
     return score_sample
 
 
 def _image_loader(family: str) -> Callable[[Path], np.ndarray]:
-    from .frames import load_image
+    from ..frames import load_image
 
     return lambda path: load_image(path, family)
 

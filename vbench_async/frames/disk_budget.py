@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Iterable
 
 from .codecs import RAW, default_codec
+from .entry_file import CorruptEntry, read_header
 from .layout import CacheLayout
-from .store import CorruptEntry, read_header
 
 log = logging.getLogger(__name__)
 

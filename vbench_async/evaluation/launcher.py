@@ -16,8 +16,8 @@ import logging
 import os
 from typing import Mapping
 
-from .errors import UserError
-from .sharding import Shard
+from ..errors import UserError
+from ..sharding import Shard
 
 log = logging.getLogger(__name__)
 

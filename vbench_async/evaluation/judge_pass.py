@@ -17,18 +17,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .backends.base import Backend, Request, SamplingParams
-from .backends.factory import backend_field, backend_kind, make_backend
-from .backends.openai import ServerSettings
-from .backends.vllm import VLLMSettings
-from .errors import EngineDead, SampleError
-from .models import ModelRef
-from .result import Result
-from .results.current import drop_stale
-from .results.rundir import read_summary
-from .results.store import read_results
-from .results.summaries import recompute_summary
-from .results.verdicts import (
+from ..backends.base import Backend, Request, SamplingParams
+from ..backends.factory import backend_field, backend_kind, make_backend
+from ..backends.openai import ServerSettings
+from ..backends.vllm import VLLMSettings
+from ..errors import EngineDead, SampleError
+from ..models import ModelRef
+from ..results.current import drop_stale
+from ..results.result_file import read_results
+from ..results.rundir import read_summary
+from ..results.summaries import recompute_summary
+from ..results.verdicts import (
     JudgeIdentity,
     JudgeStore,
     activate_judge,
@@ -37,8 +36,9 @@ from .results.verdicts import (
     judge_store,
     read_verdicts,
 )
+from ..sample_result import Result
+from ..scoring.judges import PROMPT_HASH, Ask, JudgeItem, JudgeProtocol, Outcome, judge_for
 from .run_config import JUDGE_MODEL_HELP, RunConfig
-from .scoring.judges import PROMPT_HASH, Ask, JudgeItem, JudgeProtocol, Outcome, judge_for
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class JudgeConfig:
 
 def resolve_identity(cfg: JudgeConfig) -> tuple[ModelRef, JudgeIdentity]:
     """(model ref for the backend, identity). A served model (openai backend) is known by its name only."""
-    from .models import resolve
+    from ..models import resolve
 
     sampling = SamplingParams(temperature=0.0, max_tokens=cfg.max_tokens or 0, seed=cfg.seed).to_dict()
     if not backend_kind(cfg.backend).in_process:
@@ -163,7 +163,7 @@ def judge_run_dir(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
     """Judge every open-ended item of the run's current result files not judged yet by this judge, then recompute
     summary.json. Returns the new summary with `judge_pass` counts. The run directory's lock is held throughout: a
     judge pass rewrites summary.json, never while a run writes the directory."""
-    from .results.rundir_lock import RunDirLock
+    from ..results.rundir_lock import RunDirLock
 
     run_dir = Path(run_dir)
     read_summary(run_dir)  # not a result directory: say so before taking its lock

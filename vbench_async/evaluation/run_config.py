@@ -1,6 +1,6 @@
 """A run's settings, declared once: `RunConfig` is the command line of `run`, `plan`, `preprocess`, `serve` and
 `judge` (cli/options.py generates their flags from its fields), a server job's JSON and training validation's run
-(`to_json`/`from_json`); with what the settings name: the model and the run directory. The runner (runner.py) is the
+(`to_json`/`from_json`); with what the settings name: the model and the run directory. The runner (evaluation/runner.py) is the
 pass that carries a RunConfig out."""
 
 from __future__ import annotations
@@ -10,21 +10,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection
 
-from . import settings
-from .backends.base import CONCURRENCY, SamplingParams
-from .backends.factory import BackendKind, backend_field, backend_kind
-from .backends.openai import ServerSettings
-from .backends.vllm import VLLMSettings
-from .benchmarks.prompts import PromptSettings
-from .benchmarks.selection import Selection
-from .frames.ablation import ABLATIONS
-from .frames.frame_settings import FrameSettings
-from .frames.preprocess import WORKERS as DECODE_WORKERS
-from .homes import CACHE_DIR_HELP
+from .. import settings
+from ..backends.base import CONCURRENCY, SamplingParams
+from ..backends.factory import BackendKind, backend_field, backend_kind
+from ..backends.openai import ServerSettings
+from ..backends.vllm import VLLMSettings
+from ..benchmarks.prompts import PromptSettings
+from ..benchmarks.selection import Selection
+from ..frames.ablation import ABLATIONS
+from ..frames.frame_settings import FrameSettings
+from ..frames.preprocess import WORKERS as DECODE_WORKERS
+from ..homes import CACHE_DIR_HELP
 from .pipeline import LOADERS, QUEUE_SIZE
 
 if TYPE_CHECKING:
-    from .models import ModelRef
+    from ..models import ModelRef
 
 MODES = ("auto", "preprocess", "eval", "both")
 
@@ -111,7 +111,7 @@ class RunConfig:
 
 def resolve_model(cfg: RunConfig) -> ModelRef:
     """The run's model, labelled with `cfg.name` when the user gave one."""
-    from . import models
+    from .. import models
 
     model = models.resolve(cfg.model)
     return dataclasses.replace(model, label=cfg.name) if cfg.name else model

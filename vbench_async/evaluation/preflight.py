@@ -8,16 +8,16 @@ import logging
 import tempfile
 from pathlib import Path
 
-from .errors import NoData
-from .failure_kinds import environment_fault, is_environment_oserror
+from ..errors import NoData
+from ..failure_kinds import environment_fault, is_environment_oserror
 
-log = logging.getLogger("vbench_async.runner")  # the run's own logger: the console shows its warnings
+log = logging.getLogger("vbench_async.evaluation.runner")  # the run's own logger: the console shows its warnings
 
 
 def no_data(given_root: Path | str | None, not_run: dict[str, str], n: int, some_loaded: bool) -> None:
     """One warning naming the benchmarks without data (each one's reason is in the log at debug level); NoData when
     none of the `n` selected has any."""
-    from .benchmarks.sources import data_root
+    from ..benchmarks.sources import data_root
 
     root = data_root(given_root).root
     where = f"{root}" + ("" if root.is_dir() else " (that folder does not exist)")
