@@ -81,8 +81,8 @@ def run_all(model: str, backend: str, workdir: Path, base_url: str | None) -> di
     from vbench_async.backends.openai import ServerSettings
     from vbench_async.backends.vllm import VLLMSettings
     from vbench_async.benchmarks.selection import Selection
-    from vbench_async.evaluation.execute.run_config import RunConfig
-    from vbench_async.evaluation.execute.sweep import run_on_one_engine
+    from vbench_async.evaluation.run_config import RunConfig
+    from vbench_async.evaluation.sweep import run_on_one_engine
 
     base = RunConfig(model=model, selection=Selection(benchmarks=BENCHMARKS), backend=backend,
                      sampling=SamplingParams(max_tokens=8), cache_dir=workdir / "cache", progress=False, site=False,

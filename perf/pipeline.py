@@ -61,7 +61,7 @@ async def loop_vs_engine(home: Path, cache_dir: Path, max_tokens: int, concurren
     from vbench_async.backends.base import Request, SamplingParams, VideoInput
     from vbench_async.backends.vllm import VLLMBackend, VLLMSettings
     from vbench_async.benchmarks import resolve_benchmarks
-    from vbench_async.evaluation.execute.pipeline import Pipeline, PlanEntry, group_by_video
+    from vbench_async.evaluation.pipeline import Pipeline, PlanEntry, group_by_video
     from vbench_async.frames import FrameCache
     from vbench_async.results.result_file import ResultStore
     from vbench_async.scoring import score
@@ -161,7 +161,7 @@ def writer_side_by_side(work: Path, questions: int, concurrency: int, reps: int 
     """(w): the same loop with the old inline writer and scorer, and with the threads; best of `reps` each."""
     from vbench_async.backends.base import SamplingParams
     from vbench_async.benchmarks import get_benchmark, score_sample
-    from vbench_async.evaluation.execute.pipeline import Pipeline, PlanEntry, group_by_video
+    from vbench_async.evaluation.pipeline import Pipeline, PlanEntry, group_by_video
     from vbench_async.results.result_file import ResultStore
     from vbench_async.samples import Sample
 

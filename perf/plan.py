@@ -56,7 +56,7 @@ CHILD = """
 import json, resource, sys, time
 from pathlib import Path
 from vbench_async.benchmarks.selection import Selection
-from vbench_async.evaluation.execute.runner import RunConfig, plan
+from vbench_async.evaluation.runner import RunConfig, plan
 t, c = time.perf_counter(), time.process_time()
 w = plan(RunConfig(model="tiny-qwen3-vl", selection=Selection(benchmarks=("mmvu",), data_root=Path(sys.argv[1])),
                    cache_dir=Path(sys.argv[2])))

@@ -158,7 +158,7 @@ def test_preprocess_mode_reports_the_cache_and_a_named_run_is_labelled(tmp_path)
 def test_preprocess_mode_output_names_the_cache(tmp_path, capsys):
     """The default suite's cheap equivalent of the slow test above: the report `run --mode preprocess` prints."""
     from vbench_async.cli.run import _print_preprocessed
-    from vbench_async.evaluation.execute.runner import RunConfig
+    from vbench_async.evaluation.runner import RunConfig
 
     summary = {"run": {"preprocess": {"jobs": 3, "unique": 2, "cached": 2, "reused": 0, "deferred": 0, "failed": 0,
                                       "seconds": 1.5, "failures": []}}}

@@ -26,7 +26,7 @@ ARGS = ("--suite", "demo", "--max-samples", "1", "--max-tokens", "4", "--no-prog
 def test_family_runs_on_vllm_and_hf_as_its_rules_say(family: families.Family, tmp_path: Path) -> None:
     from vbench_async.benchmarks import resolve_benchmarks
     from vbench_async.benchmarks.selection import Selection
-    from vbench_async.evaluation.execute.runner import RunConfig, plan
+    from vbench_async.evaluation.runner import RunConfig, plan
     from vbench_async.frames import FrameCache
 
     cache = tmp_path / "cache"

@@ -133,7 +133,7 @@ def test_a_resume_with_nothing_to_run_starts_no_engine(story):
 def test_only_a_record_that_was_not_a_sample_counts_as_repaired(tmp_path):
     """A sample whose answer could not be scored fails with record_invalid too: a resume keeps that line (and re-runs
     nothing); a broken record made valid is re-run, and its old line goes only once its new result is written."""
-    from vbench_async.evaluation.execute.runner import repaired_records
+    from vbench_async.evaluation.runner import repaired_records
     from vbench_async.results.result_file import INVALID_TASK, ResultStore
     from vbench_async.sample_result import Result
     from vbench_async.samples import Sample, SampleError

@@ -16,7 +16,7 @@ from vbench_async.benchmarks import get_benchmark
 from vbench_async.benchmarks.cards import FRAME_KEYS, parse_card
 from vbench_async.cli.run_options import config_from_args
 from vbench_async.errors import UserError
-from vbench_async.evaluation.execute.run_config import RunConfig
+from vbench_async.evaluation.run_config import RunConfig
 from vbench_async.frames.decode_video import decode_video
 from vbench_async.frames.frame_settings import FrameSettings
 from vbench_async.frames.spec import FrameSpec, resolve_frame_spec

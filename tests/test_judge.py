@@ -20,7 +20,7 @@ from vbench_async.backends.openai import ServerSettings
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.cli import main
 from vbench_async.errors import SampleError
-from vbench_async.evaluation.execute.judge_pass import JudgeConfig, judge_run_dir, resolve_identity
+from vbench_async.evaluation.judge_pass import JudgeConfig, judge_run_dir, resolve_identity
 from vbench_async.results.lines import read_lines
 from vbench_async.results.result_file import read_results
 from vbench_async.results.verdicts import answer_hash, apply_judgements, judge_store

@@ -12,7 +12,7 @@ from test_leaderboard_runs import make_run
 
 from vbench_async.backends.openai import ServerSettings
 from vbench_async.benchmarks import get_benchmark
-from vbench_async.evaluation.execute.judge_pass import JudgeConfig, judge_run_dir
+from vbench_async.evaluation.judge_pass import JudgeConfig, judge_run_dir
 from vbench_async.results.lines import read_lines
 from vbench_async.results.verdicts import answer_hash, apply_judgements
 from vbench_async.sample_result import Result

@@ -19,8 +19,8 @@ from typing import Callable
 from vbench_async.backends.base import Completion, SamplingParams
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.errors import SampleError
-from vbench_async.evaluation.execute.pipeline import Pipeline, WorkItem
-from vbench_async.evaluation.execute.runner import BenchmarkPlan, RunConfig
+from vbench_async.evaluation.pipeline import Pipeline, WorkItem
+from vbench_async.evaluation.runner import BenchmarkPlan, RunConfig
 from vbench_async.frames.cache import FrameCache
 from vbench_async.frames.frame_settings import FrameSettings
 from vbench_async.models import ModelRef

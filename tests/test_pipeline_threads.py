@@ -41,7 +41,7 @@ def _run(tmp_path: Path, backend, cache, video, spec, n: int, score=None, ready_
     it starts) until the loaders have loaded that many samples, or 15 s, and 0.3 s more."""
     from vbench_async.backends.base import SamplingParams
     from vbench_async.benchmarks import get_benchmark, score_sample
-    from vbench_async.evaluation.execute.pipeline import Pipeline, PlanEntry, group_by_video
+    from vbench_async.evaluation.pipeline import Pipeline, PlanEntry, group_by_video
     from vbench_async.results.result_file import ResultStore
     from vbench_async.samples import Sample
 
@@ -130,7 +130,7 @@ def test_while_the_engine_starts_every_request_slot_and_the_queue_are_loaded(tmp
     """While the backend starts, each worker holds one loaded sample and the queue fills behind them: when it is ready,
     `concurrency` + `queue_size` samples are loaded (not only the queue's), and no more; then every one is answered."""
     from vbench_async.backends import openai
-    from vbench_async.evaluation.execute.pipeline import QUEUE_SIZE
+    from vbench_async.evaluation.pipeline import QUEUE_SIZE
 
     cache, video, spec = _cached(tmp_path)
     bound = 8 + QUEUE_SIZE  # _run's concurrency, and the queue

@@ -94,7 +94,7 @@ def test_every_real_record_runs_at_card_frames(layout_run):
 
 def test_plan_counts_every_prompt_exactly(layout_run):
     from vbench_async.benchmarks.selection import Selection
-    from vbench_async.evaluation.execute.runner import RunConfig, plan
+    from vbench_async.evaluation.runner import RunConfig, plan
 
     root, written, _, _ = layout_run
     workload = plan(RunConfig(model=MODEL, selection=Selection(suite="all", data_root=root / "data"),

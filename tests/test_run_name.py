@@ -15,7 +15,7 @@ from test_run_settings import includes, open_card  # noqa: F401 - a card whose s
 
 from vbench_async import cli
 from vbench_async.backends.openai import ServerSettings
-from vbench_async.evaluation.execute.run_config import RunConfig, resolve_run
+from vbench_async.evaluation.run_config import RunConfig, resolve_run
 from vbench_async.serve.api import make_http_server
 from vbench_async.serve.jobs import JobSpec
 from vbench_async.serve.paths import JobPaths

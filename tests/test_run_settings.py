@@ -18,7 +18,7 @@ from vbench_async.benchmarks import include
 from vbench_async.cli.run_options import config_from_args
 from vbench_async.cli.serve import base_config, job_from_run_args
 from vbench_async.errors import UserError
-from vbench_async.evaluation.execute.runner import RunConfig
+from vbench_async.evaluation.runner import RunConfig
 from vbench_async.serve.jobs import JobSpec, server_owned
 
 # Engine settings the runner sets itself (from the plan and the sampling seed), not a user's: no flag, JSON only.

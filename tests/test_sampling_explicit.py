@@ -79,7 +79,7 @@ def test_a_generation_config_penalty_does_not_change_hf_answers(penalised_model)
 def test_the_config_hash_covers_backend_and_decoder(tmp_path):
     from vbench_async import models
     from vbench_async.benchmarks import get_benchmark
-    from vbench_async.evaluation.execute.runner import RunConfig, _plan_benchmark
+    from vbench_async.evaluation.runner import RunConfig, _plan_benchmark
 
     model = models.resolve("tiny-qwen2.5-vl")
     bench = get_benchmark("demo-mc")

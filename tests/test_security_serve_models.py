@@ -17,7 +17,7 @@ from test_security_server import serving
 from vbench_async import cli
 from vbench_async.backends.openai import ServerSettings
 from vbench_async.errors import UserError
-from vbench_async.evaluation.execute.runner import RunConfig
+from vbench_async.evaluation.runner import RunConfig
 from vbench_async.serve import client
 
 SECRET = "hunter2-model-type-never-shown"

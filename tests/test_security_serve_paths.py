@@ -19,7 +19,7 @@ from vbench_async import cli
 from vbench_async.backends.openai import ServerSettings
 from vbench_async.cli.serve import eval_server, job_paths
 from vbench_async.errors import UserError
-from vbench_async.evaluation.execute.runner import RunConfig
+from vbench_async.evaluation.runner import RunConfig
 from vbench_async.serve import client
 from vbench_async.serve.jobs import JobSpec
 from vbench_async.serve.paths import JobPaths, PathRefused, check_own_run_dir

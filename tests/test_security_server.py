@@ -20,7 +20,7 @@ from support.fault_server import RETRIES, TIMEOUT_S, FaultServer, fault_suite
 
 from vbench_async.backends.openai import ServerSettings
 from vbench_async.errors import UserError
-from vbench_async.evaluation.execute.runner import RunConfig
+from vbench_async.evaluation.runner import RunConfig
 from vbench_async.resources import data_dir
 from vbench_async.serve import api, client
 from vbench_async.serve.api import MAX_BODY, make_http_server

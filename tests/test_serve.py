@@ -30,7 +30,7 @@ from vbench_async.backends.openai import ServerSettings
 from vbench_async.cli import main as cli_main
 from vbench_async.cli.serve import eval_server
 from vbench_async.errors import UserError
-from vbench_async.evaluation.execute.runner import RunConfig
+from vbench_async.evaluation.runner import RunConfig
 from vbench_async.frames.frame_settings import FrameSettings
 from vbench_async.serve import client
 from vbench_async.serve.api import check_binding, make_http_server

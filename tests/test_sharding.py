@@ -14,7 +14,7 @@ import pytest
 from vbench_async.backends.vllm import replica_for
 from vbench_async.benchmarks import resolve_benchmarks
 from vbench_async.errors import SampleError, UserError
-from vbench_async.evaluation.execute.launcher import resolve_shard, select_devices, shard_from_env
+from vbench_async.evaluation.launcher import resolve_shard, select_devices, shard_from_env
 from vbench_async.frames.spec import FrameSpec
 from vbench_async.models import family_ref
 from vbench_async.sharding import (

@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO, SERVER_GROUP, run_cli, served_args
 from support.hostile import _good, run_args, unified_suite
 
-from vbench_async.evaluation.execute.launcher import gang_launcher
+from vbench_async.evaluation.launcher import gang_launcher
 
 
 @pytest.mark.parametrize("env, expected", [

@@ -21,8 +21,8 @@ from vbench_async.benchmarks import get_benchmark, score_sample
 from vbench_async.benchmarks.prompts import PromptSettings
 from vbench_async.benchmarks.selection import Selection
 from vbench_async.cli.output import print_table
-from vbench_async.evaluation.execute.pipeline import Pipeline, WorkItem
-from vbench_async.evaluation.execute.runner import BenchmarkPlan, RunConfig
+from vbench_async.evaluation.pipeline import Pipeline, WorkItem
+from vbench_async.evaluation.runner import BenchmarkPlan, RunConfig
 from vbench_async.models import ModelRef
 from vbench_async.results.manifest import plain
 from vbench_async.results.readings import aggregate_readings, differing_ids, reading_lines
@@ -268,7 +268,7 @@ def test_manifest_records_the_prompt_variant(tmp_path):
 
 
 def test_a_run_sets_each_benchmarks_prompt_variant():
-    from vbench_async.evaluation.execute.runner import _load
+    from vbench_async.evaluation.runner import _load
 
     cfg = RunConfig(model="m", selection=Selection(benchmarks=("demo-mc",)), prompt=PromptSettings("predecessor"))
     (bench, _), = _load(cfg)[0]

@@ -21,7 +21,7 @@ from test_benchmarks_golden import FIXTURES, _per_source, build_data_root, load_
 from vbench_async.backends.base import Completion, SamplingParams
 from vbench_async.benchmarks import get_benchmark, score_sample
 from vbench_async.errors import SampleError
-from vbench_async.evaluation.execute.pipeline import Pipeline, WorkItem
+from vbench_async.evaluation.pipeline import Pipeline, WorkItem
 from vbench_async.failure_kinds import is_final
 from vbench_async.results.result_file import ResultStore, read_results
 from vbench_async.results.streamed import streamed_aggregate

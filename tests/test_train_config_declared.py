@@ -155,7 +155,7 @@ def test_an_unknown_setting_is_refused_with_a_did_you_mean(where: str, tmp_path:
 
 
 def test_run_config_gets_the_did_you_mean_too() -> None:
-    from vbench_async.evaluation.execute.runner import RunConfig
+    from vbench_async.evaluation.runner import RunConfig
 
     with pytest.raises(UserError, match=r"unknown field\(s\) sampling.max_tokenz; .*did you mean sampling.max_tokens"):
         RunConfig.from_json({"model": "m", "sampling": {"max_tokenz": 5}})

@@ -126,7 +126,7 @@ def test_a_fixed_side_family_rolls_out_with_the_frames_it_is_evaluated_with(tmp_
     from vbench_async import models
     from vbench_async.backends.base import SamplingParams
     from vbench_async.benchmarks.selection import Selection
-    from vbench_async.evaluation.execute.runner import RunConfig, run
+    from vbench_async.evaluation.runner import RunConfig, run
     from vbench_async.results.result_file import read_results
 
     cache = tmp_path / "cache"

@@ -84,7 +84,7 @@ PLAN = """
 import json, sys
 from pathlib import Path
 from vbench_async.benchmarks.selection import Selection
-from vbench_async.evaluation.execute.runner import RunConfig, plan
+from vbench_async.evaluation.runner import RunConfig, plan
 w = plan(RunConfig(model=sys.argv[1], selection=Selection(suite="demo"), cache_dir=Path(sys.argv[2])))
 d = w.to_dict()
 d.pop("free_disk_bytes")

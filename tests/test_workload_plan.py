@@ -43,7 +43,7 @@ def test_the_plan_command_needs_no_engine(tmp_path):
 def test_planned_prompt_lengths_are_the_engines(qwen25_runs):
     """Every demo sample: the plan's prompt length equals what the in-process vLLM engine reported (Qwen2.5-VL)."""
     from vbench_async.benchmarks.selection import Selection
-    from vbench_async.evaluation.execute.runner import RunConfig, plan
+    from vbench_async.evaluation.runner import RunConfig, plan
 
     tmp, first, _ = qwen25_runs
     assert first.returncode == 0, first.stderr[-3000:]

@@ -1,4 +1,4 @@
-"""The evaluation of a planned run (`evaluation/runner.py` plans it): the engine started beside the frame loading, a cold cache
+"""The evaluation of a planned run (`runner.py` plans it): the engine started beside the frame loading, a cold cache
 decoded behind the loop, the loop over every pending entry, the engine closed however the loop ends.
 
 Start-up counts: the engine is built in a thread while frames are loaded (or decoded) beside it, so a newcomer waits

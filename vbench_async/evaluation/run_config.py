@@ -1,6 +1,6 @@
 """A run's settings, declared once: `RunConfig` is the command line of `run`, `plan`, `preprocess`, `serve` and
 `judge` (cli/options.py generates their flags from its fields), a server job's JSON and training validation's run
-(`to_json`/`from_json`); with what the settings name: the model and the run directory. The runner (evaluation/runner.py) is the
+(`to_json`/`from_json`); with what the settings name: the model and the run directory. The runner (runner.py) is the
 pass that carries a RunConfig out."""
 
 from __future__ import annotations

@@ -210,7 +210,7 @@ def _line(result: Mapping[str, Any]) -> str:
     return line + "\n"
 
 
-INVALID_TASK = "invalid"  # the task type of the line of a record that is not a sample (evaluation/runner.py writes its stub)
+INVALID_TASK = "invalid"  # the task type of the line of a record that is not a sample (the runner writes its stub)
 
 
 def _is_invalid_record(line: Mapping[str, Any]) -> bool:
