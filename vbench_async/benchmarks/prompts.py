@@ -10,6 +10,10 @@ the variant picks the file that renders it:
                  or lmms-eval's task for it, words it) when one is published; otherwise the routed template, which
                  uses the Video-MME / Qwen wording. With `--thinking` the routed reasoning template always applies.
     predecessor  `prompts/predecessor/<name>.jinja`, EasyVideoR1's prompt per task type, for comparison.
+    qwen3-vl, lmms-eval-qwen3-vl
+                 `prompts/<variant>/<benchmark id>.jinja`, the prompt a model maker's own code sends for that benchmark
+                 (the Qwen3-VL repository's scripts; lmms-eval's `--model qwen3_vl` kwargs); a benchmark without one
+                 gets `official`. The evaluation recipes (`recipes.py`) name them.
 The variant name and every file it can reach are part of the template hash.
 """
 
@@ -29,8 +33,10 @@ from ..failure_kinds import FailureKind
 from ..samples import Sample
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "prompts"
-PROMPT_VARIANTS = ("official", "predecessor")
+PROMPT_VARIANTS = ("official", "predecessor", "qwen3-vl", "lmms-eval-qwen3-vl")
 DEFAULT_VARIANT = "official"
+# Variants whose folder holds one file per benchmark, and the variant a benchmark without its file falls back to.
+_PER_BENCHMARK: dict[str, str | None] = {"official": None, "qwen3-vl": "official", "lmms-eval-qwen3-vl": "official"}
 _INCLUDE_RE = re.compile(r"""\{%-?\s*(?:import|include|extends|from)\s+["']([^"']+)["']""")
 
 
@@ -50,7 +56,9 @@ class PromptSettings:
 
     prompt_variant: str = field(default=DEFAULT_VARIANT, metadata={
         "help": "official: each benchmark's own published prompt where one exists (else the Video-MME wording); "
-                "predecessor: EasyVideoR1's prompts, for comparison. Recorded in the manifest and the config hash",
+                "predecessor: EasyVideoR1's prompts, for comparison; qwen3-vl, lmms-eval-qwen3-vl: the prompt the "
+                "Qwen3-VL repository's scripts, or lmms-eval's qwen3_vl model, send where it differs from official "
+                "(Video-MME). Recorded in the manifest and the config hash",
         "choices": PROMPT_VARIANTS})
 
     def __post_init__(self) -> None:
@@ -72,10 +80,13 @@ def resolve(template: str, benchmark: str, variant: str = DEFAULT_VARIANT, think
     """The template file that renders the card's routed `template` for `benchmark` (a card id; a preset's
     "<id>@<preset>" uses its card's) under `variant`."""
     check_variant(variant)
-    if variant == "official":  # a preset with its own official prompt (mlvu@dev: official/mlvu_dev), else the card's
-        names = (f"official/{benchmark.replace('@', '_')}", f"official/{benchmark.partition('@')[0]}")
-        name = next((n for n in names if n in _variant_files()), names[1])
-        return name if not thinking and name in _variant_files() else template
+    if variant in _PER_BENCHMARK:  # a preset with its own file (mlvu@dev: official/mlvu_dev), else the card's
+        names = (f"{variant}/{benchmark.replace('@', '_')}", f"{variant}/{benchmark.partition('@')[0]}")
+        name = next((n for n in names if n in _variant_files()), None)
+        fallback = _PER_BENCHMARK[variant]
+        if name is None and fallback is not None:
+            return resolve(template, benchmark, fallback, thinking)
+        return name if not thinking and name is not None else template
     name = f"{variant}/{template}"
     return name if name in _variant_files() else template
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..frames.frame_settings import FrameSettings
     from ..frames.spec import FrameSpec
     from ..models import ModelRef
+    from .recipes import Recipe
 
 
 class Benchmark:
@@ -40,6 +41,7 @@ class Benchmark:
         self._resolved: dict[tuple[str, str], Resolved] = {}
         prompts.check_variant(prompt_variant)
         self.prompt_variant = prompt_variant  # prompts.PROMPT_VARIANTS; a run sets it from --prompt-variant
+        self.recipe: Recipe | None = None  # a run's --recipe (`use_recipe`): frames and prompt variant follow it
 
     def __repr__(self) -> str:
         return f"Benchmark({self.id!r})"
@@ -111,7 +113,14 @@ class Benchmark:
         included, then the checkpoint's, then `overrides`, the user's flags; unset values are ignored)."""
         from ..frames.spec import resolve_frame_spec
 
-        return resolve_frame_spec(model.family, self.card.frames, dict(model.frame_settings), overrides, self.id)
+        card = self.recipe.frames(self.id, self.card.frames) if self.recipe is not None else self.card.frames
+        return resolve_frame_spec(model.family, card, dict(model.frame_settings), overrides, self.id)
+
+    def use_recipe(self, recipe: Recipe | None, prompt_variant: str) -> None:
+        """Evaluate under `recipe` (None: the cards as they are) with the user's `prompt_variant` (--prompt-variant):
+        the recipe's frames go over the card's, its prompt variant holds unless the user chose one."""
+        self.recipe = recipe
+        self.prompt_variant = recipe.prompt_variant(self.id, prompt_variant) if recipe else prompt_variant
 
     def template_for(self, sample: Sample, thinking: bool = False) -> str:
         """The template file this sample renders with under the benchmark's prompt variant."""

@@ -19,6 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "instead: their frame rules, tiny test model and the reference each follows.",
     )
     p.add_argument("--models", action="store_true", help="list the model families instead of the benchmarks")
+    p.add_argument("--recipes", action="store_true",
+                   help="list the evaluation recipes (`run --recipe NAME`) instead of the benchmarks")
     p.add_argument("--suite", help="only the benchmarks of this suite (a built-in name or a suite YAML file)")
     p.add_argument("--data-root", type=Path,
                    help="folder (or YAML data map) holding annotation files and videos; default $VBENCH_DATA_ROOT "
@@ -52,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.models:
         return _print_families(args.json)
+    if args.recipes:
+        return _print_recipes(args.json)
     rows = _rows(args)
     suites = {name: load_suite(path) for name, path in suite_files().items()}
     if args.json:
@@ -92,4 +96,18 @@ def _print_families(as_json: bool) -> int:
             print(f"  {label:<15}{value}")
         print()
     print(f"{len(rows)} families; a checkpoint's family comes from its config.json model_type.")
+    return 0
+
+
+def _print_recipes(as_json: bool) -> int:
+    from ..benchmarks.recipes import RECIPES
+
+    if as_json:
+        print(json.dumps({n: {**r.identity, "summary": r.summary, "source": r.source,
+                              "benchmarks": sorted(r.benchmarks)} for n, r in RECIPES.items()}, indent=2))
+        return 0
+    for r in RECIPES.values():
+        print(f"{r.name} (version {r.version}): {r.summary}")
+        print(f"    source: {r.source}")
+    print("\nUse one as `run --recipe NAME` (also `plan`, `preprocess`): card < recipe < explicit flags.")
     return 0

@@ -11,7 +11,7 @@ from .formatting import DefaultsHelpFormatter
 
 FAMILIES = tuple(families.names())
 # RunConfig's settings a preprocessing pass takes (declared there once: the same flags, defaults and bounds as `run`).
-PREPROCESS_FLAGS = ("decode_workers", "cache_dir", "cache_max_gb", "retry_failed", "progress")
+PREPROCESS_FLAGS = ("recipe", "decode_workers", "cache_dir", "cache_max_gb", "retry_failed", "progress")
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -57,6 +57,8 @@ def add_options(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ..benchmarks import recipes
+    from ..benchmarks.prompts import DEFAULT_VARIANT
     from ..benchmarks.selection import Selection
     from ..evaluation.launcher import resolve_shard
     from ..frames import DEFAULT_DECODER, FrameCache, preprocess
@@ -76,6 +78,9 @@ def main(args: argparse.Namespace) -> int:
     family = model.family
     overrides = from_args(FrameSettings, args)
     benchmarks = selection.resolve()
+    recipe = recipes.get(args.recipe) if args.recipe else None
+    for bench in benchmarks:  # a recipe's frames, as `run --recipe` will ask for them
+        bench.use_recipe(recipe, DEFAULT_VARIANT)
     loaded = [(bench, bench.frame_spec(model, overrides), selection.samples(bench)) for bench in benchmarks]
     shard = resolve_shard(args.shard)
     if shard is not None:

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 
 # RunConfig's own flags, by the group `--help` shows them in (the nested settings are groups of their own).
 OUTPUT_FLAGS = ("output_dir", "name", "cache_dir", "cache_max_gb", "progress", "site")
-HOW_FLAGS = ("backend", "mode", "retry_failed", "thinking", "judge_model", "concurrency", "loaders", "queue_size",
-             "decode_workers")
+HOW_FLAGS = ("recipe", "backend", "mode", "retry_failed", "thinking", "judge_model", "concurrency", "loaders",
+             "queue_size", "decode_workers")
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:

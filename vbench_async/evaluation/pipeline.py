@@ -66,6 +66,7 @@ class WorkItem:
     prompt: str | Callable[[Sample], str]
     store: ResultStore
     error: SampleError | None = None  # known before any work (unsafe path, bad record): recorded as is
+    sampling: SamplingParams | None = None  # its benchmark's (a recipe's task max tokens); None: the run's
 
 
 @dataclass(slots=True)
@@ -333,7 +334,7 @@ class Pipeline:
                 prompt=prompt,
                 videos=(video,) if video is not None else (),
                 images=images,
-                sampling=self.sampling,
+                sampling=item.sampling or self.sampling,
             )
             if self.stats.first_request_at is None:
                 self.stats.first_request_at = time.perf_counter()

@@ -16,6 +16,7 @@ from ..backends.factory import BackendKind, backend_field, backend_kind
 from ..backends.openai import ServerSettings
 from ..backends.vllm import VLLMSettings
 from ..benchmarks.prompts import PromptSettings
+from ..benchmarks.recipes import RECIPES, Recipe, recipe_help
 from ..benchmarks.selection import Selection
 from ..frames.ablation import ABLATIONS
 from ..frames.frame_settings import FrameSettings
@@ -64,6 +65,7 @@ class RunConfig:
                 "soon as the engine is ready; auto: eval if >=90%% of videos are cached, else both"})
     thinking: bool = field(default=False, metadata={"help": "use the reasoning prompt variant"})
     prompt: PromptSettings = field(default_factory=PromptSettings)  # which prompt variant each benchmark gets
+    recipe: str | None = field(default=None, metadata={"choices": tuple(RECIPES), "help": recipe_help()})
     sampling: SamplingParams = field(default_factory=SamplingParams)
     frame_overrides: FrameSettings = field(default_factory=FrameSettings)  # over the benchmark card's frames
     concurrency: int | None = field(default=None, metadata={
@@ -107,6 +109,21 @@ class RunConfig:
         """A RunConfig from its JSON form, with the flags' bounds; UserError naming any unknown field, or a field of
         `exclude` (those the caller does not let be set)."""
         return settings.from_json(cls, data, exclude=exclude)
+
+
+def recipe_of(cfg: RunConfig) -> Recipe | None:
+    """The run's recipe (benchmarks/recipes.py), None without --recipe."""
+    from ..benchmarks import recipes
+
+    return recipes.get(cfg.recipe) if cfg.recipe else None
+
+
+def with_recipe(cfg: RunConfig) -> RunConfig:
+    """`cfg` with its recipe's run-wide sampling in the fields the user left at their defaults (the engine's seed,
+    the manifest and each benchmark's config read it); unchanged without a recipe. Applying it twice changes
+    nothing more."""
+    recipe = recipe_of(cfg)
+    return dataclasses.replace(cfg, sampling=recipe.sampling(cfg.sampling)) if recipe else cfg
 
 
 def resolve_model(cfg: RunConfig) -> ModelRef:

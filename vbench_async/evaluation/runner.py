@@ -23,7 +23,7 @@ from ..samples import Sample
 from .execute import BackendFactory, backend_options, execute
 from .pipeline import BenchmarkPlan, PlanEntry
 from .preflight import check_writable, no_data
-from .run_config import MODES, ResolvedRun, RunConfig, resolve_run
+from .run_config import MODES, ResolvedRun, RunConfig, recipe_of, resolve_run, with_recipe
 
 if TYPE_CHECKING:
     from ..benchmarks.registry import Benchmark
@@ -47,6 +47,7 @@ def run(cfg: RunConfig, on_plan: Callable[[WorkloadPlan | None, dict[str, str]],
     `resolved`: the model and run directory as the entry point resolved them (`resolve_run(cfg)` when not given)."""
     if cfg.mode not in MODES:
         raise UserError(f"unknown mode {cfg.mode!r}; choose from {', '.join(MODES)}")
+    cfg = with_recipe(cfg)
     t_start = time.time()
     resolved = resolved or resolve_run(cfg)
     model, run_dir = resolved.model, resolved.run_dir
@@ -136,8 +137,9 @@ def _load(cfg: RunConfig) -> tuple[list[tuple[Benchmark, list[Sample | SampleErr
     """(benchmark, samples) of every benchmark whose data is there, and why each of the others is not run. Raises
     UserError when none has data: a run of nothing is a mistake, not a result."""
     loaded, not_run = [], {}
+    recipe = recipe_of(cfg)
     for bench in cfg.selection.resolve():
-        bench.prompt_variant = cfg.prompt.prompt_variant  # its prompts, their hash (config) and the manifest follow
+        bench.use_recipe(recipe, cfg.prompt.prompt_variant)  # its prompts, frames, hash (config), manifest follow
         try:
             loaded.append((bench, cfg.selection.samples(bench)))
         except DataMissing as exc:  # a user with 21 of 22 datasets runs the 21
@@ -161,6 +163,7 @@ def frame_cache(cfg: RunConfig) -> FrameCache:
 def plan(cfg: RunConfig) -> WorkloadPlan:
     """The workload plan of the whole selection (finished samples included), without a run directory or an engine:
     `vbench-async plan`."""
+    cfg = with_recipe(cfg)
     loaded, not_run = _load(cfg)  # before the model: no data is said at once
     resolved = resolve_run(cfg)
     model = resolved.model
@@ -191,7 +194,8 @@ def workload_plan(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], c
     try:
         return build_plan(
             model, [(p.benchmark, p.spec, p.entries) for p in plans],
-            cache, max_tokens=cfg.sampling.max_tokens,
+            cache, max_tokens=max((p.config["sampling"]["max_tokens"] for p in plans),
+                                  default=cfg.sampling.max_tokens),
             concurrency=min(cfg.concurrency or engine.max_num_seqs, engine.max_num_seqs),  # sequences held at once
             max_model_len=engine.max_model_len if sized else None,
             max_num_batched_tokens=engine.max_num_batched_tokens if sized else None,
@@ -248,6 +252,8 @@ def _plan_benchmark(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_d
     """One benchmark's part of a run: its frame spec, result store and pending entries (`plan` is the whole
     selection's workload plan, built from these)."""
     spec = benchmark.frame_spec(model, cfg.frame_overrides)
+    recipe = benchmark.recipe
+    sampling = recipe.sampling(cfg.sampling, benchmark.id) if recipe is not None else cfg.sampling
     config = {
         # What can change an answer: the weights (a content hash, or the hub revision), the serving path (in-process
         # vLLM, a server, transformers), the decoder that produced the frames, frames, prompt and sampling.
@@ -258,10 +264,12 @@ def _plan_benchmark(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_d
         "frames": spec.to_dict(),
         "prompt": benchmark.prompt_template_hash(),
         "thinking": cfg.thinking,
-        "sampling": cfg.sampling.to_dict(),
+        "sampling": sampling.to_dict(),
     }
     if cfg.ablation is not None:  # present only when set: a real run's config hash stays what it was
         config["ablation"] = cfg.ablation
+    if recipe is not None:  # likewise: two recipes never share a result file, no recipe keeps the old hashes
+        config["recipe"] = recipe.identity
     store = ResultStore(run_dir, benchmark.id, config_hash(config), shard=tuple(cfg.shard) if cfg.shard else None)
     kinds = store.failure_kinds() if skip_done else {}
     repaired = repaired_records(kinds, samples, store.invalid_records)
@@ -284,7 +292,8 @@ def _plan_benchmark(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_d
             continue
         if s.sample_id in done:
             continue
-        entry = PlanEntry(sample=s, prompt=render, store=store)  # the prompt is rendered when the request is built
+        # the prompt is rendered when the request is built
+        entry = PlanEntry(sample=s, prompt=render, store=store, sampling=sampling)
         try:
             entry.video = video_of(s) if s.video else None
             entry.images = tuple(benchmark.image_paths(s, data_root, allow_outside=outside)) if s.images else ()

@@ -85,6 +85,8 @@ def manifest(model: ModelRef, run_config: Mapping[str, Any], backend_options: Ma
         "seed": sampling.get("seed"),
         "thinking": run_config["thinking"],
         "prompt_variant": (run_config.get("prompt") or {}).get("prompt_variant"),
+        # the recipe's {name, version} (benchmarks/recipes.py), as each benchmark's config records it; None without
+        "recipe": next((p.config["recipe"] for p in plans if "recipe" in p.config), None),
         "run_config": dict(run_config),
         "benchmarks": per_benchmark,
         "counts": totals(benchmarks),

@@ -103,6 +103,7 @@ class Manifest(OutputRecord):
     seed: int | None = None
     thinking: Any = None
     prompt_variant: str | None = None
+    recipe: dict[str, Any] | None = None  # {name, version} of the run's evaluation recipe
     run_config: RecordedRunConfig = field(default_factory=RecordedRunConfig)
     benchmarks: dict[str, BenchmarkManifest] = field(default_factory=dict)
     counts: dict[str, Any] = field(default_factory=dict)
