@@ -86,3 +86,15 @@ def test_other_families_are_left_as_they_are() -> None:
     model = _model("tiny-qwen3-vl")
     method = model.model.get_rope_index
     assert not use_release_positions(model) and model.model.get_rope_index == method
+
+
+def test_the_hf_backend_loads_qwen2_5_vl_with_the_release_positions() -> None:
+    # The backend's own load, not a copy of it: dropping the swap there would put the question after a video elsewhere
+    # than vLLM does (seeing-qwen2.5-vl's `when` fell from 100 to 81 between the two paths).
+    from vbench_async.backends.hf import HFBackend
+    from vbench_async.demo.tiny_models import ensure_tiny_model
+    from vbench_async.families.release_positions import release_rope_index
+
+    backend = HFBackend(str(ensure_tiny_model("tiny-qwen2.5-vl")), device="cpu")
+    backend._load()
+    assert backend.model.model.get_rope_index.__func__ is release_rope_index
