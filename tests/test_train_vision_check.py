@@ -194,8 +194,15 @@ def test_the_tested_transformers_is_what_pyproject_requires_and_what_is_installe
 
 _START = """
 import sys, transformers
+import vbench_async.train.trainer as trainer
 from vbench_async.process_exit import exit_now
 from vbench_async.train.__main__ import main
+
+def said_positions(model, _swap=trainer.use_release_positions):  # what the trainer's own call did, on stderr
+    applied = _swap(model)
+    print(f"release positions: {type(model).__name__} {applied}", file=sys.stderr)
+    return applied
+trainer.use_release_positions = said_positions
 
 if sys.argv[2] == "blind":
     for name in ("Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration"):
@@ -243,6 +250,8 @@ def test_a_trainer_start_refuses_a_policy_blind_to_the_video(tmp_path):
     assert "vbench-async train: error: training would not see the images or videos" in proc.stderr
     assert "ignores `mm_encoder_outputs`" in proc.stderr and TESTED_TRANSFORMERS in proc.stderr
     assert not (out / "metrics.jsonl").exists()
+    # the policy got the release's positions after a video (families/release_positions.py), as vLLM rollouts have them
+    assert "release positions: Qwen2_5_VLForConditionalGeneration True" in proc.stderr
 
 
 @pytest.mark.slow
