@@ -20,6 +20,7 @@ worker never touches another machine's file in a shared cache.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -28,7 +29,7 @@ import stat as stat_mode
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Iterator
 
 import numpy as np
 
@@ -176,44 +177,45 @@ def read_regular_text(path: Path) -> str:
         return f.read().decode("utf-8")
 
 
-def read_header(path: Path, key: str | None = None) -> EntryHeader:
-    """The entry's header, checksum-verified and checked against the file size, the frame shape and (when given)
-    the key it must belong to. No frame I/O: the payload digest is checked by `read_entry`."""
+@contextlib.contextmanager
+def _opened(path: Path) -> Iterator[BinaryIO]:
+    """An entry file opened for reading (a regular file only), its read errors as the cache's: EntryMissing when there
+    is no file, CorruptEntry for anything else (an error raised while reading inside the block included)."""
     try:
         with open_regular(path) as f:
-            st = os.fstat(f.fileno())
-            head = f.read(8)
-            size = _header_length(head, st)
-            raw = f.read(size)
+            yield f
     except (FileNotFoundError, NotADirectoryError) as exc:
         raise EntryMissing(f"no entry: {exc}") from exc
     except NotRegular as exc:
         raise CorruptEntry(str(exc)) from exc  # no stat: whatever sits there is removed, never read
     except OSError as exc:
         raise CorruptEntry(f"cannot read: {exc}") from exc
+
+
+def read_header(path: Path, key: str | None = None) -> EntryHeader:
+    """The entry's header, checksum-verified and checked against the file size, the frame shape and (when given)
+    the key it must belong to. No frame I/O: the payload digest is checked by `read_entry`."""
+    with _opened(path) as f:
+        st = os.fstat(f.fileno())
+        head = f.read(8)
+        size = _header_length(head, st)
+        raw = f.read(size)
     return _parse(head, raw, st, key)
 
 
 def load_entry(path: Path, key: str | None = None) -> tuple[np.ndarray, EntryHeader]:
     """Frames and header of an entry read through one open, every checksum verified (decompressed in this thread).
     CorruptEntry (EntryMissing when there is no file) if anything is off."""
-    try:
-        with open_regular(path) as f:
-            st = os.fstat(f.fileno())
-            buf = bytearray(st.st_size)
-            view = memoryview(buf)
-            got = 0
-            while got < st.st_size:
-                n = f.readinto(view[got:])
-                if not n:
-                    break
-                got += n
-    except (FileNotFoundError, NotADirectoryError) as exc:
-        raise EntryMissing(f"no entry: {exc}") from exc
-    except NotRegular as exc:
-        raise CorruptEntry(str(exc)) from exc  # no stat: whatever sits there is removed, never read
-    except OSError as exc:
-        raise CorruptEntry(f"cannot read: {exc}") from exc
+    with _opened(path) as f:
+        st = os.fstat(f.fileno())
+        buf = bytearray(st.st_size)
+        view = memoryview(buf)
+        got = 0
+        while got < st.st_size:
+            n = f.readinto(view[got:])
+            if not n:
+                break
+            got += n
     if got != st.st_size:
         raise CorruptEntry(f"read {got} of {st.st_size} bytes", st)
     head = bytes(view[:8])
