@@ -13,6 +13,7 @@ a failure too. Collectives that mismatch while every rank is alive are still the
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import sys
@@ -42,9 +43,10 @@ class PeerWatch:
     def __init__(self, rank: int, world: int, timeout_s: float):
         self.rank, self.world, self.timeout_s = rank, world, timeout_s
         self.interval_s = max(0.5, min(5.0, timeout_s / 8))
+        self.store_timeout_s = max(10.0, timeout_s / 2)
         # A client of its own: the main thread's store calls never queue behind the watch, nor the reverse.
         self.store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
-                                   timeout=timedelta(seconds=max(10.0, timeout_s / 2)), wait_for_workers=False)
+                                   timeout=timedelta(seconds=self.store_timeout_s), wait_for_workers=False)
         self._stop = threading.Event()
         self._last: dict[int, tuple[int, float]] = {}
         self.store.add(_alive(rank), 1)
@@ -95,6 +97,11 @@ class PeerWatch:
             except Exception:
                 pass
         self._stop.set()
+        # Joined, not left to die with the interpreter: a daemon thread that comes back from a store call (C++,
+        # GIL released) during finalization is ended by pthread_exit, whose unwinding through pybind11's noexcept
+        # frames aborts the process ("terminate called without an active exception") after a run that succeeded.
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=self.interval_s + self.store_timeout_s)
 
 
 def _die(message: str) -> None:
@@ -110,6 +117,7 @@ def start_watch(rank: int, world: int, timeout_s: float) -> PeerWatch | None:
     if world > 1 and _active is None:
         try:
             _active = PeerWatch(rank, world, timeout_s)
+            atexit.register(stop_watch, finished=False)  # whatever way the rank leaves, the thread ends first
         except (RuntimeError, KeyError, ValueError) as exc:  # a launcher without a reachable MASTER_ADDR store
             log.warning("no peer watch (%s): a dead peer is noticed only when a collective times out", exc)
     return _active
