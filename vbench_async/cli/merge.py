@@ -41,7 +41,7 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"{args.output_dir} is not a folder; give the --output-dir the shards wrote into")
     use_run_cards(args.output_dir)  # the shards' own card folders (their manifests)
     summary = merge_run(args.output_dir, set(args.config_hash) if args.config_hash else None)
-    merged = summary.merge_info()
+    merged = summary.merged
     print(f"merged shards {', '.join(merged.shards if merged else ())} of {args.output_dir}\n")
     print_table(summary)
     print(f"\nsummary: {args.output_dir}/summary.json")

@@ -149,15 +149,15 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, resolved
     print_table(summary)
     mark("table")
     if shard is not None:
-        merged = "all shards done, merged into summary.json" if summary.merged else \
+        merged = "all shards done, merged into summary.json" if summary.merged_now else \
             f"merge when all shards are done: vbench-async merge {run_dir}"
         print(f"\nshard {shard}: {run_dir}/summary.{shard.tag}.json ({merged})")
-        if summary.merged:  # the last shard to finish shows the whole run's table
+        if summary.merged_now:  # the last shard to finish shows the whole run's table
             from ..results.rundir import read_summary
 
             print(f"\nall {shard.count} shards:")
             print_table(read_summary(run_dir))
-    if shard is None or summary.merged:
+    if shard is None or summary.merged_now:
         print(f"\nresults: {run_dir}/results/   summary: {run_dir}/summary.json")
         if not args.no_site and args.mode != "preprocess":
             print(f"leaderboard: {write_run_site_in_background(run_dir)} (being written in the background; "

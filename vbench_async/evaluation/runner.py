@@ -126,7 +126,7 @@ def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
         from ..results.merge import merge_if_complete
 
         # The last shard to finish merges all of them into summary.json (a no-op while any sample is missing).
-        summary.merged = merge_if_complete(run_dir, {p.benchmark.id: p.store.config_hash for p in plans},
+        summary.merged_now = merge_if_complete(run_dir, {p.benchmark.id: p.store.config_hash for p in plans},
                                               cfg.shard[1])
     if interrupted:
         raise KeyboardInterrupt

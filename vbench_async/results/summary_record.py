@@ -168,8 +168,8 @@ class RunStats(OutputRecord):
 
 @dataclass
 class Summary(OutputRecord):
-    """summary.json. `merged`: a merged run's shards; in the runner's in-memory summary, whether this shard's run
-    merged the whole run (True/False). `run_dir` is the in-memory summary's own (never written by a run)."""
+    """summary.json. `merged`: a merged run's shards. `run_dir` and `merged_now` are the runner's in-memory facts
+    (never written by a run): where the run is, and whether this shard's run was the last one and merged them all."""
 
     model: str | None = always()
     family: str | None = always()
@@ -179,16 +179,13 @@ class Summary(OutputRecord):
     benchmarks: dict[str, BenchmarkSummary] = always(default_factory=dict)
     run: RunStats = always(default_factory=RunStats)
     wall_s: float | None = always()
-    merged: MergeInfo | bool | None = None
+    merged: MergeInfo | None = None
     not_run: dict[str, str] = field(default_factory=dict)  # benchmarks of the selection without data, and why
     random_weights: bool = False  # the table and the site say why its scores sit near 0
     shard: ShardInfo | None = None  # a shard's own summary (summary.shard-K-of-N.json)
     rechecked_at: list[str] = field(default_factory=list)
     run_dir: str | None = None
-
-    def merge_info(self) -> MergeInfo | None:
-        """Which shards a merged summary combines (None for a run's own summary, and for the runner's True/False)."""
-        return self.merged if isinstance(self.merged, MergeInfo) else None
+    merged_now: bool = field(default=False, kw_only=True, metadata={"json": False})
 
     def n_failed(self) -> int:
         return sum(b.n_failed for b in self.benchmarks.values())
