@@ -57,8 +57,8 @@ class PromptSettings:
     prompt_variant: str = field(default=DEFAULT_VARIANT, metadata={
         "help": "official: each benchmark's own published prompt where one exists (else the Video-MME wording); "
                 "predecessor: EasyVideoR1's prompts, for comparison; qwen3-vl, lmms-eval-qwen3-vl: the prompt the "
-                "Qwen3-VL repository's scripts, or lmms-eval's qwen3_vl model, send where it differs from official "
-                "(Video-MME). Recorded in the manifest and the config hash",
+                "Qwen3-VL repository's scripts (Video-MME), or lmms-eval's qwen3_vl model (Video-MME, Video-Holmes), "
+                "send where it differs from official. Recorded in the manifest and the config hash",
         "choices": PROMPT_VARIANTS})
 
     def __post_init__(self) -> None:

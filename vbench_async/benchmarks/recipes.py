@@ -127,9 +127,9 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
                       "repetition_penalty": 1.0, "max_tokens": 32768, "seed": 3407}),
         benchmarks={"videomme": RecipePart(frames=_QWEN3_VL_VIDEOMME_FRAMES)}),
     Recipe(
-        name="lmms-eval", version=1,
+        name="lmms-eval", version=2,  # 2: Video-Holmes in its qwen3_vl format too
         summary="lmms-eval --model qwen3_vl: exactly 32 frames, 200704-1605632 px a frame (no second resize), "
-                "Video-MME in its qwen3_vl format, other benchmarks "
+                "Video-MME and Video-Holmes in its qwen3_vl format, other benchmarks "
                 "the official prompts, greedy with each task's max tokens",
         source="EvolvingLMMs-Lab/lmms-eval@75571cf lmms_eval/models/simple/qwen3_vl.py, tasks/*/ YAMLs and utils.py",
         system_prompt="You are a helpful assistant.",
