@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, TextIO
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, TextIO
 
 from ..redact import scrub_text
+
+if TYPE_CHECKING:  # the workload package imports the families: not at the console's start
+    from ..workload.plan import Spread, WorkloadPlan
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +120,15 @@ def fail_early_lines(b: Any) -> list[str]:
     return out
 
 
+def _print_table(rows: Sequence[Sequence[str]], file: TextIO, left: int = 1) -> None:
+    """Rows under a header line, the first `left` columns left-aligned, the others right-aligned."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for i, r in enumerate(rows):
+        print("  ".join(c.ljust(n) if j < left else c.rjust(n) for j, (c, n) in enumerate(zip(r, widths))), file=file)
+        if i == 0:
+            print("  ".join("-" * n for n in widths), file=file)
+
+
 def print_plan(w: Any, file: TextIO | None = None) -> None:
     """The `plan` command's table."""
     file = file or sys.stdout  # looked up per call, not bound at import: a test's capture may have replaced it
@@ -128,11 +141,7 @@ def print_plan(w: Any, file: TextIO | None = None) -> None:
                      _bytes(b.cache_bytes_to_write), "yes" if b.fits else f"NO ({b.overflow})"))
     for bid in w.not_run:
         rows.append((bid, "-", "-", "-", "-", "-", "-", "NOT RUN (no data)"))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for i, r in enumerate(rows):
-        print("  ".join(c.ljust(n) if j == 0 else c.rjust(n) for j, (c, n) in enumerate(zip(r, widths))), file=file)
-        if i == 0:
-            print("  ".join("-" * n for n in widths), file=file)
+    _print_table(rows, file)
     print(file=file)
     print(engine_line(w), file=file)
     disk = "" if w.free_disk_bytes is None or w.cache_bytes_to_write <= w.free_disk_bytes else "  NOT ENOUGH DISK"
@@ -148,3 +157,50 @@ def print_plan(w: Any, file: TextIO | None = None) -> None:
             print(line, file=file)
     for bid, why in w.not_run.items():
         print(f"{bid}: not run: {why}", file=file)
+
+
+@dataclass(frozen=True)
+class RecipeRow:
+    """What one recipe costs on one benchmark (`plan --compare-recipes`): the plan's numbers, and the KV cache its
+    longest sample needs, alone and at the plan's concurrency (every slot at that length: an upper bound)."""
+
+    recipe: str
+    benchmark: str
+    samples: int
+    frames: Spread | None
+    visual_tokens: Spread | None
+    prompt_tokens: Spread | None
+    max_tokens: int  # the run's, its benchmarks' largest: the plan sizes every context with it
+    largest_context: int
+    kv_bytes_per_sequence: int
+    kv_bytes_at_concurrency: int
+    fits: bool
+
+
+def recipe_rows(plans: Mapping[str, WorkloadPlan]) -> list[RecipeRow]:
+    """One row per recipe and benchmark, from each recipe's WorkloadPlan (recipe name -> plan)."""
+    rows = []
+    for name, w in plans.items():
+        per_token, concurrency = w.engine.kv_bytes_per_token, max(1, w.engine.concurrency)
+        for b in w.benchmarks:
+            kv = b.largest_context * per_token
+            rows.append(RecipeRow(name, b.id, b.n_samples, b.frames, b.visual_tokens, b.prompt_tokens, w.max_tokens,
+                                  b.largest_context, kv, kv * concurrency, b.fits and w.engine.fits_model))
+    return rows
+
+
+def print_recipe_comparison(plans: Mapping[str, WorkloadPlan], file: TextIO | None = None) -> None:
+    """`plan --compare-recipes`: one row per recipe and benchmark, then each recipe's engine line."""
+    file = file or sys.stdout
+    table = [("recipe", "benchmark", "samples", "frames min/med/max", "visual tokens", "prompt tokens", "max tokens",
+              "largest context", "KV per sequence", "KV at concurrency", "fits")]
+    for r in recipe_rows(plans):
+        table.append((r.recipe, r.benchmark, f"{r.samples}", _spread(r.frames), _spread(r.visual_tokens),
+                      _spread(r.prompt_tokens), f"{r.max_tokens:,}", f"{r.largest_context:,}",
+                      _bytes(r.kv_bytes_per_sequence), _bytes(r.kv_bytes_at_concurrency), "yes" if r.fits else "NO"))
+    _print_table(table, file, left=2)
+    print(file=file)
+    for name, w in plans.items():
+        print(f"{name}: {engine_line(w)}", file=file)
+        for bid, why in w.not_run.items():
+            print(f"{name}: {bid}: not run: {why}", file=file)
