@@ -35,41 +35,41 @@ def test_failures_and_unscored_samples_count_as_zero() -> None:
 
 
 def test_empty_results_have_no_score() -> None:
-    agg = aggregate([], Aggregation("macro", {"field": "task"}))
+    agg = aggregate([], Aggregation("macro", field="task"))
     assert agg["score"] is None and agg["n_total"] == 0
 
 
 def test_macro_means_groups_and_reports_samples_without_a_group() -> None:
     rows = [result(1.0, task="a"), result(0.0, task="a"), result(1.0, task="b"), result(None, FAIL, task="b"),
             result(1.0)]
-    agg = aggregate(rows, Aggregation("macro", {"field": "task"}))
+    agg = aggregate(rows, Aggregation("macro", field="task"))
     assert close(agg["score"], 0.5) and agg["by_task"] == {"a": 0.5, "b": 0.5}
     assert agg["n_without_group"] == 1
-    fallback = aggregate([result(1.0), result(0.0), result(0.0)], Aggregation("macro", {"field": "task"}))
+    fallback = aggregate([result(1.0), result(0.0), result(0.0)], Aggregation("macro", field="task"))
     assert close(fallback["score"], 1 / 3) and "no 'task' field" in fallback["headline"]
 
 
 def test_hierarchical_is_task_then_category_then_overall() -> None:
     rows = [result(1.0, t="A", c="x"), result(1.0, t="A", c="x"), result(0.0, t="B", c="x"),
             result(None, FAIL, t="C", c="y")]
-    agg = aggregate(rows, Aggregation("hierarchical", {"levels": ["t", "c"]}))
+    agg = aggregate(rows, Aggregation("hierarchical", levels=("t", "c")))
     assert agg["by_c"] == {"x": {"score": 0.5, "n_tasks": 2}, "y": {"score": 0.0, "n_tasks": 1}}
     assert close(agg["score"], 0.25)  # not the micro mean 0.5
 
 
 def test_hierarchical_reports_samples_without_a_group_instead_of_a_none_group() -> None:
     rows = [result(1.0, t="A", c="x"), result(0.0, t="B", c="x"), result(1.0, t="A")]
-    agg = aggregate(rows, Aggregation("hierarchical", {"levels": ["t", "c"]}))
+    agg = aggregate(rows, Aggregation("hierarchical", levels=("t", "c")))
     assert "None" not in agg["by_c"] and "None" not in agg["by_t"]
     assert agg["n_without_group"] == 1 and close(agg["score"], 0.5)
-    fallback = aggregate([result(1.0), result(0.0)], Aggregation("hierarchical", {"levels": ["t", "c"]}))
+    fallback = aggregate([result(1.0), result(0.0)], Aggregation("hierarchical", levels=("t", "c")))
     assert close(fallback["score"], 0.5) and fallback["headline_basis"]["reported"] == "mean over all samples"
 
 
 def test_videomathqa_failed_binary_variant_fails_its_question() -> None:
     rows = [result(1.0), result(1.0, mbin_group="q1"), result(None, FAIL, mbin_group="q1"),
             result(1.0, mbin_group="q2"), result(1.0, mbin_group="q2")]
-    agg = aggregate(rows, Aggregation("videomathqa", {"headline": "mbin"}))
+    agg = aggregate(rows, Aggregation("videomathqa", headline="mbin"))
     assert close(agg["score"], 0.5) and agg["mbin"]["n_questions"] == 2
     assert close(agg["mcq"]["score"], 1.0) and close(agg["predecessor_micro"]["score"], 0.8)
 

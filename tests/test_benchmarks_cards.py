@@ -117,6 +117,10 @@ MINIMAL = {"id": "x", "name": "X", "sources": {"unified": {"annotation": "x.json
     ({"colour": "red"}, "unknown key"),
     ({"id": "Bad Id"}, "must be lowercase"),
     ({"sources": {}}, "at least one source"),
+    ({"aggregation": {"kind": "macro", "fild": "task"}}, r"unknown field\(s\) x.yaml.aggregation.fild; .*did you mean "
+                                                         r"x.yaml.aggregation.field\?"),
+    ({"aggregation": {"kind": "macro", "groups": 0}}, "aggregation.groups must be at least 1"),
+    ({"aggregation": {"kind": "hierarchical", "levels": ["task"]}}, "aggregation.levels must be tuple"),
     ({"frames": {"max_frame": 8}}, "unknown key"),
     ({"frames": {"max_frames": -1}}, "frames.max_frames must be at least 1 and at most 4096, not -1"),
     ({"presets": {"8f": {"max_frame": 8}}}, "unknown key"),

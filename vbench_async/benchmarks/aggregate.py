@@ -94,11 +94,11 @@ def breakdowns(results: list[Result], categories: Iterable[Category]) -> dict[st
 # ----------------------------------------------------------------------------------------------------- kinds
 
 
-def _micro(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
+def _micro(results: list[Result], spec: Aggregation) -> dict[str, Any]:
     out: dict[str, Any] = {"score": mean(value(r) for r in results), "headline": "mean over all samples"}
-    if params.get("field"):
-        out["headline"] += f" (breakdown by {params['field']})"
-    per = params.get("official_per")  # the official code reports one number per group of this field, no overall
+    if spec.field:
+        out["headline"] += f" (breakdown by {spec.field})"
+    per = spec.official_per  # the official code reports one number per group of this field, no overall
     if per:
         official = _official_per(results, per)
         if official:
@@ -126,28 +126,28 @@ def _official_per(results: list[Result], field: str) -> dict[str, dict[str, Any]
     return out
 
 
-def _macro(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
-    field = params["field"]
+def _macro(results: list[Result], spec: Aggregation) -> dict[str, Any]:
+    field = spec.field or ""  # card_check: a macro card names its field
     groups = _group(results, lambda r: r.field_value(field))
     if not groups:
-        reason = params.get("unavailable") or f"the records carry no {field!r} field"
+        reason = spec.unavailable or f"the records carry no {field!r} field"
         return {"score": mean(value(r) for r in results),
                 "headline": f"mean over all samples (records carry no {field!r} field for the official macro mean)",
                 "headline_basis": {"official": f"unweighted mean over {field} groups",
                                    "reported": "mean over all samples", "reason": reason}}
     scores = {k: mean(value(r) for r in v) for k, v in groups.items()}
-    for merged, parts in (params.get("merge") or {}).items():
+    for merged, parts in spec.merge.items():
         present = [scores.pop(p) for p in parts if p in scores]
         if present:
             scores[merged] = mean(present)
     missing = sum(1 for r in results if r.field_value(field) is None)
     out = {"score": mean(scores.values()), "headline": f"unweighted mean over {len(scores)} {field} groups",
-           f"by_{params.get('name', field)}": {k: scores[k] for k in sorted(scores)}}
-    expected = params.get("groups")  # the official mean runs over this many groups (MVBench: 20 tasks)
-    if expected and len(scores) < int(expected):
+           f"by_{spec.name or field}": {k: scores[k] for k in sorted(scores)}}
+    expected = spec.groups  # the official mean runs over this many groups (MVBench: 20 tasks)
+    if expected and len(scores) < expected:
         out["headline_basis"] = {"official": f"unweighted mean over the {expected} {field} groups",
                                  "reported": f"unweighted mean over the {len(scores)} present",
-                                 "reason": f"{int(expected) - len(scores)} of the {expected} {field} groups have no "
+                                 "reason": f"{expected - len(scores)} of the {expected} {field} groups have no "
                                            "record here; the full release gives the official mean"}
     if missing:
         out["n_without_group"] = missing  # not in any group: reported, never silently dropped
@@ -159,8 +159,8 @@ def _macro(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _hierarchical(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
-    task_field, category_field = params["levels"]
+def _hierarchical(results: list[Result], spec: Aggregation) -> dict[str, Any]:
+    task_field, category_field = spec.levels or ("task", "category")
     tasks: dict[str, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
     missing = 0
     for r in results:
@@ -186,7 +186,7 @@ def _hierarchical(results: list[Result], params: Mapping[str, Any]) -> dict[str,
         by_category[category] = {"score": category_means[-1], "n_tasks": len(task_scores)}
     # OVO-Bench's current scorer (utils/OVOBenchScore.py since March 2025) prints the mean of the category means;
     # `overall: tasks` keeps the January 2025 README's plain mean of the task scores as a named variant
-    if params.get("overall") == "tasks":
+    if spec.overall == "tasks":
         score, headline = mean(every_task), f"mean of the {task_field} scores"
     else:
         score = mean(category_means)
@@ -198,12 +198,11 @@ def _hierarchical(results: list[Result], params: Mapping[str, Any]) -> dict[str,
     return out
 
 
-def _temporal_grounding(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
+def _temporal_grounding(results: list[Result], spec: Aggregation) -> dict[str, Any]:
     from ..scoring import recall_at_iou
 
     ious = [value(r) for r in results]
-    thresholds = tuple(params.get("thresholds", (0.3, 0.5, 0.7)))
-    return {"score": mean(ious), "headline": "mIoU", "mIoU": mean(ious), **recall_at_iou(ious, thresholds)}
+    return {"score": mean(ious), "headline": "mIoU", "mIoU": mean(ious), **recall_at_iou(ious, spec.thresholds)}
 
 
 def _stvg_item(r: Result) -> dict[str, float]:
@@ -233,13 +232,13 @@ def _stvg_item(r: Result) -> dict[str, float]:
             "viou": sum(inter) / max(len(gt_set | pred_set), 1)}
 
 
-def _stvg(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
+def _stvg(results: list[Result], spec: Aggregation) -> dict[str, Any]:
     """Official means run over every item, as `eval_stvg` divides by all annotations: an item without boxes on
     either side adds 0 to m_sIoU and m_vIoU instead of leaving the average."""
     from ..scoring import recall_at_iou
 
     items = [_stvg_item(r) for r in results]
-    thresholds = tuple(params.get("thresholds", (0.3, 0.5, 0.7)))
+    thresholds = spec.thresholds
     official: dict[str, Any] = {"m_tIoU": mean(i["tiou"] for i in items), "m_sIoU": mean(i["siou"] for i in items),
                                 "m_vIoU": mean(i["viou"] for i in items)}
     for name in ("tiou", "siou", "viou"):
@@ -248,9 +247,9 @@ def _stvg(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
         official.update({k.replace("R@", f"{label}@"): v for k, v in hits.items()})
     # EasyVideoR1's number is the scorer's own value, whichever reading the lines are seen through
     predecessor = mean(value(replace(r, score=r.scorer_score)) for r in results)
-    headline = params.get("headline", "m_vIoU")
+    headline = spec.headline or "m_vIoU"
     out: dict[str, Any] = {"score": official.get(headline), "headline": f"{headline} (official ST-Align metric)"}
-    needs = params.get("official_field")  # the card's field the official parser needs (ST-Align: meta)
+    needs = spec.official_field  # the card's field the official parser needs (ST-Align: meta)
     without_meta = sum(1 for r in results if not isinstance(r.field_value(needs), Mapping)) if needs else 0
     if without_meta:  # the unified file: the official parser cannot run, the project's JSON reading stands in
         out["headline"] = f"{headline} of the JSON reading in seconds (not LLaVA-ST's token parser)"
@@ -258,7 +257,7 @@ def _stvg(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
             "official": f"{headline} of LLaVA-ST's eval_stvg: special tokens over 100 frames of the clip, mapped by "
                         "the release's frame split and frame size",
             "reported": f"{headline} by the same definition on the JSON answer in seconds, boxes compared as given",
-            "reason": params.get("unavailable") or f"{without_meta} of {len(results)} record(s) lack the "
+            "reason": spec.unavailable or f"{without_meta} of {len(results)} record(s) lack the "
                       "release's meta fields (frame split, width, height); the hub source "
                       "(appletea2333/ST-Align-Benchmark) carries them"}
     return {**out, "official": official,
@@ -267,7 +266,7 @@ def _stvg(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
                                                    "EasyVideoR1's number, not an official metric"}}
 
 
-def _videomathqa(results: list[Result], params: Mapping[str, Any]) -> dict[str, Any]:
+def _videomathqa(results: list[Result], spec: Aggregation) -> dict[str, Any]:
     mcq = [r for r in results if r.field_value("mbin_group") is None]
     groups = _group([r for r in results if r.field_value("mbin_group") is not None],
                     lambda r: r.field_value("mbin_group"))
@@ -278,11 +277,11 @@ def _videomathqa(results: list[Result], params: Mapping[str, Any]) -> dict[str, 
              "mbin": {"score": scores["mbin"], "n_questions": len(groups), "n": sum(map(len, groups.values()))},
              "predecessor_micro": {"score": scores["predecessor_micro"], "n": len(results),
                                    "definition": "mean over every record, MCQ and binary alike (EasyVideoR1's number)"}}
-    headline = params.get("headline", "mcq")
+    headline = spec.headline or "mcq"
     return {"score": scores[headline], "headline": f"{headline} (VideoMathQA)", **parts}
 
 
-KINDS: dict[str, Callable[[list[Result], Mapping[str, Any]], dict[str, Any]]] = {
+KINDS: dict[str, Callable[[list[Result], Aggregation], dict[str, Any]]] = {
     "micro": _micro,
     "by_field": _micro,
     "macro": _macro,
@@ -310,9 +309,9 @@ def aggregate(lines: Iterable[Result | Mapping[str, Any]], spec: Aggregation, ca
     if needs_judge:
         out["n_needs_judge"] = needs_judge  # items still carrying their offline value (ROUGE-L or the careful one)
     if results:
-        out.update(KINDS[spec.kind](results, spec.params))
+        out.update(KINDS[spec.kind](results, spec))
         out.update({k: v for k, v in breakdowns(results, categories).items() if k not in out})
-        missing = _missing_breakdowns(results, categories, spec.params)
+        missing = _missing_breakdowns(results, categories, spec)
         if missing:
             out["unavailable_breakdowns"] = missing
     if needs_judge:  # a text-overlap fallback never stands in the accuracy column
@@ -325,8 +324,7 @@ def aggregate(lines: Iterable[Result | Mapping[str, Any]], spec: Aggregation, ca
 
 
 def _missing_breakdowns(results: list[Result], categories: Iterable[Category],
-                        params: Mapping[str, Any]) -> dict[str, str]:
+                        spec: Aggregation) -> dict[str, str]:
     """Official breakdowns the records cannot give (no sample carries the field), each with the reason."""
-    reasons = params.get("unavailable_breakdowns") or {}
-    return {cat.name: reasons.get(cat.name, f"the records carry no {cat.field!r} field")
+    return {cat.name: spec.unavailable_breakdowns.get(cat.name, f"the records carry no {cat.field!r} field")
             for cat in categories if not any(r.field_value(cat.field) is not None for r in results)}

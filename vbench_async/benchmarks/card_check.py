@@ -38,6 +38,9 @@ def check_card(card: Card) -> None:
         raise UserError(f"{where}: unknown hub hook {hub.hook!r}; known: {', '.join(sorted(HUB_HOOKS))}")
     if card.aggregation.kind not in KINDS:
         raise UserError(f"{where}: unknown aggregation kind {card.aggregation.kind!r}; known: {', '.join(KINDS)}")
+    needs = {"macro": "field", "hierarchical": "levels"}.get(card.aggregation.kind)
+    if needs and getattr(card.aggregation, needs) is None:
+        raise UserError(f"{where}: aggregation kind {card.aggregation.kind} needs aggregation.{needs}")
     for preset, settings in {None: {}, **card.presets}.items():
         label = f" preset {preset}" if preset else ""
         frames = preset_frames(settings, f"{where}:{label}").over(card.frames).to_dict()

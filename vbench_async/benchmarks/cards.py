@@ -9,6 +9,7 @@ so a typo in a card never silently changes a score.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,6 +22,7 @@ from ..errors import SampleError, UserError
 from ..failure_kinds import FailureKind
 from ..frames.frame_settings import FIELDS as FRAME_FIELDS
 from ..frames.frame_settings import FrameSettings
+from ..settings import from_json
 
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 PRESET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -96,8 +98,23 @@ class Category:
 
 @dataclass(frozen=True)
 class Aggregation:
+    """A card's `aggregation`: the kind (`benchmarks/aggregate.py` KINDS) and what that kind reads. Each key a card
+    may write is a field here, read by `settings.from_json`: a misspelt key is refused with a did-you-mean instead of
+    silently changing the headline."""
+
     kind: str = "micro"
-    params: Mapping[str, Any] = field(default_factory=dict)
+    field: str | None = None  # micro: the breakdown the benchmark reports; macro: the field whose groups weigh equally
+    name: str | None = None  # macro: the breakdown's name (`by_<name>`), when not the field's
+    official_per: str | None = None  # micro: the official code reports one number per group of this field, no overall
+    groups: int | None = dataclasses.field(default=None, metadata={"min": 1})  # macro: groups the official mean has
+    merge: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)  # macro: parts folded into one group
+    levels: tuple[str, str] | None = None  # hierarchical: (task field, category field)
+    overall: str | None = dataclasses.field(default=None, metadata={"choices": ("tasks",)})  # hierarchical variant
+    thresholds: tuple[float, ...] = (0.3, 0.5, 0.7)  # grounding: the IoU thresholds of R@
+    headline: str | None = None  # stvg, videomathqa: which of the kind's numbers is the headline
+    official_field: str | None = None  # stvg: the record field the official parser needs
+    unavailable: str | None = None  # why the unified file cannot give the official headline
+    unavailable_breakdowns: Mapping[str, str] = dataclasses.field(default_factory=dict)  # category -> why it is absent
 
 
 PARITY_STATUSES = ("exact", "documented difference", "impossible with the unified file", "judge", "no official code")
@@ -370,6 +387,7 @@ def parse_card(data: Any, file: Path | None = None) -> Card:
     agg = {"kind": agg} if isinstance(agg, str) else dict(agg)
     if not isinstance(agg.get("kind"), str):
         raise UserError(f"{where}: aggregation needs a 'kind'")
+    aggregation = from_json(Aggregation, agg, f"{where}.aggregation")
     presets = r.get("presets", Mapping, {})
     for name, preset in presets.items():
         if not isinstance(name, str) or not PRESET_RE.match(name):
@@ -392,7 +410,7 @@ def parse_card(data: Any, file: Path | None = None) -> Card:
         task_types=task_types,
         prompt=_prompt(r.get("prompt", (str, Mapping), required=True), f"{where}.prompt"),
         metric=r.get("metric", str, required=True),
-        aggregation=Aggregation(agg.pop("kind"), agg),
+        aggregation=aggregation,
         categories=_categories(r.get("categories", list), f"{where}.categories"),
         frames=_frames(r.get("frames", Mapping), f"{where}.frames"),
         presets={k: dict(v) for k, v in presets.items()},

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 
 from ..benchmarks.aggregate import category_key, value
+from ..benchmarks.cards import Aggregation
 from ..sample_result import Result, as_results
 
 # ------------------------------------------------------------------------------------------- distributions
@@ -281,25 +282,27 @@ def values_by_id(lines: Iterable[Line]) -> tuple[dict[str, float], dict[str, str
     return vals, groups
 
 
-def headline_estimate(lines: Sequence[Line], aggregation: Any = None, level: float = 0.95) -> Estimate | None:
+def headline_estimate(lines: Sequence[Line], aggregation: Aggregation | None = None,
+                      level: float = 0.95) -> Estimate | None:
     """The CI of a benchmark's headline score, for the aggregation kinds that are weighted means of per-sample scores
     (micro, by_field, macro, hierarchical, temporal_grounding). None for the others (STVG, VideoMathQA), whose
     headline is not such a mean."""
     results = as_results(lines)
-    kind = getattr(aggregation, "kind", "micro")
+    aggregation = aggregation or Aggregation()
+    kind = aggregation.kind
     unit = (0.0, 1.0)
-    params = getattr(aggregation, "params", {}) or {}
     results = [r for r in results if not r.dropped or r.failed]  # as the aggregation leaves them out
     ys = [value(r) for r in results]
     cl = clusters_of(results)
     if kind in ("micro", "by_field", "temporal_grounding"):
         return estimate(ys, cl, level=level, bounds=unit)
     if kind == "macro":
-        keep = [i for i, r in enumerate(results) if r.field_value(params["field"]) is not None]
+        group_field = aggregation.field or ""  # card_check: a macro card names its field
+        keep = [i for i, r in enumerate(results) if r.field_value(group_field) is not None]
         if not keep:  # the aggregation falls back to the plain mean in this case too
             return estimate(ys, cl, level=level, bounds=unit)
-        groups = [str(results[i].field_value(params["field"])) for i in keep]
-        merged_of = {part: m for m, parts in (params.get("merge") or {}).items() for part in parts}
+        groups = [str(results[i].field_value(group_field)) for i in keep]
+        merged_of = {part: m for m, parts in aggregation.merge.items() for part in parts}
         present = set(groups)
         final = {merged_of.get(g, g) for g in present}  # groups after folding the merged parts
         size: dict[str, int] = defaultdict(int)
@@ -308,14 +311,14 @@ def headline_estimate(lines: Sequence[Line], aggregation: Any = None, level: flo
         weights: dict[Hashable, float] = {g: 1.0 / (len(final) * size[merged_of.get(g, g)]) for g in present}
         return estimate([ys[i] for i in keep], [cl[i] for i in keep], groups, weights, level, unit)
     if kind == "hierarchical":
-        task_field, category_field = params["levels"]
+        task_field, category_field = aggregation.levels or ("task", "category")
         tasks = [str(r.field_value(task_field)) for r in results]
         cats = [str(r.field_value(category_field)) for r in results]
         tasks_in: dict[str, set[str]] = defaultdict(set)
         for t, c in zip(tasks, cats):
             tasks_in[c].add(t)
         strata = list(zip(cats, tasks))
-        if params.get("overall") == "tasks":  # OVO-Bench: every task weighs the same, whatever its category
+        if aggregation.overall == "tasks":  # OVO-Bench: every task weighs the same, whatever its category
             strata_weights: dict[Hashable, float] = {s: 1.0 / len(set(strata)) for s in set(strata)}
         else:
             strata_weights = {(c, t): 1.0 / (len(tasks_in) * len(tasks_in[c])) for c, t in set(strata)}
