@@ -77,15 +77,15 @@ def vllm_server(model_path: str) -> Iterator[str]:
 def run_all(model: str, backend: str, workdir: Path, base_url: str | None) -> dict[str | None, dict[str, Any]]:
     """Every ablation of one model on one backend (one engine); {ablation: {benchmark: score in %}}."""
     from vbench_async import models
-    from vbench_async.backends.base import SamplingParams
     from vbench_async.backends.openai import ServerSettings
+    from vbench_async.backends.sampling_overrides import SamplingOverrides
     from vbench_async.backends.vllm import VLLMSettings
     from vbench_async.benchmarks.selection import Selection
     from vbench_async.evaluation.run_config import RunConfig
     from vbench_async.evaluation.sweep import run_on_one_engine
 
     base = RunConfig(model=model, selection=Selection(benchmarks=BENCHMARKS), backend=backend,
-                     sampling=SamplingParams(max_tokens=8), cache_dir=workdir / "cache", progress=False, site=False,
+                     sampling=SamplingOverrides(max_tokens=8), cache_dir=workdir / "cache", progress=False, site=False,
                      engine=VLLMSettings(),
                      server=ServerSettings(base_url=base_url, served_model="seeing") if base_url else ServerSettings())
     cfgs = [dataclasses.replace(base, ablation=a, output_dir=workdir / Path(model).name / backend / (a or "frames"))

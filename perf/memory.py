@@ -100,7 +100,7 @@ def child(data_map: Path, out: Path, cache: Path, engine_imports: bool) -> dict:
     import vbench_async.benchmarks  # noqa: F401  (the modules a run imports, so "after imports" means it)
     import vbench_async.frames  # noqa: F401
     import vbench_async.scoring  # noqa: F401
-    from vbench_async.backends.base import SamplingParams
+    from vbench_async.backends.sampling_overrides import SamplingOverrides
     from vbench_async.benchmarks.selection import Selection
     from vbench_async.evaluation.execute import execute as evaluation
     from vbench_async.evaluation.execute import runner
@@ -118,7 +118,7 @@ def child(data_map: Path, out: Path, cache: Path, engine_imports: bool) -> dict:
     t0 = time.perf_counter()
     summary = runner.run(runner.RunConfig(
         model="tiny-qwen2.5-vl", selection=Selection(benchmarks=("mmvu",), data_root=data_map), output_dir=out,
-        cache_dir=cache, sampling=SamplingParams(max_tokens=8),
+        cache_dir=cache, sampling=SamplingOverrides(max_tokens=8),
         frame_overrides=FrameSettings(max_frames=8, max_pixels=65536),
         progress=False, mode="both", queue_size=32,  # requests in flight: the run's default (up to 1,024 here)
     ))

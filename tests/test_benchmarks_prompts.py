@@ -132,7 +132,7 @@ def test_prompt_variant_option_reaches_the_run_config():
     parser = argparse.ArgumentParser()
     add_options(parser)
     base = ["--model", "m", "--benchmarks", "mvbench"]
-    assert config_from_args(parser.parse_args(base)).prompt.prompt_variant == "official"
+    assert config_from_args(parser.parse_args(base)).prompt.prompt_variant is None  # not given: official, or a recipe's
     cfg = config_from_args(parser.parse_args([*base, "--prompt-variant", "predecessor"]))
     assert cfg.prompt.prompt_variant == "predecessor"
     with pytest.raises(SystemExit):

@@ -7,15 +7,15 @@ import dataclasses
 
 from test_cli import _subparsers
 
-from vbench_async.backends.base import SamplingParams
 from vbench_async.backends.openai import ServerSettings
+from vbench_async.backends.sampling_overrides import SamplingOverrides
 from vbench_async.backends.vllm import VLLMSettings
 from vbench_async.benchmarks.selection import Selection
 from vbench_async.cli import build_parser
 from vbench_async.cli.options import flag_fields, from_args
 from vbench_async.frames.frame_settings import FrameSettings
 
-SHARED = {"run": (Selection, FrameSettings, SamplingParams, VLLMSettings, ServerSettings),
+SHARED = {"run": (Selection, FrameSettings, SamplingOverrides, VLLMSettings, ServerSettings),
           "preprocess": (Selection, FrameSettings), "judge": (VLLMSettings, ServerSettings)}
 
 
@@ -46,11 +46,11 @@ def test_parsed_flags_come_back_as_the_settings():
          "--no-video-affinity", "--enforce-eager", "--max-model-len", "4096", "--base-url", "http://h/v1"])
     assert from_args(Selection, args) == Selection(benchmarks=("a", "b"))
     assert from_args(FrameSettings, args).to_dict() == {"max_frames": 8}
-    assert from_args(SamplingParams, args) == SamplingParams(temperature=0.5)
+    assert from_args(SamplingOverrides, args) == SamplingOverrides(temperature=0.5)
     engine = from_args(VLLMSettings, args)
     assert engine == dataclasses.replace(VLLMSettings(), dp_video_affinity=False, enforce_eager=True,
                                          max_model_len=4096)
     assert from_args(ServerSettings, args) == ServerSettings(base_url="http://h/v1")
     defaults = build_parser().parse_args(["run", "--model", "m", "--suite", "demo"])
     assert from_args(VLLMSettings, defaults) == VLLMSettings()
-    assert from_args(SamplingParams, defaults) == SamplingParams()
+    assert from_args(SamplingOverrides, defaults) == SamplingOverrides()  # none given: none set

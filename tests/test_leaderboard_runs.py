@@ -16,10 +16,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from vbench_async.backends.base import Completion, SamplingParams
+from vbench_async.backends.base import Completion
+from vbench_async.backends.sampling_overrides import SamplingOverrides
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.errors import SampleError
 from vbench_async.evaluation.pipeline import Pipeline, WorkItem
+from vbench_async.evaluation.run_config import recorded, run_sampling
 from vbench_async.evaluation.runner import BenchmarkPlan, RunConfig
 from vbench_async.frames.cache import FrameCache
 from vbench_async.frames.frame_settings import FrameSettings
@@ -58,17 +60,17 @@ def make_run(run_dir: Path, model_name: str, answer: Answer, benchmarks=BENCHMAR
     `model_path`: a model folder on this machine (the manifest records what the writer reads there)."""
     model = ModelRef(name=model_name, path=str(model_path or f"/models/{model_name}"), family=family,
                      fingerprint=hashlib.sha256(model_name.encode()).hexdigest()[:24])
-    cfg = RunConfig(model=model_name, output_dir=run_dir, sampling=SamplingParams(seed=7),
+    cfg = RunConfig(model=model_name, output_dir=run_dir, sampling=SamplingOverrides(seed=7),
                     frame_overrides=FrameSettings(**(frame_overrides or {})),
                     cache_dir=cache.root if cache is not None else None)
-    builder = Pipeline(backend=None, load_video=None, load_image=None, score=score, sampling=cfg.sampling)
+    builder = Pipeline(backend=None, load_video=None, load_image=None, score=score, sampling=run_sampling(cfg))
     plans = []
     for bid in benchmarks:
         bench = get_benchmark(bid)
         spec = bench.frame_spec(model, cfg.frame_overrides)
         todo = (samples or {}).get(bid) or [s for s in bench.load_samples(None) if isinstance(s, Sample)]
         config = {"model": model.fingerprint, "benchmark": bench.id, "frames": spec.to_dict(),
-                  "prompt": bench.prompt_template_hash(), "thinking": False, "sampling": cfg.sampling.to_dict()}
+                  "prompt": bench.prompt_template_hash(), "thinking": False, "sampling": run_sampling(cfg).to_dict()}
         store = ResultStore(run_dir, bench.id, config_hash(config))
         with store:
             for i, s in enumerate(todo[:keep] if keep is not None else todo):
@@ -86,7 +88,8 @@ def make_run(run_dir: Path, model_name: str, answer: Answer, benchmarks=BENCHMAR
                                                             finish_reason="stop", latency_s=0.1), None, seen)
                 store.append(line)
         plans.append(BenchmarkPlan(bench, store, spec, config, n_total=len(todo), entries=[]))
-    write_run_outputs(run_dir, model, plain(cfg), {}, plans, {"backend": {"backend": "vllm"}}, time.time() - 5)
+    write_run_outputs(run_dir, model, plain(recorded(cfg)), {}, plans, {"backend": {"backend": "vllm"}},
+                      time.time() - 5)
     return run_dir
 
 

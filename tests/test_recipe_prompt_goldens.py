@@ -39,7 +39,7 @@ def test_the_project_renders_each_makers_prompt_byte_for_byte(path):
     bench = get_benchmark(card)
     recipe = RECIPES.get(rows[0]["recipe"])
     if recipe is not None:
-        bench.use_recipe(recipe, "official")
+        bench.use_recipe(recipe, None)
     samples = {s.sample_id: s for s in bench.load_samples(root) if isinstance(s, Sample)}
     for row in rows:
         assert bench.render_prompt(samples[str(row["record_id"])]) == row["prompt"], (path.name, row["record_id"])

@@ -12,6 +12,7 @@ import pytest
 from conftest import shared_dir
 
 from vbench_async.backends.base import SamplingParams
+from vbench_async.backends.sampling_overrides import SamplingOverrides
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.benchmarks.recipes import RECIPES, Recipe, RecipePart
 from vbench_async.frames.frame_settings import FrameSettings
@@ -26,7 +27,7 @@ def _goldens(recipe: str) -> list[dict]:
     return [json.loads(line) for line in (FIXTURES / PROMPT_GOLDENS[recipe]).read_text().splitlines() if line]
 
 
-def _videomme(recipe: str, prompt_variant: str = "official"):
+def _videomme(recipe: str, prompt_variant: str | None = None):
     bench = get_benchmark("videomme")
     bench.use_recipe(RECIPES[recipe], prompt_variant)
     return bench
@@ -58,10 +59,11 @@ def test_the_goldens_hold_for_the_reference_records(recipe):
 
 def test_other_benchmarks_keep_the_official_prompt_and_a_chosen_variant_wins():
     mvbench = get_benchmark("mvbench")
-    mvbench.use_recipe(RECIPES["qwen3-vl"], "official")
+    mvbench.use_recipe(RECIPES["qwen3-vl"], None)
     assert mvbench.prompt_variant == "qwen3-vl"
     assert mvbench.prompt_templates() == ["multiple_choice", "official/mvbench"]  # (thinking: the routed template)
     assert _videomme("qwen3-vl", "predecessor").prompt_variant == "predecessor"  # an explicit flag wins
+    assert _videomme("qwen3-vl", "official").prompt_variant == "official"  # even when it names the default
     assert _videomme("easyvideor1").prompt_variant == "predecessor"
 
 
@@ -118,16 +120,22 @@ def test_an_explicit_frame_flag_wins_over_the_recipe():
 # -- sampling -----------------------------------------------------------------------------------------------------
 def test_sampling_card_then_recipe_then_explicit_flags():
     qwen = RECIPES["qwen3-vl"]
-    s = qwen.sampling(SamplingParams())
+    s = qwen.sampling(SamplingOverrides())
     assert (s.temperature, s.top_p, s.top_k, s.presence_penalty, s.max_tokens, s.seed) == (
         0.7, 0.8, 20, 1.5, 32768, 3407)
-    assert qwen.sampling(SamplingParams(max_tokens=512)).max_tokens == 512
-    assert qwen.sampling(s) == s  # applied twice: nothing more changes
+    assert qwen.sampling(SamplingOverrides(max_tokens=512)).max_tokens == 512
+    assert qwen.sampling(SamplingOverrides.every(s)) == s
+    # A field set to its default still wins: --temperature 0 is greedy, the recipe's other fields stay.
+    greedy = qwen.sampling(SamplingOverrides(temperature=0.0))
+    assert greedy == SamplingParams(temperature=0.0, top_p=0.8, top_k=20, max_tokens=32768, seed=3407,
+                                    presence_penalty=1.5)
+    assert qwen.sampling(SamplingOverrides(seed=0, top_k=0)).seed == 0
     lmms = RECIPES["lmms-eval"]
-    assert lmms.sampling(SamplingParams(), "videomme").max_tokens == 16
-    assert lmms.sampling(SamplingParams(), "videommmu").max_tokens == 1024
-    assert lmms.sampling(SamplingParams(), "videomme@64f").max_tokens == 16
-    assert lmms.sampling(SamplingParams(max_tokens=64), "videomme").max_tokens == 64
+    assert lmms.sampling(SamplingOverrides(), "videomme").max_tokens == 16
+    assert lmms.sampling(SamplingOverrides(), "videommmu").max_tokens == 1024
+    assert lmms.sampling(SamplingOverrides(), "videomme@64f").max_tokens == 16
+    assert lmms.sampling(SamplingOverrides(max_tokens=64), "videomme").max_tokens == 64
+    assert lmms.sampling(SamplingOverrides(max_tokens=256), "videomme").max_tokens == 256  # the default, given
 
 
 def test_a_benchmark_part_may_not_set_again_a_run_wide_sampling_field():
@@ -140,10 +148,10 @@ def test_a_benchmark_part_may_not_set_again_a_run_wide_sampling_field():
 
 # -- identity: the config hash and the manifest -------------------------------------------------------------------
 def _plan(tmp_path, recipe: str | None, bench_id: str = "videomme"):
-    from vbench_async.evaluation.run_config import RunConfig, recipe_of, with_recipe
+    from vbench_async.evaluation.run_config import RunConfig, recipe_of
     from vbench_async.evaluation.runner import _plan_benchmark
 
-    cfg = with_recipe(RunConfig(model="tiny-qwen3-vl", recipe=recipe))
+    cfg = RunConfig(model="tiny-qwen3-vl", recipe=recipe)
     bench = get_benchmark(bench_id)
     bench.use_recipe(recipe_of(cfg), cfg.prompt.prompt_variant)
     return _plan_benchmark(bench, family_ref("qwen3-vl"), cfg, tmp_path, [], decoder="pyav")

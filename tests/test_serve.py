@@ -27,9 +27,11 @@ from test_run_settings import includes, open_card  # noqa: F401 - a card whose s
 from test_security_server import allowed
 
 from vbench_async.backends.openai import ServerSettings
+from vbench_async.backends.sampling_overrides import SamplingOverrides
 from vbench_async.cli import main as cli_main
 from vbench_async.cli.serve import eval_server
 from vbench_async.errors import UserError
+from vbench_async.evaluation.run_config import run_sampling
 from vbench_async.evaluation.runner import RunConfig
 from vbench_async.frames.frame_settings import FrameSettings
 from vbench_async.serve import client
@@ -65,8 +67,8 @@ def test_a_job_becomes_the_run_config_of_its_fields() -> None:
     base = RunConfig(model="tiny-qwen2.5-vl", backend="openai", concurrency=16)
     cfg = spec.run_config(base)
     assert cfg.selection.benchmarks == ("demo-mc", "demo-tg") and cfg.frame_overrides == FrameSettings(max_frames=8)
-    assert cfg.sampling.max_tokens == 7 and cfg.concurrency == 3 and cfg.backend == "openai"
-    assert cfg.sampling.top_p == 1.0  # a nested field the job leaves out keeps its value
+    assert cfg.sampling == SamplingOverrides(max_tokens=7) and cfg.concurrency == 3 and cfg.backend == "openai"
+    assert run_sampling(cfg).top_p == 1.0  # a nested field the job leaves out keeps its value (unset: the default)
     assert cfg.model == "tiny-qwen2.5-vl" and str(cfg.output_dir) == "/tmp/x" and not cfg.progress
     assert JobSpec.from_json(spec.to_json()) == spec  # what GET /jobs/ID shows is a job again
     assert JobSpec.from_json({"selection": {"suite": "demo"}}).run_config(base).concurrency == 16  # the server's

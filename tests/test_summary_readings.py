@@ -22,6 +22,7 @@ from vbench_async.benchmarks.prompts import PromptSettings
 from vbench_async.benchmarks.selection import Selection
 from vbench_async.cli.output import print_table
 from vbench_async.evaluation.pipeline import Pipeline, WorkItem
+from vbench_async.evaluation.run_config import recorded, run_sampling
 from vbench_async.evaluation.runner import BenchmarkPlan, RunConfig
 from vbench_async.models import ModelRef
 from vbench_async.results.manifest import plain
@@ -61,13 +62,13 @@ def _run(run_dir: Path, bid: str, samples: list[Sample], outputs: list[str], max
     bench.prompt_variant = variant  # as runner._load sets it
     spec = bench.frame_spec(model)
     config = {"model": model.fingerprint, "benchmark": bid, "frames": spec.to_dict(),
-              "prompt": bench.prompt_template_hash(), "thinking": False, "sampling": cfg.sampling.to_dict()}
+              "prompt": bench.prompt_template_hash(), "thinking": False, "sampling": run_sampling(cfg).to_dict()}
     store = ResultStore(run_dir, bid, config_hash(config), shard=shard)
     with store:
         for line in _lines(samples, outputs, store):
             store.append(line)
     plan = BenchmarkPlan(bench, store, spec, config, n_total=len(samples), entries=[])
-    return write_run_outputs(run_dir, model, plain(cfg), {}, [plan], {"backend": {"backend": "vllm"}},
+    return write_run_outputs(run_dir, model, plain(recorded(cfg)), {}, [plan], {"backend": {"backend": "vllm"}},
                              time.time() - 1, shard=shard).to_json()
 
 

@@ -124,7 +124,7 @@ def test_a_fixed_side_family_rolls_out_with_the_frames_it_is_evaluated_with(tmp_
     trainer builds its media (`frame_spec(cfg.data, model)`), receives the same cache entry: the same source frames
     at the same size. Before, training left out the checkpoint's side and rolled out at 448 px."""
     from vbench_async import models
-    from vbench_async.backends.base import SamplingParams
+    from vbench_async.backends.sampling_overrides import SamplingOverrides
     from vbench_async.benchmarks.selection import Selection
     from vbench_async.evaluation.runner import RunConfig, run
     from vbench_async.results.result_file import read_results
@@ -133,7 +133,7 @@ def test_a_fixed_side_family_rolls_out_with_the_frames_it_is_evaluated_with(tmp_
     model = models.resolve("tiny-internvl")
     cfg = RunConfig(model="tiny-internvl", backend="hf", output_dir=tmp_path / "run", cache_dir=cache,
                     selection=Selection(benchmarks=("demo-mc",), max_samples=1), progress=False,
-                    sampling=SamplingParams(max_tokens=2), frame_overrides=FrameSettings(max_frames=4),
+                    sampling=SamplingOverrides(max_tokens=2), frame_overrides=FrameSettings(max_frames=4),
                     decode_workers=1)
     run(cfg)
     (line,) = [r for f in (tmp_path / "run" / "results").glob("*.jsonl") for r in read_results(f).values()]

@@ -63,6 +63,9 @@ class Request:
     images: tuple[ImageInput, ...] = ()  # shown after the videos
     sampling: SamplingParams = field(default_factory=SamplingParams)
     n: int = 1  # samples per prompt (RL rollouts); evaluation uses 1
+    # A system turn before the user's (an evaluation recipe's, e.g. lmms-eval's); None: none is sent, so the chat
+    # template may add its own default.
+    system: str | None = None
 
 
 @dataclass
@@ -95,16 +98,24 @@ class Backend(Protocol):
 
 
 def messages_for(request: Request) -> list[dict[str, Any]]:
-    """The chat messages every backend renders: media first (video, then images), then the text. No system prompt."""
-    return chat_messages(request.prompt, len(request.videos), len(request.images))
+    """The chat messages the in-process backends render: the request's system turn, if any, then the user turn with
+    the media first (video, then images), then the text."""
+    return chat_messages(request.prompt, len(request.videos), len(request.images), request.system)
 
 
-def chat_messages(prompt: str, n_videos: int = 0, n_images: int = 0) -> list[dict[str, Any]]:
+def chat_messages(prompt: str, n_videos: int = 0, n_images: int = 0, system: str | None = None
+                  ) -> list[dict[str, Any]]:
     """`messages_for` from counts (the plan renders prompts before any frame is loaded)."""
     content: list[dict[str, Any]] = [{"type": "video"} for _ in range(n_videos)]
     content += [{"type": "image"} for _ in range(n_images)]
     content.append({"type": "text", "text": prompt})
-    return [{"role": "user", "content": content}]
+    return [*system_turn(system), {"role": "user", "content": content}]
+
+
+def system_turn(system: str | None) -> list[dict[str, Any]]:
+    """The system message every backend sends before the user turn: one, plain text, or none (the openai backend's
+    messages start with it too)."""
+    return [{"role": "system", "content": system}] if system is not None else []
 
 
 def array_uuid(array: np.ndarray) -> str:

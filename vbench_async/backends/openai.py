@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import EngineDead, SampleError, UserError
 from ..failure_kinds import FailureKind
 from ..redact import remember, scrub
-from .base import CONCURRENCY, Completion, ImageInput, Request, VideoInput, explicit_sampling
+from .base import CONCURRENCY, Completion, ImageInput, Request, VideoInput, explicit_sampling, system_turn
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
@@ -166,7 +166,7 @@ class OpenAIBackend:
         s = request.sampling
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": [{"role": "user", "content": content}],
+            "messages": [*system_turn(request.system), {"role": "user", "content": content}],
             "n": request.n,
             # Every sampling field, neutral ones included: a field left out is filled in by the server from the
             # checkpoint's generation_config (vLLM does so for repetition_penalty, top_k, min_p, ...).

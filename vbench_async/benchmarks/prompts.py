@@ -52,17 +52,20 @@ def environment() -> jinja2.Environment:
 
 @dataclass(frozen=True)
 class PromptSettings:
-    """Which prompt each benchmark gets (the field's `help` is its command-line text, `cli/options.py`)."""
+    """Which prompt each benchmark gets (the field's `help` is its command-line text, `cli/options.py`).
+    `prompt_variant` None: the user chose none, so a --recipe's variant holds, else DEFAULT_VARIANT."""
 
-    prompt_variant: str = field(default=DEFAULT_VARIANT, metadata={
+    prompt_variant: str | None = field(default=None, metadata={
         "help": "official: each benchmark's own published prompt where one exists (else the Video-MME wording); "
                 "predecessor: EasyVideoR1's prompts, for comparison; qwen3-vl, lmms-eval-qwen3-vl: the prompt the "
                 "Qwen3-VL repository's scripts (Video-MME), or lmms-eval's qwen3_vl model (Video-MME, Video-Holmes), "
-                "send where it differs from official. Recorded in the manifest and the config hash",
+                f"send where it differs from official. Recorded in the manifest and the config hash (default: "
+                f"{DEFAULT_VARIANT}, or the --recipe's variant when it names one)",
         "choices": PROMPT_VARIANTS})
 
     def __post_init__(self) -> None:
-        check_variant(self.prompt_variant)
+        if self.prompt_variant is not None:
+            check_variant(self.prompt_variant)
 
 
 def check_variant(variant: str) -> None:

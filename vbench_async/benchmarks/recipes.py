@@ -1,11 +1,15 @@
 """Evaluation recipes: a model maker's published protocol as one named, versioned bundle (issue 39).
 
 A recipe fixes what moves a score besides the model: the prompt variant per benchmark (`prompts.py`), the system
-prompt, the frame settings (`FrameSettings`, the processor's second resize included) and the sampling. It sits
-between the benchmark card and the user's flags: card < recipe < explicit flags. A field the recipe leaves unset
-keeps the card's (or the project's default) value. A flag "wins" when it is set: frame flags are unset by default,
-so any given frame flag wins; a sampling flag or `--prompt-variant` counts as set when its value differs from the
-flag's default (`--temperature 0` under a sampling recipe cannot be told from no flag: the recipe's value holds).
+prompt (every request's first turn, `Request.system`, sent by every backend and counted by `plan`), the frame
+settings (`FrameSettings`, the processor's second resize included) and the sampling. It sits between the benchmark
+card and the user's flags: card < recipe < explicit flags. A field the recipe leaves unset keeps the card's (or the
+project's default) value. A flag wins when it is given, whatever its value: the frame flags, the sampling flags and
+`--prompt-variant` are unset by default (None), so `--temperature 0` under a sampling recipe is greedy (the recipe's
+other sampling fields stay) and `--prompt-variant official` under a prompt recipe is official. The run configuration
+carries what the user set as data (`RunConfig.sampling`, a `SamplingOverrides`; `PromptSettings.prompt_variant`): on
+the command line the flags given, in a server job's or a training validation run's JSON the keys present (null:
+unset). `run_config.run_sampling` and `use_recipe` fill in the rest: the recipe's value, else the default.
 
 The recipe's name and version enter every result file's config hash and the manifest, so two recipes never share a
 result file; changing what a recipe sets means bumping its version. The facts and their sources: docs/recipes.md.
@@ -18,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..backends.base import SamplingParams
+from ..backends.sampling_overrides import SamplingOverrides
 from ..errors import UserError
 from ..frames.frame_settings import FrameSettings
 from .prompts import check_variant
@@ -58,8 +63,7 @@ class Recipe:
     version: int
     summary: str  # one line, for --help and `list --recipes`
     source: str  # what it follows (docs/recipes.md has the detail)
-    # The maker's system message. Recorded (and covered by the version) but not sent yet: `Request` has no system
-    # message, so the backends and the token count still send none (issue 39 follow-up).
+    # The maker's system message: every request of the run sends it (`Request.system`); the version covers it.
     system_prompt: str | None = None
     common: RecipePart = field(default_factory=RecipePart)
     benchmarks: Mapping[str, RecipePart] = field(default_factory=dict)
@@ -80,22 +84,22 @@ class Recipe:
         own = self.benchmarks.get(benchmark) or self.benchmarks.get(benchmark.partition("@")[0])
         return own.over(self.common) if own is not None else self.common
 
-    def prompt_variant(self, benchmark: str, given: str) -> str:
-        """The prompt variant `benchmark` renders with: the user's when set (not the default), else the recipe's."""
+    def prompt_variant(self, benchmark: str, given: str | None) -> str:
+        """The prompt variant `benchmark` renders with: the user's when set (None: not set), else the recipe's, else
+        the default."""
         from .prompts import DEFAULT_VARIANT
 
-        return given if given != DEFAULT_VARIANT else (self.part(benchmark).prompt_variant or given)
+        return given or self.part(benchmark).prompt_variant or DEFAULT_VARIANT
 
     def frames(self, benchmark: str, card: FrameSettings) -> FrameSettings:
         """The card's frame settings with the recipe's set values over them (the user's flags come later)."""
         return self.part(benchmark).frames.over(card)
 
-    def sampling(self, given: SamplingParams, benchmark: str | None = None) -> SamplingParams:
-        """`given` (the user's) with the recipe's sampling in each field left at its default: the run's (`common`)
-        or, with `benchmark`, that benchmark's."""
+    def sampling(self, given: SamplingOverrides, benchmark: str | None = None) -> SamplingParams:
+        """The user's set fields (`given`) over the recipe's sampling over the defaults: the run's (`common`) or,
+        with `benchmark`, that benchmark's requests'."""
         part = self.part(benchmark) if benchmark is not None else self.common
-        unset = {k: v for k, v in part.sampling.items() if getattr(given, k) == getattr(_SAMPLING_DEFAULTS, k)}
-        return dataclasses.replace(given, **unset)
+        return given.over(dataclasses.replace(_SAMPLING_DEFAULTS, **part.sampling))
 
 
 # -- the recipes -------------------------------------------------------------------------------------------------

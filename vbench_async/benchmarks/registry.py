@@ -116,11 +116,12 @@ class Benchmark:
         card = self.recipe.frames(self.id, self.card.frames) if self.recipe is not None else self.card.frames
         return resolve_frame_spec(model.family, card, dict(model.frame_settings), overrides, self.id)
 
-    def use_recipe(self, recipe: Recipe | None, prompt_variant: str) -> None:
-        """Evaluate under `recipe` (None: the cards as they are) with the user's `prompt_variant` (--prompt-variant):
-        the recipe's frames go over the card's, its prompt variant holds unless the user chose one."""
+    def use_recipe(self, recipe: Recipe | None, prompt_variant: str | None) -> None:
+        """Evaluate under `recipe` (None: the cards as they are) with the user's `prompt_variant` (--prompt-variant;
+        None: not given): the recipe's frames go over the card's, its prompt variant holds unless the user chose one."""
         self.recipe = recipe
-        self.prompt_variant = recipe.prompt_variant(self.id, prompt_variant) if recipe else prompt_variant
+        self.prompt_variant = recipe.prompt_variant(self.id, prompt_variant) if recipe else \
+            prompt_variant or prompts.DEFAULT_VARIANT
 
     def template_for(self, sample: Sample, thinking: bool = False) -> str:
         """The template file this sample renders with under the benchmark's prompt variant."""

@@ -11,7 +11,9 @@ takes "a,b,c". A number's bounds, checked when the command line is parsed (befor
     engine = from_args(VLLMSettings, args)                  # the settings the user gave, defaults elsewhere
 
 The groups every command shares: selection (`Selection`), prompts (`PromptSettings`), frames (`FrameSettings`),
-sampling (`SamplingParams`), engine (`VLLMSettings`) and server (`ServerSettings`): `GROUPS` has each one's title.
+sampling (`SamplingOverrides`), engine (`VLLMSettings`) and server (`ServerSettings`): `GROUPS` has each one's title.
+A flag whose field defaults to None is unset unless given, so a given value is told from no flag even when it
+equals the value the run would otherwise use (an evaluation recipe fills only what is unset).
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ import typing
 from pathlib import Path
 from typing import Any, Callable, Collection, TypeVar
 
-from ..backends.base import SamplingParams
 from ..backends.openai import ServerSettings
+from ..backends.sampling_overrides import SamplingOverrides
 from ..backends.vllm import VLLMSettings
 from ..benchmarks.prompts import PromptSettings
 from ..benchmarks.selection import Selection
@@ -38,7 +40,7 @@ GROUPS: dict[type, str] = {
     Selection: "what to evaluate",
     PromptSettings: "prompts (part of the result config)",
     FrameSettings: "frames (override the benchmark's preset; part of the result config)",
-    SamplingParams: "sampling (greedy by default)",
+    SamplingOverrides: "sampling (greedy by default)",
     VLLMSettings: "vLLM engine (backend vllm)",
     ServerSettings: "server (backend openai)",
 }

@@ -58,7 +58,6 @@ def add_options(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ..benchmarks import recipes
-    from ..benchmarks.prompts import DEFAULT_VARIANT
     from ..benchmarks.selection import Selection
     from ..evaluation.launcher import resolve_shard
     from ..frames import DEFAULT_DECODER, FrameCache, preprocess
@@ -80,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
     benchmarks = selection.resolve()
     recipe = recipes.get(args.recipe) if args.recipe else None
     for bench in benchmarks:  # a recipe's frames, as `run --recipe` will ask for them
-        bench.use_recipe(recipe, DEFAULT_VARIANT)
+        bench.use_recipe(recipe, None)
     loaded = [(bench, bench.frame_spec(model, overrides), selection.samples(bench)) for bench in benchmarks]
     shard = resolve_shard(args.shard)
     if shard is not None:

@@ -22,8 +22,8 @@ HOW_FLAGS = ("recipe", "backend", "mode", "retry_failed", "thinking", "judge_mod
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """The options of `run` (and of `plan`, which plans exactly that run)."""
-    from ..backends.base import SamplingParams
     from ..backends.openai import ServerSettings
+    from ..backends.sampling_overrides import SamplingOverrides
     from ..backends.vllm import VLLMSettings
     from ..benchmarks.prompts import PromptSettings
     from ..benchmarks.selection import Selection
@@ -52,7 +52,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     frames.add_argument("--max-frames", dest="max_frames", type=frame_budgets, action=_Budgets, default=None,
                         metavar="N[,N...]", help=FIELDS["max_frames"].metadata["help"])
     p.set_defaults(frame_budgets=None)
-    add_group(p, SamplingParams)
+    add_group(p, SamplingOverrides)
     add_group(p, VLLMSettings)
 
     scale = p.add_argument_group("scale-out (docs/scale-out.md)")
@@ -127,9 +127,9 @@ class _Budgets(argparse.Action):
 def config_from_args(args: argparse.Namespace, shard: Shard | None = None, local: bool = True) -> RunConfig:
     """The RunConfig of parsed `run` options (also `plan`'s and `run --server`'s): every field from its flag.
     `local` False (a job for a server): the data root and the backend are the server's to check."""
-    from ..backends.base import SamplingParams
     from ..backends.factory import backend_kind
     from ..backends.openai import ServerSettings
+    from ..backends.sampling_overrides import SamplingOverrides
     from ..backends.vllm import VLLMSettings
     from ..benchmarks.include import include_dirs
     from ..benchmarks.prompts import PromptSettings
@@ -148,7 +148,7 @@ def config_from_args(args: argparse.Namespace, shard: Shard | None = None, local
         **values_from_args(RunConfig, args),
         selection=selection,
         prompt=from_args(PromptSettings, args),
-        sampling=from_args(SamplingParams, args),
+        sampling=from_args(SamplingOverrides, args),
         frame_overrides=from_args(FrameSettings, args),
         engine=from_args(VLLMSettings, args),
         server=from_args(ServerSettings, args),

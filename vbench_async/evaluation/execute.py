@@ -24,7 +24,7 @@ from ..backends.vllm import VLLMSettings
 from ..phases import mark
 from ..samples import Sample
 from .pipeline import BenchmarkPlan, LoopStats, Pipeline, Progress, group_by_video
-from .run_config import RunConfig
+from .run_config import RunConfig, run_sampling, run_system_prompt
 
 if TYPE_CHECKING:
     import numpy as np
@@ -153,7 +153,8 @@ async def _loop(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cac
         load_video=cache.get_or_decode,
         load_image=_image_loader(model.family),
         score=_scorer(),
-        sampling=cfg.sampling,
+        sampling=run_sampling(cfg),
+        system=run_system_prompt(cfg),
         concurrency=cfg.concurrency,
         loaders=cfg.loaders,
         queue_size=cfg.queue_size,
@@ -196,7 +197,7 @@ def engine_settings(cfg: RunConfig, plans: list[BenchmarkPlan], workload: Worklo
     budget and profiling video from the workload plan (an explicit max_model_len is already the plan's)."""
     specs = [p.spec for p in plans]
     # Profile memory with the run's real frame budget, not the model's maximum (faster start-up).
-    settings = dataclasses.replace(cfg.engine, seed=cfg.sampling.seed,
+    settings = dataclasses.replace(cfg.engine, seed=run_sampling(cfg).seed,
                                    profile_frames=max((s.nframes or s.max_frames for s in specs), default=None),
                                    profile_pixels=max((s.max_pixels for s in specs), default=None))
     if workload is not None:

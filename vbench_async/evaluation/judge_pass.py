@@ -38,7 +38,7 @@ from ..results.verdicts import (
 )
 from ..sample_result import Result
 from ..scoring.judges import PROMPT_HASH, Ask, JudgeItem, JudgeProtocol, Outcome, judge_for
-from .run_config import JUDGE_MODEL_HELP, RunConfig
+from .run_config import JUDGE_MODEL_HELP, RunConfig, run_sampling
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +225,7 @@ def judge_after_run(run_dir: Path, run_cfg: RunConfig, judge_model: str, **overr
     """Judge a finished run on the run's own backend kind and settings (engine knobs, server URL), then recompute its
     summary. `overrides` set JudgeConfig fields (max_tokens, concurrency, ...)."""
     cfg = JudgeConfig(model=judge_model, backend=run_cfg.backend, engine=run_cfg.engine, server=run_cfg.server,
-                      seed=run_cfg.sampling.seed)
+                      seed=run_sampling(run_cfg).seed)
     for key, value in overrides.items():
         if not hasattr(cfg, key):
             raise TypeError(f"JudgeConfig has no field {key!r}")

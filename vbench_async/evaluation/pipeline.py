@@ -185,8 +185,10 @@ class Pipeline:
         queue_size: int = QUEUE_SIZE,
         progress: Progress | None = None,
         ablation: str | None = None,
+        system: str | None = None,
     ):
         self.backend = backend
+        self.system = system  # every request's system turn (a recipe's); None: none
         self.ablation = ablation  # frames/ablation.py: applied to each video after the cache, before the backend
         self.load_video = load_video
         self.load_image = load_image
@@ -335,6 +337,7 @@ class Pipeline:
                 videos=(video,) if video is not None else (),
                 images=images,
                 sampling=item.sampling or self.sampling,
+                system=self.system,
             )
             if self.stats.first_request_at is None:
                 self.stats.first_request_at = time.perf_counter()

@@ -14,6 +14,7 @@ from .. import settings
 from ..backends.base import CONCURRENCY, SamplingParams
 from ..backends.factory import BackendKind, backend_field, backend_kind
 from ..backends.openai import ServerSettings
+from ..backends.sampling_overrides import SamplingOverrides
 from ..backends.vllm import VLLMSettings
 from ..benchmarks.prompts import PromptSettings
 from ..benchmarks.recipes import RECIPES, Recipe, recipe_help
@@ -66,7 +67,8 @@ class RunConfig:
     thinking: bool = field(default=False, metadata={"help": "use the reasoning prompt variant"})
     prompt: PromptSettings = field(default_factory=PromptSettings)  # which prompt variant each benchmark gets
     recipe: str | None = field(default=None, metadata={"choices": tuple(RECIPES), "help": recipe_help()})
-    sampling: SamplingParams = field(default_factory=SamplingParams)
+    # The sampling fields the user set (unset: the recipe's, else the default): `run_sampling` is what the run uses.
+    sampling: SamplingOverrides = field(default_factory=SamplingOverrides)
     frame_overrides: FrameSettings = field(default_factory=FrameSettings)  # over the benchmark card's frames
     concurrency: int | None = field(default=None, metadata={
         "help": "requests in flight (default: with the in-process vLLM engine, every pending request whose frames "
@@ -118,12 +120,34 @@ def recipe_of(cfg: RunConfig) -> Recipe | None:
     return recipes.get(cfg.recipe) if cfg.recipe else None
 
 
-def with_recipe(cfg: RunConfig) -> RunConfig:
-    """`cfg` with its recipe's run-wide sampling in the fields the user left at their defaults (the engine's seed,
-    the manifest and each benchmark's config read it); unchanged without a recipe. Applying it twice changes
-    nothing more."""
+def run_sampling(cfg: RunConfig, benchmark: str | None = None) -> SamplingParams:
+    """The sampling the run uses (the engine's seed, the manifest), or with `benchmark` (a card id) that benchmark's
+    requests use (its config hash): the fields the user set over the recipe's over the defaults."""
     recipe = recipe_of(cfg)
-    return dataclasses.replace(cfg, sampling=recipe.sampling(cfg.sampling)) if recipe else cfg
+    return recipe.sampling(cfg.sampling, benchmark) if recipe else cfg.sampling.over(SamplingParams())
+
+
+def run_system_prompt(cfg: RunConfig) -> str | None:
+    """The system turn every request of the run sends: the recipe's (None: none). Not in the config hash itself: the
+    recipe's version covers it."""
+    recipe = recipe_of(cfg)
+    return recipe.system_prompt if recipe else None
+
+
+def run_prompt_variant(cfg: RunConfig) -> str:
+    """The run's prompt variant as the manifest records it: the user's, else the recipe's run-wide one, else the
+    default (each benchmark's own, which a recipe may set per benchmark, is in its manifest entry)."""
+    from ..benchmarks.prompts import DEFAULT_VARIANT
+
+    recipe = recipe_of(cfg)
+    return cfg.prompt.prompt_variant or (recipe.common.prompt_variant if recipe else None) or DEFAULT_VARIANT
+
+
+def recorded(cfg: RunConfig) -> RunConfig:
+    """`cfg` as the manifest writes it down: with the sampling and prompt variant the run used in place of the
+    user's partial ones (a run without a recipe records what it always did)."""
+    return dataclasses.replace(cfg, sampling=SamplingOverrides.every(run_sampling(cfg)),
+                               prompt=PromptSettings(run_prompt_variant(cfg)))
 
 
 def resolve_model(cfg: RunConfig) -> ModelRef:

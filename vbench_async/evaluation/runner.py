@@ -23,7 +23,7 @@ from ..samples import Sample
 from .execute import BackendFactory, backend_options, execute
 from .pipeline import BenchmarkPlan, PlanEntry
 from .preflight import check_writable, no_data
-from .run_config import MODES, ResolvedRun, RunConfig, recipe_of, resolve_run, with_recipe
+from .run_config import MODES, ResolvedRun, RunConfig, recipe_of, recorded, resolve_run, run_sampling, run_system_prompt
 
 if TYPE_CHECKING:
     from ..benchmarks.registry import Benchmark
@@ -47,7 +47,6 @@ def run(cfg: RunConfig, on_plan: Callable[[WorkloadPlan | None, dict[str, str]],
     `resolved`: the model and run directory as the entry point resolved them (`resolve_run(cfg)` when not given)."""
     if cfg.mode not in MODES:
         raise UserError(f"unknown mode {cfg.mode!r}; choose from {', '.join(MODES)}")
-    cfg = with_recipe(cfg)
     t_start = time.time()
     resolved = resolved or resolve_run(cfg)
     model, run_dir = resolved.model, resolved.run_dir
@@ -105,7 +104,7 @@ def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
         summary = summaries.write_run_outputs(
             run_dir=run_dir,
             model=model,
-            run_config=plain(cfg),
+            run_config=plain(recorded(cfg)),
             backend_options=backend_options(cfg, plans, workload),
             plans=plans,
             loop_stats=stats,
@@ -163,7 +162,6 @@ def frame_cache(cfg: RunConfig) -> FrameCache:
 def plan(cfg: RunConfig) -> WorkloadPlan:
     """The workload plan of the whole selection (finished samples included), without a run directory or an engine:
     `vbench-async plan`."""
-    cfg = with_recipe(cfg)
     loaded, not_run = _load(cfg)  # before the model: no data is said at once
     resolved = resolve_run(cfg)
     model = resolved.model
@@ -195,11 +193,11 @@ def workload_plan(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], c
         return build_plan(
             model, [(p.benchmark, p.spec, p.entries) for p in plans],
             cache, max_tokens=max((p.config["sampling"]["max_tokens"] for p in plans),
-                                  default=cfg.sampling.max_tokens),
+                                  default=run_sampling(cfg).max_tokens),
             concurrency=min(cfg.concurrency or engine.max_num_seqs, engine.max_num_seqs),  # sequences held at once
             max_model_len=engine.max_model_len if sized else None,
             max_num_batched_tokens=engine.max_num_batched_tokens if sized else None,
-            not_run=not_run)
+            not_run=not_run, system=run_system_prompt(cfg))
     except UserError:
         raise
     except Exception as exc:  # noqa: BLE001 - a run without a plan still runs, with the engine's defaults
@@ -253,7 +251,7 @@ def _plan_benchmark(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_d
     selection's workload plan, built from these)."""
     spec = benchmark.frame_spec(model, cfg.frame_overrides)
     recipe = benchmark.recipe
-    sampling = recipe.sampling(cfg.sampling, benchmark.id) if recipe is not None else cfg.sampling
+    sampling = run_sampling(cfg, benchmark.id)
     config = {
         # What can change an answer: the weights (a content hash, or the hub revision), the serving path (in-process
         # vLLM, a server, transformers), the decoder that produced the frames, frames, prompt and sampling.

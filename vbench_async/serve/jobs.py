@@ -80,7 +80,8 @@ class JobSpec:
 
 def _overlay(base: dict[str, Any], job: Mapping[str, Any]) -> dict[str, Any]:
     """`base` with `job`'s values; nested settings field by field (a job's `sampling: {max_tokens: 8}` keeps the
-    other sampling fields)."""
+    other sampling fields: unset, so a recipe's value or the default; the key present sets max_tokens, whatever its
+    value)."""
     out = dict(base)
     for key, value in job.items():
         if isinstance(value, Mapping) and isinstance(out.get(key), dict):

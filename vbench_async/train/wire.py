@@ -82,7 +82,8 @@ def _item_meta(item: TrainItem) -> dict[str, Any]:
 
 
 def _request_meta(req: Request) -> dict[str, Any]:
-    return {"request_id": req.request_id, "prompt": req.prompt, "sampling": req.sampling.to_dict(), "n": req.n}
+    return {"request_id": req.request_id, "prompt": req.prompt, "sampling": req.sampling.to_dict(), "n": req.n,
+            "system": req.system}
 
 
 def _encoded_meta(enc: Any, prefix: str, tensors: dict[str, torch.Tensor]) -> dict[str, Any] | None:
@@ -141,7 +142,8 @@ def _item(m: dict[str, Any]) -> TrainItem:
 
 
 def _request(m: dict[str, Any]) -> Request:
-    return Request(request_id=m["request_id"], prompt=m["prompt"], sampling=SamplingParams(**m["sampling"]), n=m["n"])
+    return Request(request_id=m["request_id"], prompt=m["prompt"], sampling=SamplingParams(**m["sampling"]), n=m["n"],
+                   system=m.get("system"))
 
 
 def _encoded(m: dict[str, Any] | None, prefix: str, tensors: dict[str, torch.Tensor]) -> Encoded | None:

@@ -19,10 +19,11 @@ __all__ = ["WorkloadPlan", "build_plan"]
 
 def build_plan(model: Any, benchmarks: Sequence[tuple[Any, Any, Sequence[PlanEntry]]], cache: Any, *,
                max_tokens: int, concurrency: int, max_model_len: int | None = None,
-               max_num_batched_tokens: int | None = None, not_run: dict[str, str] | None = None) -> WorkloadPlan:
+               max_num_batched_tokens: int | None = None, not_run: dict[str, str] | None = None,
+               system: str | None = None) -> WorkloadPlan:
     """Plan `benchmarks` — (Benchmark, FrameSpec, the run's pending entries: `pipeline.PlanEntry`, each with its
     sample, prompt renderer, video path, window, image paths and known error) — for `model` (models.ModelRef), with
-    the frame cache `cache` (its decoder, fingerprints and entries)."""
+    the frame cache `cache` (its decoder, fingerprints and entries). `system`: the system turn each request sends."""
     inputs = [BenchmarkInput(id=bench.id, spec=spec, presets=dict(bench.card.presets), entries=entries)
               for bench, spec, entries in benchmarks]
     headers = HeaderStore(cache.root, cache.decoder, workers=min(16, (os.cpu_count() or 1) * 4),
@@ -32,7 +33,7 @@ def build_plan(model: Any, benchmarks: Sequence[tuple[Any, Any, Sequence[PlanEnt
     known = Path(model.path).is_dir() or not model.fingerprint.endswith("@unknown")
     memo = ProcessorMemo.at(cache.root / "plan", model.path, model.fingerprint, model.family) if known else \
         ProcessorMemo()
-    counter = PromptCounter(model.path, model.family, memo)
+    counter = PromptCounter(model.path, model.family, memo, system)
     plan = plan_workload(
         inputs, counter, _limits(model.path, memo), headers,
         model=model.name, max_tokens=max_tokens, concurrency=concurrency, cache_root=cache.root,

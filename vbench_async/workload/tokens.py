@@ -77,12 +77,14 @@ class PromptCount:
 
 class PromptCounter:
     """Counts prompt tokens exactly as the engine will, from the model directory's processor files. `memo`: the
-    processor's answers from an earlier plan of this model (memo.py); the processor is loaded only for what it lacks."""
+    processor's answers from an earlier plan of this model (memo.py); the processor is loaded only for what it lacks.
+    `system`: the system turn every request of the run sends (`Request.system`: a recipe's), counted in each prompt."""
 
-    def __init__(self, model_path: str, family: str, memo: ProcessorMemo | None = None):
+    def __init__(self, model_path: str, family: str, memo: ProcessorMemo | None = None, system: str | None = None):
         self.model_path = model_path
         self.family = family
         self.memo = memo if memo is not None else ProcessorMemo()
+        self.system = system
         self.video_target: tuple[int, ...] = tuple(self.memo.get("rule", "video_target",
                                                                  lambda: list(self.rule.video_target)))
         self.image_id: int = self.memo.get("rule", "image_id", lambda: int(self.rule.image_id))
@@ -150,8 +152,8 @@ class PromptCounter:
         return self._render(prompt, n_videos, n_images)
 
     def _render(self, prompt: str, n_videos: int, n_images: int) -> str:
-        return self.processor.apply_chat_template(chat_messages(prompt, n_videos, n_images), tokenize=False,
-                                                  add_generation_prompt=True)
+        return self.processor.apply_chat_template(chat_messages(prompt, n_videos, n_images, self.system),
+                                                  tokenize=False, add_generation_prompt=True)
 
     def _frame(self, n_videos: int, n_images: int) -> tuple[str, str] | None:
         """(text before, text after) the prompt in the rendered template, when the template inserts the text verbatim
@@ -159,9 +161,18 @@ class PromptCounter:
         None: every prompt goes through the template. Rendering the template per prompt cost more than tokenizing."""
         layout = (n_videos, n_images)
         if layout not in self._frames:
-            found = self.memo.get("frame", f"{n_videos},{n_images}", lambda: self._find_frame(n_videos, n_images))
+            found = self.memo.get("frame", self._layout_key(n_videos, n_images),
+                                  lambda: self._find_frame(n_videos, n_images))
             self._frames[layout] = (found[0], found[1]) if found is not None else None
         return self._frames[layout]
+
+    def _layout_key(self, n_videos: int, n_images: int) -> str:
+        """The memo's key of a media layout's frame; a system turn is part of the frame (the key without one is the
+        one earlier plans wrote)."""
+        key = f"{n_videos},{n_images}"
+        if self.system is None:
+            return key
+        return f"{key},system:{hashlib.blake2b(self.system.encode(), digest_size=8).hexdigest()}"
 
     def _find_frame(self, n_videos: int, n_images: int) -> list[str] | None:
         parts = self._render(SENTINEL, n_videos, n_images).split(SENTINEL)
