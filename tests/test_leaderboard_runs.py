@@ -14,14 +14,14 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from vbench_async.backends.base import Completion
 from vbench_async.backends.sampling_overrides import SamplingOverrides
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.errors import SampleError
 from vbench_async.evaluation.pipeline import Pipeline, WorkItem
-from vbench_async.evaluation.run_config import recorded, run_sampling
+from vbench_async.evaluation.run_config import recipe_of, recorded, run_sampling
 from vbench_async.evaluation.runner import BenchmarkPlan, RunConfig
 from vbench_async.frames.cache import FrameCache
 from vbench_async.frames.frame_settings import FrameSettings
@@ -53,24 +53,30 @@ def every_third_wrong(sample: Sample, i: int) -> str | SampleError:
 
 def make_run(run_dir: Path, model_name: str, answer: Answer, benchmarks=BENCHMARKS, keep: int | None = None,
              frame_overrides: dict | None = None, samples: dict[str, list[Sample]] | None = None,
-             cache: FrameCache | None = None, family: str = "qwen2.5-vl", model_path: Path | None = None) -> Path:
+             cache: FrameCache | None = None, family: str = "qwen2.5-vl", model_path: Path | None = None,
+             recipe: str | None = None) -> Path:
     """Write a result directory as `vbench-async run` does. `keep`: only the first N samples (a partial run);
     `samples`: the samples of a benchmark, instead of its own (for cards whose data is not at hand); `cache`: a real
     frame cache the samples' videos are decoded into, so each line records the frames a model would have received;
-    `model_path`: a model folder on this machine (the manifest records what the writer reads there)."""
+    `model_path`: a model folder on this machine (the manifest records what the writer reads there); `recipe`: an
+    evaluation recipe's name (`run --recipe`), whose prompts, frames and sampling the lines and config then follow."""
     model = ModelRef(name=model_name, path=str(model_path or f"/models/{model_name}"), family=family,
                      fingerprint=hashlib.sha256(model_name.encode()).hexdigest()[:24])
     cfg = RunConfig(model=model_name, output_dir=run_dir, sampling=SamplingOverrides(seed=7),
                     frame_overrides=FrameSettings(**(frame_overrides or {})),
-                    cache_dir=cache.root if cache is not None else None)
+                    cache_dir=cache.root if cache is not None else None, recipe=recipe)
     builder = Pipeline(backend=None, load_video=None, load_image=None, score=score, sampling=run_sampling(cfg))
     plans = []
     for bid in benchmarks:
         bench = get_benchmark(bid)
+        bench.use_recipe(recipe_of(cfg), cfg.prompt.prompt_variant)
         spec = bench.frame_spec(model, cfg.frame_overrides)
         todo = (samples or {}).get(bid) or [s for s in bench.load_samples(None) if isinstance(s, Sample)]
         config = {"model": model.fingerprint, "benchmark": bench.id, "frames": spec.to_dict(),
-                  "prompt": bench.prompt_template_hash(), "thinking": False, "sampling": run_sampling(cfg).to_dict()}
+                  "prompt": bench.prompt_template_hash(), "thinking": False,
+                  "sampling": run_sampling(cfg, bench.id).to_dict()}
+        if bench.recipe is not None:  # as the runner records it (`_plan_benchmark`)
+            config["recipe"] = bench.recipe.identity
         store = ResultStore(run_dir, bench.id, config_hash(config))
         with store:
             for i, s in enumerate(todo[:keep] if keep is not None else todo):
@@ -114,7 +120,7 @@ def make_frame_runs(root: Path, cache: FrameCache, keep: int = 4) -> list[Path]:
     samples), and the same model at a smaller frame budget (a frame sweep). The first sample has a clip window."""
     mc = [s for s in get_benchmark("demo-mc").load_samples(None) if isinstance(s, Sample)][:keep]
     samples = {"demo-mc": windowed(mc)}
-    common = dict(benchmarks=("demo-mc",), samples=samples, cache=cache)
+    common: dict[str, Any] = dict(benchmarks=("demo-mc",), samples=samples, cache=cache)
     return [make_run(root / "frames-a", "model-a", right, **common),
             make_run(root / "frames-b", "model-b", every_third_wrong, **common),
             make_run(root / "frames-b8", "model-b", every_third_wrong, frame_overrides={"max_frames": 8}, **common)]

@@ -15,6 +15,7 @@ from vbench_async.backends.base import SamplingParams
 from vbench_async.backends.sampling_overrides import SamplingOverrides
 from vbench_async.benchmarks import get_benchmark
 from vbench_async.benchmarks.recipes import RECIPES, Recipe, RecipePart
+from vbench_async.evaluation.runner import BenchmarkPlan
 from vbench_async.frames.frame_settings import FrameSettings
 from vbench_async.models import family_ref
 from vbench_async.samples import Sample
@@ -147,14 +148,19 @@ def test_a_benchmark_part_may_not_set_again_a_run_wide_sampling_field():
 
 
 # -- identity: the config hash and the manifest -------------------------------------------------------------------
-def _plan(tmp_path, recipe: str | None, bench_id: str = "videomme"):
+def _plan(tmp_path: Path, recipe: str | Recipe | None, bench_id: str = "videomme",
+          samples: list[Sample] | None = None) -> BenchmarkPlan:
+    """The runner's plan of one benchmark under `recipe` (a built-in one's name, or a Recipe of a test's own) in run
+    directory `tmp_path`, resuming what is there."""
     from vbench_async.evaluation.run_config import RunConfig, recipe_of
     from vbench_async.evaluation.runner import _plan_benchmark
 
-    cfg = RunConfig(model="tiny-qwen3-vl", recipe=recipe)
+    named = recipe if isinstance(recipe, str) else None
+    cfg = RunConfig(model="tiny-qwen3-vl", recipe=named)
     bench = get_benchmark(bench_id)
-    bench.use_recipe(recipe_of(cfg), cfg.prompt.prompt_variant)
-    return _plan_benchmark(bench, family_ref("qwen3-vl"), cfg, tmp_path, [], decoder="pyav")
+    bench.use_recipe(recipe_of(cfg) if named else recipe if isinstance(recipe, Recipe) else None,
+                     cfg.prompt.prompt_variant)
+    return _plan_benchmark(bench, family_ref("qwen3-vl"), cfg, tmp_path, list(samples or []), decoder="pyav")
 
 
 def test_each_recipe_has_its_own_result_file_and_none_keeps_the_old_hash(tmp_path):
@@ -173,6 +179,39 @@ def test_each_recipe_has_its_own_result_file_and_none_keeps_the_old_hash(tmp_pat
         assert p.config["recipe"] == {"name": name, "version": RECIPES[name].version}
     assert plans["qwen3-vl"].config["frames"]["second_resize_max_pixels"] == 25165824
     assert plans["lmms-eval"].config["sampling"]["max_tokens"] == 16
+
+
+def test_a_run_resumed_under_another_recipe_reuses_none_of_the_first_recipes_results(tmp_path: Path) -> None:
+    """One run directory, demo-mc under easyvideor1 with three samples answered, then planned again: under the same
+    recipe those three are done; under any other recipe (or none) every sample is pending and lands in another file:
+    even a recipe that sets nothing, or another version of one, whose settings are the cards' own."""
+    from vbench_async.sample_result import Result
+
+    samples = [s for s in get_benchmark("demo-mc").load_samples(None) if isinstance(s, Sample)]
+    first = _plan(tmp_path, "easyvideor1", "demo-mc", samples)
+    assert len(first.entries) == len(samples) > 3
+    answered = [s.sample_id for s in samples[:3]]
+    with first.store:
+        for s in samples[:3]:
+            first.store.append(Result(sample_id=s.sample_id, benchmark=s.benchmark, config_hash=first.store.config_hash,
+                                      task_type=s.task_type, question=s.question, options=list(s.options),
+                                      answer=s.answer, video=s.video, fields={}, prompt="p", output=s.answer,
+                                      extracted=s.answer, score=1.0, well_formed=True))
+    resumed = _plan(tmp_path, "easyvideor1", "demo-mc", samples)
+    assert resumed.store.path == first.store.path
+    assert [e.sample.sample_id for e in resumed.entries] == [s.sample_id for s in samples[3:]]
+    bare = [Recipe("bare", v, "sets nothing", "this test") for v in (1, 2)]
+    plans = {str(other): _plan(tmp_path, other, "demo-mc", samples) for other in ("qwen3-vl", None, *bare)}
+    cards = plans["None"].config
+    for b in bare:  # the identity alone tells them apart
+        assert plans[str(b)].config == {**cards, "recipe": {"name": "bare", "version": b.version}}
+    assert len({p.store.path for p in plans.values()} | {first.store.path}) == len(plans) + 1
+    for other, plan in plans.items():
+        assert plan.store.config_hash != first.store.config_hash and plan.store.path != first.store.path
+        assert plan.store.path.name.startswith("demo-mc.") and plan.store.config_hash in plan.store.path.name
+        assert [e.sample.sample_id for e in plan.entries] == [s.sample_id for s in samples], other
+        assert not plan.store.completed_ids() and not set(answered) & plan.store.completed_ids()
+    assert first.store.completed_ids() == set(answered)  # the first recipe's file is as it was
 
 
 def test_the_manifest_names_the_recipe(tmp_path):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..scoring.answer_extraction import answer_tag
-from .load import Run
+from .load import CARDS, Run
 from .model_facts import model_facts, size_band
 from .ranks import average_ranks, column_scores, dense_ranks, rank_text
 
@@ -36,15 +36,31 @@ class Badge:
 
 
 def badge(marker: str) -> Badge:
-    """A marker shortened to fit a compact cell: a config letter keeps only the setting names' last part."""
-    text = marker
+    """A marker shortened to fit a compact cell: a config letter keeps its first setting (the name's last part) and
+    how many more differ, which a cut never drops."""
+    text, more = marker, ""
     if marker.startswith("config") and ": " in marker:
-        head, note = marker.split(": ", 1)
-        settings = [s.strip().rsplit(".", 1)[-1] for s in note.split(", ")]
-        text = settings[0] + (f" +{len(settings) - 1}" if len(settings) > 1 else "")
-    if len(text) > _SHORT_BADGE:
-        text = text[: _SHORT_BADGE - 1] + "…"
-    return Badge(text, marker)
+        settings = [_short_setting(s) for s in marker.split(": ", 1)[1].split(", ")]
+        text, more = settings[0], (f" +{len(settings) - 1}" if len(settings) > 1 else "")
+    room = _SHORT_BADGE - len(more)
+    if len(text) > room:
+        text = text[: room - 1] + "…"
+    return Badge(text + more, marker)
+
+
+def _short_setting(setting: str) -> str:
+    """`frames.max_frames=8` -> `max_frames=8`, `recipe="qwen3-vl v1"` -> `recipe=qwen3-vl v1`: split at "=" first,
+    as a value has dots of its own (temperature=0.7)."""
+    name, eq, value = setting.strip().partition("=")
+    if len(value) > 1 and value[0] == value[-1] == '"':
+        value = value[1:-1]
+    return name.rsplit(".", 1)[-1] + eq + value
+
+
+def recipe_tag(label: str | None) -> str | None:
+    """What a score shows of its evaluation recipe (`load.recipe_label`): the recipe's label; nothing for the cards'
+    own settings (the common case, named in the tooltip only) or a run without a manifest."""
+    return label if label not in (None, CARDS) else None
 
 
 def lay_out(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
@@ -60,7 +76,7 @@ def lay_out(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
     for row in rows:
         row["facts"] = model_facts(row["run"])
         row["size"] = size_band(row["facts"])
-        notes: dict[str, str] = {}
+        notes: dict[str, Badge] = {}  # one badge per text: benchmarks whose notes read the same once shortened
         cells: dict[str, dict[str, Any]] = {}
         for cid in columns:
             cell = row["cells"].get(cid)
@@ -70,11 +86,12 @@ def lay_out(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
             config = next((m for m in markers if m.startswith("config ")), None)
             odd = bool(config) and cell.get("config_group") != usual[cid]
             if odd and config:
-                notes.setdefault(config.split(": ", 1)[1] if ": " in config else config, config)
+                shown = badge("config: " + (config.split(": ", 1)[1] if ": " in config else config))
+                notes.setdefault(shown.text, shown)
             cells[cid] = {**cell, "config_odd": odd, "flags": [m for m in markers if not m.startswith("config ")],
                           "tooltip": "; ".join(markers)}
         row["cells"] = cells
-        row["badges"] = [badge(m) for m in row["run"].markers] + [badge(f"config: {note}") for note in notes]
+        row["badges"] = [badge(m) for m in row["run"].markers] + list(notes.values())
 
 
 def groups(columns: Sequence[dict[str, Any]], suites: dict[str, list[str]]) -> list[dict[str, Any]]:

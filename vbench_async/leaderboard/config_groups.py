@@ -1,6 +1,7 @@
 """Which runs of a benchmark used different settings: only settings that can change a score count.
 
-A run's result config (frames, prompt, thinking, sampling) is compared net of what cannot move a number:
+A run's result config (frames, prompt, thinking, sampling) and its evaluation recipe (`load.recipe_label`) are
+compared net of what cannot move a number:
 - a frame setting at the model family's own default for the benchmark: families differ in their pixel bounds by
   design (a Qwen3-VL run at its defaults is not "differently set up" from a Qwen2.5-VL run at theirs);
 - the seed of a greedy decode (temperature 0 gives the same tokens under every seed);

@@ -6,6 +6,9 @@ Markers: `partial` (fewer results than expected), `subset` (the run evaluated on
 `--max-samples` or one shard), `failed` (samples that errored), `needs judge` (open-ended items still on their offline
 score), `config` (the benchmark was run with frames / prompt / sampling settings that change a score differently in
 different runs: each variant gets a letter, so cells are never compared silently; `config_groups`), `no manifest`.
+
+Every cell also carries the evaluation recipe it was run under (`recipe_label`: "qwen3-vl v1", or `CARDS` for a run
+of the cards' own settings), and the recipe is part of the compared config: two recipes are never one configuration.
 """
 
 from __future__ import annotations
@@ -28,9 +31,19 @@ from ..results.summary_record import BenchmarkSummary, Subset, Summary
 from ..sample_result import Result
 from .config_groups import COMPARED, differing_settings, family_frame_defaults, mark_config_groups
 
-__all__ = ["BenchRun", "Run", "benchmark_ids", "differing_settings", "load_run", "load_runs"]
+__all__ = ["CARDS", "BenchRun", "Run", "benchmark_ids", "differing_settings", "load_run", "load_runs", "recipe_label"]
 
 log = logging.getLogger(__name__)
+
+CARDS = "cards"  # the recipe label of a run without --recipe: each benchmark card's own settings
+
+
+def recipe_label(manifest: Manifest | None) -> str | None:
+    """The evaluation recipe a run's numbers came from: its label ("qwen3-vl v1"), CARDS without one, None when
+    the run has no manifest to say."""
+    if manifest is None:
+        return None
+    return manifest.recipe.label if manifest.recipe is not None else CARDS
 
 
 @dataclass
@@ -55,6 +68,7 @@ class BenchRun:
     robust_estimate: Estimate | None = None
     subset: Subset | None = None  # summaries.subset_of: what part of the benchmark the run evaluated
     frame_defaults: dict[str, Any] | None = None  # the frames its model family gets by default (config_groups)
+    recipe: str | None = None  # `recipe_label` of its run
 
     @property
     def score(self) -> float | None:
@@ -112,6 +126,10 @@ class Run:
     @property
     def complete(self) -> bool:
         return all(b.complete for b in self.benchmarks.values())
+
+    @property
+    def recipe(self) -> str | None:
+        return recipe_label(self.manifest)
 
     @property
     def subset(self) -> bool:
@@ -211,11 +229,13 @@ def _load_benchmark(run_dir: Path, bid: str, block: BenchmarkSummary, manifest: 
     scored = reading_lines(results, "official")
     n_expected = int(block.n_expected or block.n_total or len(results))
     config, family = None, None
+    recipe = recipe_label(manifest)
     if manifest is not None:
         family = manifest.model.family
         entry = manifest.benchmarks.get(bid)
         if entry is not None and entry.config is not None:
-            config = {k: entry.config.get(k) for k in COMPARED}
+            # the recipe first: where it differs, the row's badge names it rather than one of the settings it moved
+            config = {"recipe": recipe, **{k: entry.config.get(k) for k in COMPARED}}
             if isinstance(config["frames"], dict):  # pixel defaults follow the family, which may differ
                 config["frames"] = {k: v for k, v in config["frames"].items() if k != "family"}
     return BenchRun(
@@ -225,7 +245,7 @@ def _load_benchmark(run_dir: Path, bid: str, block: BenchmarkSummary, manifest: 
         stored_complete=block.complete is not False, n_bad_lines=len(judged.bad),
         scored=scored, robust_estimate=estimates.get("robust"),
         subset=block.subset if block.subset is not None and block.subset.to_json() else None,
-        frame_defaults=family_frame_defaults(bid, family) if config else None,
+        frame_defaults=family_frame_defaults(bid, family) if config else None, recipe=recipe,
     )
 
 

@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from markupsafe import Markup
@@ -38,6 +38,9 @@ from .names import breakable, shorten
 from .samples_page import category_options, reading_scores, sample_rows
 from .thumbnails import MEMO, Thumbnailer, load_memo
 
+if TYPE_CHECKING:
+    from jinja2 import Environment
+
 # Says "this folder is ours" and lists every file the last build wrote: only those are ever removed (a file a user
 # put in the folder, even under data/ or runs/, is never touched).
 MARKER = ".vbench-async-site"
@@ -56,13 +59,13 @@ def pct(value: Any, digits: int = 1) -> str:
     return "–" if value is None else f"{100 * float(value):.{digits}f}"
 
 
-def environment():
+def environment() -> Environment:
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
     env = Environment(loader=FileSystemLoader(str(data_dir("leaderboards"))), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters.update(json_script=json_script, pct=pct, slug=slug, badge=board.badge, breakable=breakable,
-                       shorten=shorten)
+                       shorten=shorten, recipe_tag=board.recipe_tag)
     return env
 
 
@@ -154,7 +157,7 @@ def _card(bid: str) -> Any:
 
 
 def _cache_roots(runs: list[Run], given: list[Path] | None) -> list[Path]:
-    from ..frames.layout import default_cache_dir
+    from ..homes import default_cache_dir
 
     found = [Path(p) for p in given or []]
     for r in runs:
@@ -165,7 +168,7 @@ def _cache_roots(runs: list[Run], given: list[Path] | None) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
-def _benchmark_page(env, writer: _Writer, runs: list[Run], bid: str, thumbs: Thumbnailer | None,
+def _benchmark_page(env: Environment, writer: _Writer, runs: list[Run], bid: str, thumbs: Thumbnailer | None,
                     readings: dict[tuple[str, str], dict[str, Any]], compare_slugs: set[str]) -> dict[str, Any]:
     s = slug(bid)
     cats, paired = tables.category_table(runs, bid), tables.paired_table(runs, bid)
@@ -208,8 +211,9 @@ def _pivot(rows: list[dict[str, Any]], runs: list[Run]) -> list[dict[str, Any]]:
     return [{"group": g["group"], "cells": [g["cells"].get(r.id) for r in runs]} for g in by_group.values()]
 
 
-def render_index(env, runs: list[Run], cells: tables.Board, readings: dict[tuple[str, str], dict[str, Any]],
-                 pages: list[dict[str, Any]], compares: list[dict[str, Any]]) -> str:
+def render_index(env: Environment, runs: list[Run], cells: tables.Board,
+                 readings: dict[tuple[str, str], dict[str, Any]], pages: list[dict[str, Any]],
+                 compares: list[dict[str, Any]]) -> str:
     """The index page: the board table, its chance row and the average charts, every cell looked up in `cells` by
     (run, column id)."""
     columns = [{"id": c.id, "kind": c.kind, "slug": slug(c.id) if c.kind == "benchmark" else None}
@@ -267,7 +271,7 @@ def _facts(run: Run) -> list[tuple[str, str]]:
     facts = [
         ("model", str(model.name or run.model)), ("model path", str(model.path or "–")),
         ("fingerprint", str(model.fingerprint or "–")), ("revision", str(model.revision or "–")),
-        ("backend", str(backend.name or "–")),
+        ("backend", str(backend.name or "–")), ("evaluation recipe", run.recipe or "–"),
         ("sampling", json.dumps(m.sampling, sort_keys=True)),
         ("git commit", str(m.git_commit or "–")),
         ("hardware", f"{hw.cpu_model or hw.machine or '–'}, {hw.cpus or '?'} CPUs" + (f"; {gpus}" if gpus else "")),

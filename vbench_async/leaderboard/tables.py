@@ -39,9 +39,9 @@ def suites_for(bids: list[str]) -> dict[str, list[str]]:
     return out
 
 
-MAIN_COLUMNS = ["run", "model", "family", "frames", "column", "kind", "score", "se", "ci_low", "ci_high", "reading",
-                "robust_score", "robust_ci_low", "robust_ci_high", "n_readings_differ", "n_official_guessed", "n_total",
-                "n_expected",
+MAIN_COLUMNS = ["run", "model", "family", "frames", "recipe", "column", "kind", "score", "se", "ci_low", "ci_high",
+                "reading", "robust_score", "robust_ci_low", "robust_ci_high", "n_readings_differ", "n_official_guessed",
+                "n_total", "n_expected",
                 "n_failed", "n_needs_judge", "complete", "status", "subset", "config_group", "markers", "metric",
                 "headline", "headline_reported_instead", "unavailable_breakdowns"]
 
@@ -52,8 +52,8 @@ def _benchmark_row(r: Run, bid: str, b: BenchRun) -> dict[str, Any]:
     agg = b.aggregate
     basis = agg.headline_basis if agg.headline_basis is not None and agg.headline_basis.to_json() else None
     robust = _ci("robust_", b.robust_estimate)
-    return {"run": r.id, "model": r.label, "family": run_family(r), "frames": bench_frames(b), "column": bid,
-            "kind": "benchmark", "score": b.score,
+    return {"run": r.id, "model": r.label, "family": run_family(r), "frames": bench_frames(b), "recipe": b.recipe,
+            "column": bid, "kind": "benchmark", "score": b.score,
             **_ci("", b.estimate), "reading": agg.reading, "robust_score": b.robust_score,
             "robust_ci_low": robust["robust_ci_low"], "robust_ci_high": robust["robust_ci_high"],
             "n_readings_differ": agg.n_readings_differ, "n_official_guessed": agg.n_official_guessed,
@@ -122,6 +122,7 @@ def _suite_row(r: Run, suite: str, members: list[str]) -> dict[str, Any] | None:
         ([f"{failed} failed"] if failed else []) + ([f"{judge} need judge"] if judge else [])
     return {"run": r.id, "model": r.label, "family": run_family(r),
             "frames": "; ".join(dict.fromkeys(bench_frames(c) for c in present)),
+            "recipe": ", ".join(dict.fromkeys(c.recipe for c in present if c.recipe)) or None,
             "column": f"avg: {suite}", "kind": "suite",
             "score": avg.value, **_ci("", avg), "n_total": sum(len(c.results) for c in present),
             "n_expected": sum(c.n_expected for c in present),
@@ -165,7 +166,7 @@ def main_table(runs: list[Run]) -> pd.DataFrame:
 
 def category_table(runs: list[Run], bid: str) -> pd.DataFrame:
     """Per run, breakdown and group: mean with CI (the official breakdown names)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for r in runs:
         b = r.benchmarks.get(bid)
         if b is None:
@@ -182,7 +183,7 @@ def category_table(runs: list[Run], bid: str) -> pd.DataFrame:
 def paired_table(runs: list[Run], bid: str) -> pd.DataFrame:
     """Every other run against the first one holding the benchmark, on their common sample ids."""
     holders = [r for r in runs if bid in r.benchmarks]
-    rows = []
+    rows: list[dict[str, Any]] = []
     if len(holders) < 2:
         return pd.DataFrame(rows)
     ref = holders[0]
@@ -204,7 +205,7 @@ def paired_table(runs: list[Run], bid: str) -> pd.DataFrame:
 def samples_table(runs: list[Run], bid: str) -> pd.DataFrame:
     """Every result line of the benchmark, one row per run and sample, with both readings' scores and whether they
     differ (`readings_differ`: the sample is in `BenchRun.differing_ids`)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for r in runs:
         b = r.benchmarks.get(bid)
         if b is None:

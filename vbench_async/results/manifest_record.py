@@ -82,6 +82,19 @@ class RecordedRunConfig(OutputRecord):
 
 
 @dataclass
+class RecipeIdentity(OutputRecord):
+    """The run's evaluation recipe (`benchmarks/recipes.py` `Recipe.identity`): what its config hashes cover too."""
+
+    name: str | None = None
+    version: int | None = None
+
+    @property
+    def label(self) -> str:
+        """How the leaderboard names it: "qwen3-vl v1"."""
+        return f"{self.name or '?'} v{self.version}" if self.version is not None else self.name or "?"
+
+
+@dataclass
 class BenchmarkManifest(OutputRecord):
     config: dict[str, Any] | None = None  # what the config hash covers
     config_hash: str | None = None
@@ -103,7 +116,7 @@ class Manifest(OutputRecord):
     seed: int | None = None
     thinking: Any = None
     prompt_variant: str | None = None
-    recipe: dict[str, Any] | None = None  # {name, version} of the run's evaluation recipe
+    recipe: RecipeIdentity | None = None  # the run's evaluation recipe; None: the cards' own settings
     run_config: RecordedRunConfig = field(default_factory=RecordedRunConfig)
     benchmarks: dict[str, BenchmarkManifest] = field(default_factory=dict)
     counts: dict[str, Any] = field(default_factory=dict)
