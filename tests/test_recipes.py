@@ -1,6 +1,7 @@
 """Evaluation recipes (benchmarks/recipes.py, issue 39): prompts byte-exact against the makers' own code, frame counts
 and sizes (after the second resize) equal to qwen-vl-utils + the Qwen3-VL video processor, and the recipe in the
-config hash. The goldens were made by running the makers' code outside the project (tests/fixtures/recipes/README.md).
+config hash. The goldens were made by running the makers' code outside the project (tests/fixtures/recipes/README.md);
+every prompt golden is also rendered from its reference record by tests/test_recipe_prompt_goldens.py.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import shared_dir
 
 from vbench_async.backends.base import SamplingParams
 from vbench_async.backends.sampling_overrides import SamplingOverrides
@@ -21,7 +21,8 @@ from vbench_async.models import family_ref
 from vbench_async.samples import Sample
 
 FIXTURES = Path(__file__).parent / "fixtures" / "recipes"
-PROMPT_GOLDENS = {"qwen3-vl": "prompts-qwen3-vl-videomme.jsonl", "lmms-eval": "prompts-lmms-eval-videomme.jsonl"}
+PROMPT_GOLDENS = {"qwen3-vl": "prompts-qwen3-vl-videomme.jsonl", "lmms-eval": "prompts-lmms-eval-videomme.jsonl",
+                  "vlmevalkit": "prompts-vlmevalkit-videomme.jsonl"}
 
 
 def _goldens(recipe: str) -> list[dict]:
@@ -42,20 +43,11 @@ def test_the_recipe_renders_the_makers_videomme_prompt_byte_for_byte(recipe):
     assert len(goldens) == 5
     for g in goldens:  # the fixture holds the fields the maker's function read: the Sample is rebuilt from them
         sample = Sample(benchmark="videomme", sample_id=str(g["record_id"]), task_type="multiple choice",
-                        question=g["maker_input"]["question"], options=tuple(g["maker_input"]["options"]),
+                        question=g["maker_input"]["question"],
+                        options=tuple(g["maker_input"].get("options") or g["maker_input"]["candidates"]),
                         answer="A")
         assert bench.render_prompt(sample) == g["prompt"], g["record_id"]
         assert RECIPES[recipe].system_prompt == g["system_prompt"]
-
-
-@pytest.mark.parametrize("recipe", sorted(PROMPT_GOLDENS))
-def test_the_goldens_hold_for_the_reference_records(recipe):
-    """The same, on the records of the unified annotation file the goldens name (../shared, skipped without it)."""
-    root = shared_dir("reference-annotations")
-    bench = _videomme(recipe)
-    by_id = {s.sample_id: s for s in bench.load_samples(root) if isinstance(s, Sample)}
-    for g in _goldens(recipe):
-        assert bench.render_prompt(by_id[str(g["record_id"])]) == g["prompt"], g["record_id"]
 
 
 def test_other_benchmarks_keep_the_official_prompt_and_a_chosen_variant_wins():
@@ -66,6 +58,8 @@ def test_other_benchmarks_keep_the_official_prompt_and_a_chosen_variant_wins():
     assert _videomme("qwen3-vl", "predecessor").prompt_variant == "predecessor"  # an explicit flag wins
     assert _videomme("qwen3-vl", "official").prompt_variant == "official"  # even when it names the default
     assert _videomme("easyvideor1").prompt_variant == "predecessor"
+    mvbench.use_recipe(RECIPES["vlmevalkit"], "official")  # VLMEvalKit's MVBench prompt needs a system message
+    assert mvbench.prompt_templates() == ["multiple_choice", "official/mvbench"]
 
 
 # -- frames -------------------------------------------------------------------------------------------------------
@@ -79,6 +73,10 @@ FRAME_CASES = {
     "qwen3-vl: Qwen3-VL repo evaluation/VideoMME/run_videomme.py": ("qwen3-vl", FrameSettings(min_pixels=100352)),
     "lmms-eval: --model qwen3_vl": ("lmms-eval", FrameSettings()),
     "easyvideor1": ("easyvideor1", FrameSettings()),
+    # VLMEvalKit: the dataset's name picks the frames ('Video-MME': qwen-vl-utils' defaults, the recipe's own)
+    "vlmevalkit: Qwen3-VL-8B-Instruct config (vLLM) with the 'Video-MME' dataset": ("vlmevalkit", FrameSettings()),
+    "vlmevalkit: Qwen3-VL-8B-Instruct config (vLLM) with a *_1fps": ("vlmevalkit", FrameSettings(fps=1.0)),
+    "vlmevalkit: Qwen3-VL-8B-Instruct config (vLLM) with a *_64frame": ("vlmevalkit", FrameSettings(nframes=64)),
 }
 
 
@@ -89,9 +87,8 @@ def _frame_case(label: str) -> tuple[str, FrameSettings] | None:
 def test_every_frame_case_is_checked_or_known_to_be_out_of_scope():
     labels = [r["label"] for r in _frames_fixture()]
     checked = [label for label in labels if _frame_case(label)]
-    assert len(checked) == 4  # vllm_generate and VLMEvalKit: no recipe of theirs yet
-    assert all(label.startswith(("lmms-eval: --model vllm_generate", "vlmevalkit")) for label in labels
-               if label not in checked)
+    assert len(checked) == 7  # vllm_generate: no recipe of its own yet
+    assert all(label.startswith("lmms-eval: --model vllm_generate") for label in labels if label not in checked)
 
 
 @pytest.mark.parametrize("entry", [r for r in _frames_fixture() if _frame_case(r["label"])], ids=lambda r: r["label"])
@@ -137,6 +134,9 @@ def test_sampling_card_then_recipe_then_explicit_flags():
     assert lmms.sampling(SamplingOverrides(), "videomme@64f").max_tokens == 16
     assert lmms.sampling(SamplingOverrides(max_tokens=64), "videomme").max_tokens == 64
     assert lmms.sampling(SamplingOverrides(max_tokens=256), "videomme").max_tokens == 256  # the default, given
+    s = RECIPES["vlmevalkit"].sampling(SamplingOverrides(), "videomme")
+    assert (s.temperature, s.top_p, s.top_k, s.repetition_penalty, s.presence_penalty, s.max_tokens, s.seed) == (
+        0.7, 0.8, 20, 1.0, 1.5, 16384, 0)
 
 
 def test_a_benchmark_part_may_not_set_again_a_run_wide_sampling_field():

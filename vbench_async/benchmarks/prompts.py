@@ -10,10 +10,11 @@ the variant picks the file that renders it:
                  or lmms-eval's task for it, words it) when one is published; otherwise the routed template, which
                  uses the Video-MME / Qwen wording. With `--thinking` the routed reasoning template always applies.
     predecessor  `prompts/predecessor/<name>.jinja`, EasyVideoR1's prompt per task type, for comparison.
-    qwen3-vl, lmms-eval-qwen3-vl
+    qwen3-vl, lmms-eval-qwen3-vl, vlmevalkit
                  `prompts/<variant>/<benchmark id>.jinja`, the prompt a model maker's own code sends for that benchmark
-                 (the Qwen3-VL repository's scripts; lmms-eval's `--model qwen3_vl` kwargs); a benchmark without one
-                 gets `official`. The evaluation recipes (`recipes.py`) name them.
+                 (the Qwen3-VL repository's scripts; lmms-eval's `--model qwen3_vl` kwargs; VLMEvalKit's dataset
+                 classes as its Qwen3-VL model sends them); a benchmark without one gets `official`. The evaluation
+                 recipes (`recipes.py`) name them.
 The variant name and every file it can reach are part of the template hash.
 """
 
@@ -33,10 +34,11 @@ from ..failure_kinds import FailureKind
 from ..samples import Sample
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "prompts"
-PROMPT_VARIANTS = ("official", "predecessor", "qwen3-vl", "lmms-eval-qwen3-vl")
+PROMPT_VARIANTS = ("official", "predecessor", "qwen3-vl", "lmms-eval-qwen3-vl", "vlmevalkit")
 DEFAULT_VARIANT = "official"
 # Variants whose folder holds one file per benchmark, and the variant a benchmark without its file falls back to.
-_PER_BENCHMARK: dict[str, str | None] = {"official": None, "qwen3-vl": "official", "lmms-eval-qwen3-vl": "official"}
+_PER_BENCHMARK: dict[str, str | None] = {"official": None, "qwen3-vl": "official", "lmms-eval-qwen3-vl": "official",
+                                         "vlmevalkit": "official"}
 _INCLUDE_RE = re.compile(r"""\{%-?\s*(?:import|include|extends|from)\s+["']([^"']+)["']""")
 
 
@@ -57,10 +59,11 @@ class PromptSettings:
 
     prompt_variant: str | None = field(default=None, metadata={
         "help": "official: each benchmark's own published prompt where one exists (else the Video-MME wording); "
-                "predecessor: EasyVideoR1's prompts, for comparison; qwen3-vl, lmms-eval-qwen3-vl: the prompt the "
-                "Qwen3-VL repository's scripts (Video-MME), or lmms-eval's qwen3_vl model (Video-MME, Video-Holmes), "
-                f"send where it differs from official. Recorded in the manifest and the config hash (default: "
-                f"{DEFAULT_VARIANT}, or the --recipe's variant when it names one)",
+                "predecessor: EasyVideoR1's prompts, for comparison; qwen3-vl, lmms-eval-qwen3-vl, vlmevalkit: the "
+                "prompt the Qwen3-VL repository's scripts (Video-MME), lmms-eval's qwen3_vl model (Video-MME, "
+                "Video-Holmes), or VLMEvalKit's Qwen3-VL config (Video-MME) send where it differs from official. "
+                f"Recorded in the manifest and the config hash (default: {DEFAULT_VARIANT}, or the --recipe's "
+                "variant when it names one)",
         "choices": PROMPT_VARIANTS})
 
     def __post_init__(self) -> None:

@@ -107,6 +107,12 @@ class Recipe:
 _QWEN3_VL_VIDEOMME_FRAMES = FrameSettings(  # evaluation/VideoMME/infer_instruct.sh as shipped (min_pixels 3584)
     fps=2.0, min_frames=4, max_frames=512, min_pixels=3584, max_pixels=401408, total_pixels=19267584)
 QWEN3_VL_8B_SECOND_RESIZE = 25165824  # Qwen3-VL-8B's video processor size.longest_edge (frames x height x width)
+# VLMEvalKit's Qwen3-VL configs set no pixels and, on the dataset 'Video-MME' (no _1fps / _64frame suffix), neither fps
+# nor nframes reach the video entry: qwen-vl-utils' own defaults (fps 2, 4-768 frames, 128-768 tokens of 32x32 px a
+# frame, 90 % of 128000 such tokens a video)
+_VLMEVALKIT_QWEN3_VL_FRAMES = FrameSettings(
+    fps=2.0, min_frames=4, max_frames=768, min_pixels=131072, max_pixels=786432, total_pixels=117964800,
+    second_resize_max_pixels=QWEN3_VL_8B_SECOND_RESIZE)
 _LMMS_EVAL_TASK_MAX_TOKENS = {  # each task YAML's generation_kwargs.max_new_tokens (greedy)
     "videomme": 16, "mvbench": 16, "mlvu": 16, "vsibench": 16, "lvbench": 16, "longvideobench": 32, "videommmu": 1024}
 
@@ -143,6 +149,21 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
             frames=FrameSettings(nframes=32, min_pixels=200704, max_pixels=1605632, total_pixels=117964800),
             sampling={"temperature": 0.0}),
         benchmarks={b: RecipePart(sampling={"max_tokens": n}) for b, n in _LMMS_EVAL_TASK_MAX_TOKENS.items()}),
+    Recipe(
+        name="vlmevalkit", version=1,
+        summary="VLMEvalKit's Qwen3-VL-8B-Instruct config (vLLM) on its 'Video-MME' dataset: its Video-MME prompt "
+                "('These are the frames of a video. ...', 'Answer: '), other benchmarks the official prompts; "
+                "qwen-vl-utils' defaults (fps 2, 4-768 frames, 131072-786432 px a frame, 117964800 a video) and the "
+                "processor's second resize (<= 25165824); sampling T 0.7, top-p 0.8, top-k 20, presence 1.5, 16384 "
+                "tokens, seed 0",
+        source="open-compass/VLMEvalKit@e8e78f0 vlmeval/config.py (Qwen3-VL-8B-Instruct), vlmeval/vlm/qwen3_vl/"
+               "model.py, vlmeval/inference_video.py, vlmeval/dataset/videomme.py; other benchmarks: the official "
+               "prompts with the same frames and sampling",
+        common=RecipePart(
+            prompt_variant="vlmevalkit",
+            frames=_VLMEVALKIT_QWEN3_VL_FRAMES,
+            sampling={"temperature": 0.7, "top_p": 0.8, "top_k": 20, "presence_penalty": 1.5,
+                      "repetition_penalty": 1.0, "max_tokens": 16384, "seed": 0})),
 )}
 
 
