@@ -118,7 +118,7 @@ def run(case: str, out: Path | None = None) -> dict[str, torch.Tensor]:
 
 def resume(path: Path, case: str) -> dict[str, torch.Tensor]:
     net, optim = build()
-    assert checkpoint.load_checkpoint(path, net, optim)["step"] == 1
+    assert checkpoint.load_checkpoint(path, net, optim).step == 1
     for step in range(2, STEPS + 1):
         train_step(net, optim, step, case)
     return snapshot(net, optim)

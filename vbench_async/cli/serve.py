@@ -15,6 +15,7 @@ from .formatting import DefaultsHelpFormatter
 
 if TYPE_CHECKING:
     from ..evaluation.run_config import RunConfig
+    from ..serve.jobs import JobRecord
     from ..serve.paths import JobPaths
     from ..serve.server import EvalServer
 
@@ -226,15 +227,17 @@ def job_from_run_args(args: argparse.Namespace) -> dict:
     return {k: v for k, v in full.items() if k not in server_owned()}
 
 
-def job_progress(record: dict) -> str:
+def job_progress(record: JobRecord | dict) -> str:
     """"job 3: running, 12/66 samples"; before the server has planned the job, no count it does not know yet."""
-    p = record.get("progress") or {}
-    done, total = p.get("done"), p.get("total")
+    from ..serve.jobs import JobRecord
+
+    job = JobRecord.of(record)
+    done, total = job.progress.done, job.progress.total
     if total is None:
         count = f"{done} samples done, planning the rest" if done else "planning (frames, tokens, engine)"
     else:
         count = f"{done or 0}/{total} samples"
-    return f"job {record['id']}: {record['status']}, {count}"
+    return f"job {job.id}: {job.status}, {count}"
 
 
 def run_on_server(args: argparse.Namespace) -> int:
@@ -242,12 +245,14 @@ def run_on_server(args: argparse.Namespace) -> int:
     from ..results.rundir import site_log_path
     from ..results.summary_record import Summary
     from ..serve import client
+    from ..serve.jobs import JobRecord
     from .output import print_table, write_run_site
 
     if args.mode == "preprocess":
         raise UserError("--server runs evaluations; fill the cache with `vbench-async preprocess`")
-    job = client.submit(args.server, job_from_run_args(args), args.server_token)
-    print(f"job {job['id']} submitted to {args.server}", file=sys.stderr, flush=True)
+    submitted = JobRecord.from_json(client.submit(args.server, job_from_run_args(args), args.server_token), "job")
+    job_id = str(submitted.id)
+    print(f"job {job_id} submitted to {args.server}", file=sys.stderr, flush=True)
     shown = {"last": None}
 
     def progress(record: dict) -> None:
@@ -257,29 +262,29 @@ def run_on_server(args: argparse.Namespace) -> int:
             shown["last"] = line
 
     try:
-        job = client.wait(args.server, job["id"], args.server_token, on_progress=progress)
+        job = JobRecord.from_json(client.wait(args.server, job_id, args.server_token, on_progress=progress), "job")
     except KeyboardInterrupt:
-        client.cancel(args.server, job["id"], args.server_token)
-        job = client.wait(args.server, job["id"], args.server_token)
-        print(f"job {job['id']} cancelled; finished results are kept in {job.get('run_dir')}", file=sys.stderr)
+        client.cancel(args.server, job_id, args.server_token)
+        job = JobRecord.from_json(client.wait(args.server, job_id, args.server_token), "job")
+        print(f"job {job_id} cancelled; finished results are kept in {job.run_dir}", file=sys.stderr)
         raise
-    if job["status"] == "failed":
-        raise UserError(f"job {job['id']} failed on the server: {job.get('error')}")
-    if not job.get("summary"):  # the job record (the server's reply) carries the run's summary once it ended
-        print(f"job {job['id']} {job['status']}; no summary", file=sys.stderr)
+    if job.status == "failed":
+        raise UserError(f"job {job_id} failed on the server: {job.error}")
+    if not job.summary or job.run_dir is None:  # the job record carries the run's summary once it ended
+        print(f"job {job_id} {job.status}; no summary", file=sys.stderr)
         return 1
-    summary = Summary.from_json(job["summary"], f"job {job['id']}'s summary")
+    summary = Summary.from_json(job.summary, f"job {job_id}'s summary")
     print()
     print_table(summary)
-    print(f"\nresults: {job['run_dir']}/results/   summary: {job['run_dir']}/summary.json   "
-          f"(job {job['id']}, {job['wall_s']} s on the server)")
-    run_dir = Path(job["run_dir"])
-    if job.get("site"):  # the server writes it: a second writer here would race it
-        print(f"leaderboard: {job['site']} (written in the background by the server once no job follows; "
+    print(f"\nresults: {job.run_dir}/results/   summary: {job.run_dir}/summary.json   "
+          f"(job {job_id}, {job.wall_s} s on the server)")
+    run_dir = Path(job.run_dir)
+    if job.site:  # the server writes it: a second writer here would race it
+        print(f"leaderboard: {job.site} (written in the background by the server once no job follows; "
               f"{site_log_path(run_dir)} says when it is done)")
     elif not args.no_site and run_dir.is_dir():  # a server that writes no site (a library's EvalServer, an older one)
         print(f"leaderboard: {write_run_site(run_dir)}")
     failed = summary.n_failed()
     if failed:
         print(f"{failed} sample(s) failed; their reasons are in the result files (field 'error').", file=sys.stderr)
-    return 0 if job["status"] == "done" and not failed and summary.complete else 1
+    return 0 if job.status == "done" and not failed and summary.complete else 1

@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any, Iterable, Protocol
 
 from ..failure_kinds import FINAL_KINDS, FailureKind
+from ..results.record_io import RecordError
 from .codecs import RAW, check_codec, default_codec
 from .compactor import Compactor
+from .decode_job import DecodeJob, DecodeTarget
 from .decoders import DECODERS, DEFAULT_DECODER
 from .disk_budget import Budget, budget_from_env, entry_size
 from .entry_file import (
@@ -296,34 +298,37 @@ class FrameCache:
         if not extra and self._valid(key):  # another process may have finished it meanwhile
             return None
         out = self.layout.entry_path(key)
-        job = {
-            "id": key,
-            "video": str(video.resolve()),
-            "fingerprint": self._fingerprint(video),
-            "spec": spec.to_dict(),
-            "window": normalize_window(window),
-            "decoder": self.decoder,
-            "codec": self._write_codec,
-            "out": str(out),
-            "extra": [{"spec": s.to_dict(), "out": str(self.layout.entry_path(k)), "key": k} for k, s in extra],
-        }
+        window = normalize_window(window)
+        job = DecodeJob(
+            id=key,
+            video=str(video.resolve()),
+            fingerprint=self._fingerprint(video),
+            spec=spec.to_dict(),
+            window=list(window) if window is not None else None,
+            decoder=self.decoder,
+            codec=self._write_codec,
+            out=str(out),
+            same_pass=[DecodeTarget(spec=s.to_dict(), out=str(self.layout.entry_path(k)), key=k) for k, s in extra],
+        )
         with self._lock:
             self.decodes += 1
         try:
             reply = self._pool.run(job)
         except WorkerStartError as exc:
             return (FailureKind.WORKER_ERROR, str(exc))  # not the video's fault: not recorded
-        if reply.get("ok"):
+        except RecordError as exc:  # a worker of another version: not the video's fault either
+            return (FailureKind.WORKER_ERROR, str(exc))
+        if reply.ok:
             for k, _ in [(key, spec), *extra]:
                 self.layout.failure_path(k).unlink(missing_ok=True)
                 if self.budget is not None:
-                    size = int(reply.get("bytes") or 0) if not extra else entry_size(self.layout.entry_path(k))
+                    size = reply.bytes if not extra else entry_size(self.layout.entry_path(k))
                     self.budget.used(k, size)
                     self.budget.enforce(keep=k)
             return None
-        for leftover in out.parent.glob(f"{writer_tag(reply.get('pid'))}*"):  # a killed worker's partial file
+        for leftover in out.parent.glob(f"{writer_tag(reply.pid)}*"):  # a killed worker's partial file
             leftover.unlink(missing_ok=True)
-        kind, message = reply.get("kind", FailureKind.DECODE_ERROR), reply.get("message", "unknown decode failure")
+        kind, message = reply.kind, reply.message
         if kind not in FINAL_KINDS:  # load, a crash or the environment: not the video's fault, so not recorded
             return (kind, message)
         for k, s in [(key, spec), *extra]:  # the video's fault: every spec of it failed alike

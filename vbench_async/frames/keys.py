@@ -14,8 +14,11 @@ import hashlib
 import json
 import os
 import threading
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
+from ..results.record_io import OutputRecord, RecordError, always
 from .decode_video import check_video_file
 from .keyhash import key_of
 from .spec import FrameSpec, Window, normalize_window
@@ -92,46 +95,65 @@ class FingerprintMemo:
         return self.store / name[:2] / f"{name}.json"
 
     def _load(self, stamp: tuple) -> str | None:
-        record = self._record_path(stamp)
-        if record is None:
+        record_path = self._record_path(stamp)
+        if record_path is None:
             return None
-        data = read_record(record)
-        if data is None or tuple(data["stamp"]) != stamp[1:] or data["path"] != stamp[0]:
+        record = read_record(record_path)
+        if record is None or tuple(record.stamp) != stamp[1:] or record.path != stamp[0]:
             return None
-        return data["digest"]
+        return record.digest
 
     def _save(self, stamp: tuple, digest: str) -> None:
-        record = self._record_path(stamp)
-        if record is None:
+        record_path = self._record_path(stamp)
+        if record_path is None:
             return
         from .layout import write_text_atomic
 
         try:
-            data = {"path": stamp[0], "stamp": list(stamp[1:]), "mode": self.mode, "digest": digest}
-            write_text_atomic(record, json.dumps({**data, "check": record_check(data)}))
+            record = FingerprintRecord.made(path=stamp[0], stamp=list(stamp[1:]), mode=self.mode, digest=digest)
+            write_text_atomic(record_path, json.dumps(record.to_json()))
         except OSError:
             pass  # a read-only cache: the in-memory memo still holds it
 
 
-def record_check(data: dict) -> str:
+@dataclass
+class FingerprintRecord(OutputRecord):
+    """A fingerprint kept on disk (fingerprints/<xx>/<name>.json): the file and the stat fields it was made from
+    (device, inode, size, mtime, ctime, then the mode), the digest, and a checksum over all of them."""
+
+    path: str = always("")
+    stamp: list[Any] = always(default_factory=list)
+    mode: str = always("")
+    digest: str = always("")
+    check: str = always("")
+
+    @classmethod
+    def made(cls, path: str, stamp: list[Any], mode: str, digest: str) -> FingerprintRecord:
+        record = cls(path=path, stamp=stamp, mode=mode, digest=digest)
+        return replace(record, check=record_check(record))
+
+    @property
+    def sound(self) -> bool:
+        """Every field was written and the checksum holds (an earlier version's record has none)."""
+        return all(self.has(k) for k in ("path", "stamp", "mode", "digest")) and self.check == record_check(self)
+
+
+def record_check(record: FingerprintRecord) -> str:
     """The checksum a fingerprint record carries over its path, stat fields, mode and digest: a record whose digest
     was changed (to another video's: the run would serve that video's frames) fails it and is not used."""
-    fields = {k: data[k] for k in ("path", "stamp", "mode", "digest")}
+    fields = {"path": record.path, "stamp": record.stamp, "mode": record.mode, "digest": record.digest}
     blob = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.blake2b(b"vbench-async fingerprint record\0" + blob, digest_size=16).hexdigest()
 
 
-def read_record(path: Path) -> dict | None:
+def read_record(path: Path) -> FingerprintRecord | None:
     """A fingerprint record if it is a regular file, parses and carries its own checksum (an earlier version's
     record, without one, is not used: the file is hashed again); None otherwise. Never opens a FIFO for a blocking
     read."""
     from .entry_file import read_regular_text
 
     try:
-        data = json.loads(read_regular_text(path))
-        if (not isinstance(data, dict) or not isinstance(data.get("digest"), str) or not isinstance(data["path"], str)
-                or not isinstance(data["stamp"], list) or data.get("check") != record_check(data)):
-            return None
-        return data
-    except (OSError, ValueError, KeyError, TypeError):
+        record = FingerprintRecord.from_json(json.loads(read_regular_text(path)), str(path))
+    except (OSError, ValueError, RecordError):
         return None
+    return record if record.sound else None

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from dataclasses import replace
 
 from ..failure_kinds import FailureKind
 from ..worker_process import WorkerDied, WorkerProcess, WorkerStartError, WorkerTimedOut, package_env
+from .decode_job import DecodeJob, DecodeReply
 from .worker import DECODER_ENV, THREADS_ENV
 
 __all__ = ["DecodePool", "WorkerStartError"]
@@ -89,27 +90,24 @@ class DecodePool:
         if not keep:
             worker.kill()
 
-    def run(self, job: dict[str, Any]) -> dict[str, Any]:
-        """Run one job; a timeout or crash comes back as a failed reply ({"ok": false, "kind", "message"})."""
+    def run(self, job: DecodeJob) -> DecodeReply:
+        """Run one job; a timeout or crash comes back as a failed reply, with the worker's pid. RecordError: a reply
+        that is not a `DecodeReply` (the worker is replaced)."""
         worker = self._acquire()
         healthy = False
         try:
-            reply = worker.request(job, self.timeout_s)
+            reply = DecodeReply.from_json(worker.request(job.to_json(), self.timeout_s), "decode worker reply")
             healthy = True
         except WorkerTimedOut:
-            reply = {
-                "ok": False,
-                "kind": FailureKind.DECODE_TIMEOUT,
-                "message": f"decoding took longer than {self.timeout_s:g} s; the worker was killed",
-            }
+            reply = DecodeReply(ok=False, kind=FailureKind.DECODE_TIMEOUT,
+                                message=f"decoding took longer than {self.timeout_s:g} s; the worker was killed")
         except WorkerDied as exc:
-            reply = {"ok": False, "kind": FailureKind.DECODER_CRASH,
-                     "message": f"decoder crashed: {exc}{worker.stderr_tail()}"}
+            reply = DecodeReply(ok=False, kind=FailureKind.DECODER_CRASH,
+                                message=f"decoder crashed: {exc}{worker.stderr_tail()}")
         finally:
             pid = worker.pid
             self._release(worker, healthy)
-        reply["pid"] = pid
-        return reply
+        return replace(reply, pid=pid)
 
     def close(self) -> None:
         with self._cond:

@@ -1,5 +1,6 @@
 """An evaluation job of the server: what a client may ask for (`JobSpec`: the JSON form of `RunConfig`, the fields a
-job may set) and what the server tells it back (`Job`: status, progress, run directory, summary).
+job may set) and what the server tells it back (`Job`: status, progress, run directory, summary; as JSON, the
+`JobRecord` a client reads back).
 
 A job asks for what `vbench-async run` would evaluate, in `RunConfig.to_json()`'s shape (selection, frames, prompts,
 sampling, output, judge; the model, by default the server's); how the model is served (backend, engine, server URL)
@@ -20,6 +21,7 @@ from typing import Any, Mapping
 
 from ..errors import UserError
 from ..evaluation.run_config import RunConfig
+from ..results.record_io import OutputRecord, always
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled")
 # Caps far above any real setting: one job must not stall the serial queue or the machine (400,000 requests in
@@ -140,13 +142,38 @@ class Job:
 
     def to_json(self) -> dict[str, Any]:
         end = self.finished_at or time.time()
-        return {
-            "id": self.id, "status": self.status, "spec": self.spec.to_json(),
-            "submitted_at": self.submitted_at, "started_at": self.started_at, "finished_at": self.finished_at,
-            "wall_s": round(end - self.started_at, 3) if self.started_at else None,
-            "run_dir": self.run_dir, "progress": {"done": self.done_count(), "total": self.total},
-            "summary": self.summary, "site": self.site, "error": self.error,
-        }
+        return JobRecord(
+            id=self.id, status=self.status, spec=self.spec.to_json(),
+            submitted_at=self.submitted_at, started_at=self.started_at, finished_at=self.finished_at,
+            wall_s=round(end - self.started_at, 3) if self.started_at else None,
+            run_dir=self.run_dir, progress=JobProgress(done=self.done_count(), total=self.total),
+            summary=self.summary, site=self.site, error=self.error,
+        ).to_json()
+
+
+@dataclass
+class JobProgress(OutputRecord):
+    done: int | None = always()  # samples with a new result line (None: the job has no run directory yet)
+    total: int | None = always()  # samples to run (None: not planned yet)
+
+
+@dataclass
+class JobRecord(OutputRecord):
+    """A job as the server reports it (GET /jobs/ID, and the answers to a submit or cancel): `Job.to_json` writes
+    it, a client (`run --server`) reads it back. Every key is written, null when not known yet."""
+
+    id: str | int = always("")  # the server's are strings; an int is a caller's own
+    status: str = always("queued")
+    spec: dict[str, Any] = always(default_factory=dict)  # JobSpec.to_json()
+    submitted_at: float | None = always()
+    started_at: float | None = always()
+    finished_at: float | None = always()
+    wall_s: float | None = always()
+    run_dir: str | None = always()
+    progress: JobProgress = always(default_factory=JobProgress)
+    summary: dict[str, Any] | None = always()  # summary.json's content once the run ended (`Summary.from_json`)
+    site: str | None = always()  # the run's index.html, when the server writes it
+    error: str | None = always()
 
 
 def result_lines(run_dir: Path) -> int:

@@ -24,19 +24,28 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 from torch import nn
 
 from ..errors import UserError
 from .fsdp import DistInfo, barrier
+from .trainer_state import (
+    EXPORT_FILE,
+    FORMAT,
+    OPTIMIZER_FILE,
+    STATE_FILE,
+    ExportInfo,
+    OptimizerGroups,
+    TrainerState,
+    read_state,
+)
 
 log = logging.getLogger(__name__)
 
-STATE_FILE = "trainer_state.json"
-FORMAT = "dcp-safetensors-1"
 _MODEL, _OPTIM = "model/", "optim/"
 
 
@@ -109,13 +118,14 @@ def _sharded_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[
     return flat, osd["param_groups"]
 
 
-def save_checkpoint(output_dir: Path, model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any],
-                    info: DistInfo, keep: int) -> Path:
+def save_checkpoint(output_dir: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
+                    state: TrainerState | Mapping[str, Any], info: DistInfo, keep: int) -> Path:
     """Every rank writes its shard (a collective); rank 0 adds the JSON files and renames the directory."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint import HuggingFaceStorageWriter
 
-    final = Path(output_dir) / "checkpoints" / f"step-{state['step']:06d}"
+    state = replace(TrainerState.of(state), format=FORMAT)
+    final = Path(output_dir) / "checkpoints" / f"step-{state.step:06d}"
     tmp = final.parent / f".tmp-{final.name}"
     if info.main:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -125,8 +135,8 @@ def save_checkpoint(output_dir: Path, model: nn.Module, optimizer: torch.optim.O
     dcp.save(flat, storage_writer=HuggingFaceStorageWriter(str(tmp), save_distributed=True))
     barrier(info)
     if info.main:
-        (tmp / "optimizer.json").write_text(json.dumps({"param_groups": groups}, indent=1))
-        (tmp / STATE_FILE).write_text(json.dumps({**state, "format": FORMAT}, indent=1))
+        (tmp / OPTIMIZER_FILE).write_text(json.dumps(OptimizerGroups(param_groups=groups).to_json(), indent=1))
+        (tmp / STATE_FILE).write_text(json.dumps(state.to_json(), indent=1))
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
         for old in checkpoint_dirs(output_dir)[:-keep] if keep > 0 else []:
@@ -136,17 +146,7 @@ def save_checkpoint(output_dir: Path, model: nn.Module, optimizer: torch.optim.O
     return final
 
 
-def read_state(path: Path) -> dict[str, Any]:
-    if not (path / STATE_FILE).is_file():
-        raise UserError(f"{path} is not a training checkpoint (no {STATE_FILE})")
-    state = json.loads((path / STATE_FILE).read_text())
-    if state.get("format") != FORMAT:
-        raise UserError(f"{path} is a checkpoint of an older format ({state.get('format', 'full safetensors')}); "
-                        "resume from a newer one or start with checkpoint.resume: none")
-    return state
-
-
-def load_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+def load_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> TrainerState:
     """Restore this rank's shards of weights and optimizer state (reading only their slices); the trainer state."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint import HuggingFaceStorageReader
@@ -163,7 +163,7 @@ def load_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimiz
         raise UserError(f"{path} does not hold this model's weights: {len(missing)} missing "
                         f"({', '.join(k[len(_MODEL):] for k in missing[:3])}), {len(unexpected)} unexpected "
                         f"({', '.join(k[len(_MODEL):] for k in unexpected[:3])}); is it a checkpoint of "
-                        f"{state.get('model', 'this model')}?")
+                        f"{state.model or 'this model'}?")
     by_param: dict[str, list[str]] = {}
     for key in flat:
         if key.startswith(_OPTIM):
@@ -190,8 +190,7 @@ def load_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimiz
         if key.startswith(_OPTIM):
             name, _, sub = key[len(_OPTIM):].rpartition("/")
             opt_state.setdefault(name, {})[sub] = value
-    groups = json.loads((path / "optimizer.json").read_text())["param_groups"]
-    groups = [dict(g, betas=tuple(g["betas"])) if "betas" in g else g for g in groups]
+    groups = [dict(g, betas=tuple(g["betas"])) if "betas" in g else g for g in OptimizerGroups.read(path)]
     set_optimizer_state_dict(model, optimizer, {"state": opt_state, "param_groups": groups},
                              options=StateDictOptions(strict=not absent))
     return state
@@ -253,7 +252,7 @@ def source_dtype(model_dir: str) -> torch.dtype:
         else torch.float32
 
 
-def export_hf(full_sd: dict[str, torch.Tensor], source_dir: str, out_dir: Path, info: dict[str, Any]) -> Path:
+def export_hf(full_sd: dict[str, torch.Tensor], source_dir: str, out_dir: Path, info: ExportInfo) -> Path:
     """Write a Hugging Face model directory: the source architecture and processor with the trained weights,
     stored in the source's dtype. Call on rank 0 with the full state dict."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
@@ -273,7 +272,7 @@ def export_hf(full_sd: dict[str, torch.Tensor], source_dir: str, out_dir: Path, 
                            f"unexpected {unexpected[:3]})")
     model.save_pretrained(tmp)
     AutoProcessor.from_pretrained(source_dir).save_pretrained(tmp)
-    (tmp / "vbench_train.json").write_text(json.dumps(info, indent=1) + "\n")
+    (tmp / EXPORT_FILE).write_text(json.dumps(info.to_json(), indent=1) + "\n")
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
     return out_dir
@@ -285,7 +284,9 @@ def export_checkpoint(checkpoint: Path, out_dir: Path) -> Path:
 
     checkpoint = Path(checkpoint)
     weights = consolidate(checkpoint)
-    state = json.loads((checkpoint / STATE_FILE).read_text())
-    base = models.resolve(state["model"]).path
-    return export_hf(weights, base, out_dir, {"step": state["step"], "config_hash": state.get("config_hash"),
-                                              "base_model": state["model"], "checkpoint": str(checkpoint)})
+    state = read_state(checkpoint)
+    if state.model is None:
+        raise UserError(f"{checkpoint}/{STATE_FILE} does not name the base model to export it as")
+    base = models.resolve(state.model).path
+    return export_hf(weights, base, out_dir, ExportInfo(step=state.step, config_hash=state.config_hash,
+                                                        base_model=state.model, checkpoint=str(checkpoint)))

@@ -14,10 +14,12 @@ import hashlib
 import json
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..frames.layout import write_text_atomic
+from ..results.record_io import OutputRecord, RecordError, always, read_record
 from ..sharding import VideoProbe, probe_all
 from . import watch
 from .config import DataConfig
@@ -46,6 +48,33 @@ def _stamp(video: str) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns]
 
 
+@dataclass
+class HeaderEntry(OutputRecord):
+    """One video's stored header: the file's size and modification time it was read from, and the header (None:
+    unreadable)."""
+
+    stamp: list[int] = always(default_factory=list)
+    probe: list[float] | None = always()
+
+    @property
+    def header(self) -> VideoProbe | None:
+        return VideoProbe(self.probe[0], int(self.probe[1])) if self.probe else None  # (fps, total frames)
+
+
+@dataclass
+class HeadersRecord(OutputRecord):
+    """The file: its format and each video's entry (kept as read: a damaged entry costs only that video a probe)."""
+
+    format: int | None = always()
+    videos: dict[str, Any] = always(default_factory=dict)
+
+    def entry(self, video: str) -> HeaderEntry | None:
+        try:
+            return HeaderEntry.from_json(self.videos[video], video) if video in self.videos else None
+        except RecordError:  # damaged: probed again
+            return None
+
+
 class HeaderFile:
     """The headers of one data set's videos, kept in `root`/probes/train-`name`.json."""
 
@@ -56,12 +85,12 @@ class HeaderFile:
     def headers(self, videos: Sequence[str]) -> dict[str, VideoProbe | None]:
         known = self._read()
         out: dict[str, VideoProbe | None] = {}
-        entries: dict[str, Any] = {}
+        entries: dict[str, HeaderEntry] = {}
         todo: dict[str, list[int] | None] = {}
         for video in sorted(set(videos)):
-            stamp, entry = _stamp(video), known.get(video)
-            if stamp is not None and isinstance(entry, dict) and entry.get("stamp") == stamp:
-                out[video] = VideoProbe(*entry["probe"]) if entry.get("probe") else None
+            stamp, entry = _stamp(video), known.entry(video)
+            if stamp is not None and entry is not None and entry.stamp == stamp:
+                out[video] = entry.header
                 entries[video] = entry
             else:
                 todo[video] = stamp
@@ -71,21 +100,21 @@ class HeaderFile:
             for video, stamp in todo.items():
                 out[video] = probe = probes.get(Path(video))
                 if stamp is not None:  # a missing file is probed again next time (it fails fast)
-                    entries[video] = {"stamp": stamp, "probe": list(probe) if probe else None}
+                    entries[video] = HeaderEntry(stamp=stamp, probe=list(probe) if probe else None)
             self._write(entries)
         return out
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> HeadersRecord:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):  # none yet, or damaged: probe again
-            return {}
-        return data.get("videos", {}) if isinstance(data, dict) and data.get("format") == FORMAT else {}
+            stored = read_record(HeadersRecord, self.path)
+        except (OSError, RecordError):  # none yet, or damaged: probe again
+            return HeadersRecord()
+        return stored if stored.format == FORMAT else HeadersRecord()
 
-    def _write(self, entries: dict[str, Any]) -> None:
+    def _write(self, entries: dict[str, HeaderEntry]) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(self.path, json.dumps({"format": FORMAT, "videos": entries}))
+            write_text_atomic(self.path, json.dumps(HeadersRecord(format=FORMAT, videos=entries).to_json()))
         except OSError as exc:  # a read-only cache: the split still works, the next launch probes again
             log.warning("cannot keep the video headers in %s: %s", self.path, exc)
 

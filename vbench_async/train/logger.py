@@ -10,9 +10,11 @@ import logging
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..results.record_io import OutputRecord, always
 from .config import LoggingConfig
 from .fsdp import DistInfo, all_reduce
 
@@ -20,6 +22,15 @@ log = logging.getLogger(__name__)
 
 # Shown on the progress bar, in this order.
 _BAR_KEYS = (("reward/mean", "reward"), ("reward/accuracy", "acc"), ("loss", "loss"), ("time/step_s", "s/step"))
+
+
+@dataclass
+class StepLine(OutputRecord):
+    """One line of metrics.jsonl or samples.jsonl: the step first, then (metrics.jsonl) the time; the metrics or the
+    sample's fields are the line's other keys (`extra`)."""
+
+    step: int = always(0)
+    time: float | None = None
 
 
 class MetricsLogger:
@@ -61,7 +72,7 @@ class MetricsLogger:
             return
         clean = {k: (v if isinstance(v, (int, float)) and math.isfinite(v) else None) for k, v in metrics.items()}
         with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"step": step, "time": round(time.time(), 3), **clean}) + "\n")
+            fh.write(json.dumps(StepLine(step=step, time=round(time.time(), 3), extra=clean).to_json()) + "\n")
         if self._tb is not None:
             for k, v in clean.items():
                 if v is not None:
@@ -78,7 +89,7 @@ class MetricsLogger:
         if self.enabled and rows:
             with self.samples_path.open("a", encoding="utf-8") as fh:
                 for row in rows:
-                    fh.write(json.dumps({"step": step, **row}, ensure_ascii=False) + "\n")
+                    fh.write(json.dumps(StepLine(step=step, extra=row).to_json(), ensure_ascii=False) + "\n")
 
     def close(self) -> None:
         if self._bar is not None:
@@ -99,8 +110,8 @@ def _keep_until(path: Path, step: int) -> None:
     """Drop lines logged after `step` by an earlier run of this directory (it resumes from `step`, or restarts)."""
     if not path.is_file():
         return
-    kept = [line for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and json.loads(line).get("step", 0) <= step]
+    kept = [line for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            if line.strip() and StepLine.from_json(json.loads(line), f"{path}:{n}").step <= step]
     path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
 
 

@@ -8,6 +8,7 @@ import json
 from typing import Any, Mapping, Protocol
 
 from ..errors import UserError
+from .trainer_state import TrainerState
 
 
 class TrainConfig(Protocol):  # config.TrainConfig, as this module reads it (config imports this module)
@@ -63,13 +64,14 @@ def _flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def resume_changes(cfg: TrainConfig, state: Mapping[str, Any], where: str) -> list[str]:
+def resume_changes(cfg: TrainConfig, state: TrainerState | Mapping[str, Any], where: str) -> list[str]:
     """Check that a checkpoint's trainer state (`config`, else `config_hash`) belongs to this run; the settings that
     changed since it was saved ("train.micro_batch_size: 8 -> 4"). A UserError names the differences when what is
     trained changed. A checkpoint saved before trainer_state.json held the config is matched by its hash alone."""
-    saved = state.get("config")
-    if not isinstance(saved, Mapping):
-        if state.get("config_hash") not in (cfg.hash(), cfg.legacy_hash()):
+    record = TrainerState.of(state)
+    saved = record.config
+    if saved is None:
+        if record.config_hash not in (cfg.hash(), cfg.legacy_hash()):
             raise UserError(f"cannot resume from {where}: it was trained with a different configuration (it predates "
                             "checkpoints that record their config, so only the same one resumes it, up to "
                             "train.steps, logging, checkpoint and validation); use a new output_dir or "

@@ -36,7 +36,6 @@ from .checkpoint import (
     find_resume,
     gather_for_rank0,
     load_checkpoint,
-    read_state,
     save_checkpoint,
 )
 from .collect import Collector
@@ -52,6 +51,7 @@ from .resume_identity import resume_changes
 from .rollout import Group
 from .sync import SyncStats, bucketed_full_tensors
 from .tp_group import TPGroup
+from .trainer_state import ExportInfo, TrainerState, read_state
 from .update import Seq, Updater
 from .vision_check import startup_check
 
@@ -216,7 +216,7 @@ class Trainer:
         if changes:
             log.info("changed since the checkpoint (old -> new): %s", "; ".join(changes))
         state = load_checkpoint(path, self.policy.model, self.optim)
-        self.step, self.order.consumed, self._synced = int(state["step"]), int(state["consumed"]), False
+        self.step, self.order.consumed, self._synced = state.step, state.consumed, False
         log.info("resumed from %s at step %d", path, self.step)
 
     # -- the loop ---------------------------------------------------------------------------------------------------
@@ -325,16 +325,16 @@ class Trainer:
 
     # -- checkpoints, export, validation ----------------------------------------------------------------------------
     def save(self) -> Path:
-        state = {"step": self.step, "consumed": self.order.consumed, "config_hash": self.cfg.hash(),
-                 "config": self.cfg.to_dict(), "world_size": self.info.world, "model": self.cfg.model}
+        state = TrainerState(step=self.step, consumed=self.order.consumed, config_hash=self.cfg.hash(),
+                             config=self.cfg.to_dict(), world_size=self.info.world, model=self.cfg.model)
         return save_checkpoint(self.out, self.policy.model, self.optim, state, self.info, self.cfg.checkpoint.keep)
 
     def export(self, out_dir: Path) -> Path:
         """A Hugging Face directory of the current weights (all ranks call; rank 0 writes)."""
         full = gather_for_rank0(self.policy.model)
         if self.info.main:
-            export_hf(full, self.model_dir, out_dir, {"step": self.step, "config_hash": self.cfg.hash(),
-                                                      "base_model": self.cfg.model})
+            export_hf(full, self.model_dir, out_dir, ExportInfo(step=self.step, config_hash=self.cfg.hash(),
+                                                                base_model=self.cfg.model))
             log.info("exported step %d to %s", self.step, out_dir)
         barrier(self.info)
         self.exported = out_dir

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from ..backends.base import Request, SamplingParams
+from ..results.record_io import OutputRecord, RecordError, always
 from ..samples import Sample
 from .data import TrainItem
 from .fsdp import DistInfo
@@ -39,6 +41,14 @@ class WireError(ValueError):
     """A message this version cannot read (wrong version, truncated, or fields missing)."""
 
 
+@dataclass
+class WireHeader(OutputRecord):
+    """The message's JSON part: its version, then each group's fields (built back by `_group`, field by field)."""
+
+    version: int | None = always()
+    groups: list[dict[str, Any]] = always(default_factory=list)
+
+
 def portable(group: Group) -> Group:
     """The group without its request's frames and images (the receiver needs the encoded prompt, not the media)."""
     return dataclasses.replace(group, request=dataclasses.replace(group.request, videos=(), images=()))
@@ -49,8 +59,8 @@ def portable(group: Group) -> Group:
 
 def encode_groups(groups: list[Group]) -> bytes:
     tensors: dict[str, torch.Tensor] = {}
-    meta = {"version": VERSION, "groups": [_group_meta(g, f"{i}.", tensors) for i, g in enumerate(groups)]}
-    head = json.dumps(meta, separators=(",", ":")).encode()
+    meta = WireHeader(version=VERSION, groups=[_group_meta(g, f"{i}.", tensors) for i, g in enumerate(groups)])
+    head = json.dumps(meta.to_json(), separators=(",", ":")).encode()
     # safetensors refuses views and shared storage: each tensor goes as its own contiguous CPU copy.
     body = st_save({k: t.detach().to("cpu", copy=True).contiguous() for k, t in tensors.items()})
     return _HEADER.pack(len(head)) + head + body
@@ -107,15 +117,16 @@ def decode_groups(blob: bytes) -> list[Group]:
         raise WireError("message shorter than its header")
     (n,) = _HEADER.unpack_from(blob)
     try:
-        meta = json.loads(blob[_HEADER.size: _HEADER.size + n].decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        meta = WireHeader.from_json(json.loads(blob[_HEADER.size: _HEADER.size + n].decode()), "message header")
+    except (UnicodeDecodeError, json.JSONDecodeError, RecordError) as exc:
         raise WireError(f"unreadable message header: {exc}") from exc
-    if not isinstance(meta, dict) or meta.get("version") != VERSION:
-        raise WireError(f"wire version {meta.get('version') if isinstance(meta, dict) else None!r}, "
-                        f"this code reads {VERSION}")
+    if meta.version != VERSION:
+        raise WireError(f"wire version {meta.version!r}, this code reads {VERSION}")
+    if not meta.has("groups"):
+        raise WireError("malformed message: its header lists no groups")
     tensors = st_load(blob[_HEADER.size + n:])
     try:
-        return [_group(m, f"{i}.", tensors) for i, m in enumerate(meta["groups"])]
+        return [_group(m, f"{i}.", tensors) for i, m in enumerate(meta.groups)]
     except (KeyError, TypeError) as exc:
         raise WireError(f"malformed group in message: {exc!r}") from exc
 

@@ -48,8 +48,8 @@ def _limits(model_path: str, memo: ProcessorMemo) -> ModelLimits:
     """The model's limits on this machine. They differ between the CPU engine and a GPU only for a checkpoint not
     stored in 16-bit floats (the CPU engine serves bfloat16): only then is torch imported to tell which this is."""
     def limits(on_cpu: bool) -> ModelLimits:
-        return ModelLimits(**memo.get("limits", "cpu" if on_cpu else "device",
-                                      lambda: asdict(model_limits(model_path, on_cpu=on_cpu))))
+        return ModelLimits(**memo.answer("limits", "cpu" if on_cpu else "device",
+                                         lambda: asdict(model_limits(model_path, on_cpu=on_cpu))))
 
     on_cpu, on_device = limits(True), limits(False)
     return on_cpu if on_cpu == on_device or _cpu_only() else on_device

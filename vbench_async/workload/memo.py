@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, TypeVar, cast
 
 from ..frames.layout import write_text_atomic
+from ..results.record_io import OutputRecord, RecordError, always, read_record
 
 MEMO_VERSION = 1  # bump when what is stored changes
 MAX_ROWS = 1 << 15  # answers kept per table
@@ -57,6 +59,26 @@ def memo_key(model_path: str, fingerprint: str, family: str) -> str:
     return h.hexdigest()
 
 
+@dataclass
+class MemoFile(OutputRecord):
+    """The memo file: its format version and its tables (table -> key -> JSON value)."""
+
+    version: int | None = always()  # None: a file without one, not read
+    tables: dict[str, Any] = always(default_factory=dict)
+
+    @classmethod
+    def read(cls, path: Path) -> dict[str, dict[str, Any]]:
+        """The tables of the file at `path` (a table that is not a mapping is damaged: dropped); none when the file is
+        absent, damaged or of another version."""
+        try:
+            stored = read_record(cls, path)
+        except (OSError, RecordError):  # absent or damaged: ask again
+            return {}
+        if stored.version != MEMO_VERSION:
+            return {}
+        return {k: v for k, v in stored.tables.items() if isinstance(v, dict)}
+
+
 class ProcessorMemo:
     """Tables of answers (table -> key -> JSON value), read from and written to one file; without a file, kept in
     memory only."""
@@ -66,12 +88,7 @@ class ProcessorMemo:
         self.tables: dict[str, dict[str, Any]] = {}
         self.changed = False
         if path is not None:
-            try:
-                stored = json.loads(path.read_text(encoding="utf-8"))
-                if isinstance(stored, dict) and stored.get("version") == MEMO_VERSION:
-                    self.tables = {k: v for k, v in stored["tables"].items() if isinstance(v, dict)}
-            except (OSError, ValueError, KeyError, TypeError, AttributeError):  # absent or damaged: ask again
-                self.tables = {}
+            self.tables = MemoFile.read(path)
 
     @classmethod
     def at(cls, folder: Path, model_path: str, fingerprint: str, family: str) -> ProcessorMemo:
@@ -80,7 +97,7 @@ class ProcessorMemo:
         model = hashlib.blake2b(f"{fingerprint}\0{family}".encode(), digest_size=8).hexdigest()
         return cls(Path(folder) / f"processor-{model}-{memo_key(model_path, fingerprint, family)}.json")
 
-    def get(self, table: str, key: str, compute: Callable[[], T]) -> T:
+    def answer(self, table: str, key: str, compute: Callable[[], T]) -> T:
         """The stored answer, or `compute()`'s, stored. Answers must survive JSON as they are (ints, strings, lists
         of them, None): callers convert tuples back."""
         rows = self.tables.setdefault(table, {})
@@ -101,7 +118,7 @@ class ProcessorMemo:
         if self.path is None or not self.changed:
             return
         try:
-            write_text_atomic(self.path, json.dumps({"version": MEMO_VERSION, "tables": self.tables}))
+            write_text_atomic(self.path, json.dumps(MemoFile(version=MEMO_VERSION, tables=self.tables).to_json()))
             self.changed = False
             model = self.path.name.rsplit("-", 1)[0]  # processor-<model>
             for old in self.path.parent.glob(f"{model}-*.json"):

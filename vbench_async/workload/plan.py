@@ -245,8 +245,8 @@ def _indices(spec: FrameSpec, first: int, last: int, n: int, memo: ProcessorMemo
         if memo is None:
             _INDICES[key] = spec.indices(first, last, n)
         else:
-            _INDICES[key] = memo.get("indices", f"{spec.family},{first},{last},{n}",
-                                     lambda: list(spec.indices(first, last, n)))
+            _INDICES[key] = memo.answer("indices", f"{spec.family},{first},{last},{n}",
+                                        lambda: list(spec.indices(first, last, n)))
     return _INDICES[key]
 
 

@@ -85,9 +85,9 @@ class PromptCounter:
         self.family = family
         self.memo = memo if memo is not None else ProcessorMemo()
         self.system = system
-        self.video_target: tuple[int, ...] = tuple(self.memo.get("rule", "video_target",
-                                                                 lambda: list(self.rule.video_target)))
-        self.image_id: int = self.memo.get("rule", "image_id", lambda: int(self.rule.image_id))
+        self.video_target: tuple[int, ...] = tuple(self.memo.answer("rule", "video_target",
+                                                                    lambda: list(self.rule.video_target)))
+        self.image_id: int = self.memo.answer("rule", "image_id", lambda: int(self.rule.image_id))
         self._frames: dict[tuple[int, int], tuple[str, str] | None] = {}
         self._backend: Any = False  # the fast tokenizer (a `tokenizers.Tokenizer`), or None; False: not yet known
         self._lines: LineTokenizer | None | bool = False  # made on first use (False: not yet)
@@ -119,12 +119,12 @@ class PromptCounter:
             # A digest of the fields: hundreds of frame indices per key would make the memo file large.
             fields = json.dumps([video.frames, video.height, video.width, list(video.indices), video.fps])
             key = hashlib.blake2b(fields.encode(), digest_size=16).hexdigest()
-            return self.memo.get(name, key, lambda: int(getattr(self.rule, name)(video)))
+            return self.memo.answer(name, key, lambda: int(getattr(self.rule, name)(video)))
         return answer
 
     def _image_rule(self, height: int, width: int, resize: bool) -> int:
-        return self.memo.get("image_tokens", f"{height},{width},{int(resize)}",
-                             lambda: int(self.rule.image_tokens(height, width, resize)))
+        return self.memo.answer("image_tokens", f"{height},{width},{int(resize)}",
+                                lambda: int(self.rule.image_tokens(height, width, resize)))
 
     def fast_tokenizer(self) -> Any:
         """The processor's fast tokenizer (`tokenizers.Tokenizer`), from the memo's copy of its state when there is
@@ -161,8 +161,8 @@ class PromptCounter:
         None: every prompt goes through the template. Rendering the template per prompt cost more than tokenizing."""
         layout = (n_videos, n_images)
         if layout not in self._frames:
-            found = self.memo.get("frame", self._layout_key(n_videos, n_images),
-                                  lambda: self._find_frame(n_videos, n_images))
+            found = self.memo.answer("frame", self._layout_key(n_videos, n_images),
+                                     lambda: self._find_frame(n_videos, n_images))
             self._frames[layout] = (found[0], found[1]) if found is not None else None
         return self._frames[layout]
 
