@@ -133,7 +133,7 @@ def test_recorded_verdicts_drive_the_summary_and_the_site(tmp_path, capsys):
     cfg, results = _recorded(run_dir, {"oe-0": "correct", "oe-1": "correct", "oe-2": "incorrect", "oe-4": None,
                                        "oe-5": "correct"})
     _, identity = resolve_identity(cfg)
-    summary = judge_run_dir(run_dir, cfg)
+    summary = judge_run_dir(run_dir, cfg).to_json()
     earlier = [{"benchmark": "vcrbench", "sample_id": "oe-4", "kind": "judge_unparsable", "message": "no 1/0 verdict",
                 "reply": "zq xv kk"}]
     assert summary["judge_pass"] == {"n_judged": 0, "n_judge_failed": 0, "failures": [], "n_skipped": 5,
@@ -187,7 +187,7 @@ def test_judge_pass_through_real_vllm_engine(vllm_server, tmp_path):
 
     cfg = JudgeConfig(model=SERVED, backend="openai", max_tokens=8, concurrency=4,
                       server=ServerSettings(base_url=vllm_server))
-    summary = judge_run_dir(run_dir, cfg)
+    summary = judge_run_dir(run_dir, cfg).to_json()
     jp = summary["judge_pass"]
     assert jp["n_judged"] + jp["n_judge_failed"] == 5 and jp["n_skipped"] == 0  # every item judged or a failure
 
@@ -217,7 +217,7 @@ def test_judge_pass_through_real_vllm_engine(vllm_server, tmp_path):
 
     # Resume: the same judge skips everything it judged, without starting an engine.
     t0 = time.monotonic()
-    again = judge_run_dir(run_dir, cfg)
+    again = judge_run_dir(run_dir, cfg).to_json()
     assert again["judge_pass"]["n_skipped"] == 5 and again["judge_pass"]["n_judged"] == 0
     assert time.monotonic() - t0 < 15
     assert len(read_results(files[0])) == 5 and sum(1 for _ in files[0].open()) == 5  # nothing appended

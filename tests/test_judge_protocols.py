@@ -317,7 +317,7 @@ def _judge_end_to_end(tmp_path, monkeypatch, cfg: JudgeConfig) -> None:
     before = json.loads((run_dir / "summary.json").read_text())["benchmarks"]
     assert all(b["score"] is None and b["headline_status"] == "needs judge" for b in before.values())
 
-    summary = judge_run_dir(run_dir, cfg)
+    summary = judge_run_dir(run_dir, cfg).to_json()
     assert summary["judge_pass"]["n_judged"] + summary["judge_pass"]["n_judge_failed"] == 4
     lines = {x["sample_id"]: x for f in (run_dir / "judge").glob("*.jsonl") for x in read_lines(f).values()}
     assert lines["nofinal"]["steps"] == [] and lines["nofinal"]["score"] == 0.0  # decided by the official rule
@@ -332,7 +332,7 @@ def _judge_end_to_end(tmp_path, monkeypatch, cfg: JudgeConfig) -> None:
     assert vrb_block["judge"]["n_judged"] + vrb_block["judge"]["n_judge_failed"] == 3
     assert (vrb_block["score"] is None) == bool(vrb_block.get("n_needs_judge"))
 
-    again = judge_run_dir(run_dir, cfg)  # cached verdicts: nothing asked again
+    again = judge_run_dir(run_dir, cfg).to_json()  # cached verdicts: nothing asked again
     assert again["judge_pass"]["n_skipped"] == 4 and again["judge_pass"]["n_judged"] == 0
 
 

@@ -14,8 +14,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "vbench_async"
 # The layers, lowest first: module name prefixes (relative to the package; the longest matching prefix decides).
 LAYERS: dict[str, tuple[str, ...]] = {
     "types": ("", "errors", "failure_kinds", "samples", "legacy_records", "sample_result", "jsonstream", "resources",
-              "process_exit", "phases", "compat", "redact", "settings", "yaml_bounded", "homes", "worker_process",
-              "backends.base", "scoring.base"),
+              "process_exit", "phases", "compat", "redact", "settings", "record_io", "yaml_bounded", "homes",
+              "worker_process", "backends.base", "scoring.base"),
     "stages": ("frames", "scoring", "benchmarks", "backends", "workload", "demo", "models", "families"),
     "results": ("results", "sharding"),
     "passes": ("evaluation", "train", "serve"),

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from vbench_async.errors import UserError
+from vbench_async.record_io import RecordError
 from vbench_async.results.manifest_record import read_manifest_file
-from vbench_async.results.record_io import RecordError
 from vbench_async.results.summary_record import BenchmarkSummary, RunStats, Summary, read_summary_file
 
 BLOCK = {"score": 0.5, "metric": "accuracy", "n_total": 4, "n_scored": 4, "n_failed": 0, "n_pending": 0,

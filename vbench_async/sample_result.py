@@ -55,6 +55,19 @@ class FramesSeen:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
+    @classmethod
+    def read(cls, value: Any) -> FramesSeen | None:
+        """A result line's `frames` as the record, checked against the fields' types: None when the line has none
+        or one no reader can trust (not an object, a field missing or of the wrong type: edited by hand), so a
+        reader shows no frames instead of failing. The line reader checks only that `frames` is an object."""
+        if not isinstance(value, Mapping):
+            return None
+        missing = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING
+                   and f.default_factory is dataclasses.MISSING and value.get(f.name) is None]
+        if missing or _type_problem(_FRAMES_KINDS, value) is not None:
+            return None
+        return cls.from_dict(value)
+
 
 class BadResult(ValueError):
     """A mapping that is not a result line (the message says which field is wrong)."""
@@ -149,6 +162,16 @@ class Result:
     @property
     def error_kind(self) -> str | None:
         return self.error.get("kind") if self.error else None
+
+    def frames_seen(self) -> FramesSeen | None:
+        """The frames the model received (None: no video, a line from before frames were recorded, or a frames
+        record no reader can trust)."""
+        return FramesSeen.read(self.frames)
+
+    @property
+    def error_message(self) -> str:
+        """The failure's cause ("" when the line did not fail, or its error has no message)."""
+        return str(self.error.get("message") or "") if self.error else ""
 
     def reading(self, name: str) -> Mapping[str, Any] | None:
         """The `official` or `robust` reading (None where the line has none: no official code, an older line)."""
@@ -251,6 +274,7 @@ def _kinds(cls: type) -> dict[str, _Kind]:
 
 
 _RESULT_KINDS = _kinds(Result)
+_FRAMES_KINDS = _kinds(FramesSeen)
 
 
 def record_problem(line: Any) -> str | None:
@@ -268,13 +292,18 @@ def result_problem(line: Any) -> str | None:
     allowed for what older lines lack), a score a finite number in [0, 1], an error with a kind and a message."""
     if (problem := record_problem(line)) is not None:
         return problem
-    for name, kind in _RESULT_KINDS.items():
+    return _type_problem(_RESULT_KINDS, line) or score_problem(line.get("score")) or error_problem(line.get("error"))
+
+
+def _type_problem(kinds: Mapping[str, _Kind], line: Mapping[str, Any]) -> str | None:
+    """The first field of `line` whose value is not of its declared type (absent or null pass)."""
+    for name, kind in kinds.items():
         v = line.get(name)
         if v is None or not kind.types:
             continue
         if (isinstance(v, bool) and bool not in kind.types) or not isinstance(v, kind.types):
             return f"{name} is a {type(v).__name__}"
-    return score_problem(line.get("score")) or error_problem(line.get("error"))
+    return None
 
 
 def score_problem(score: Any) -> str | None:

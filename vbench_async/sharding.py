@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Sequence, TypeVar
 
 from .errors import SampleError, UserError
+from .record_io import RecordError
 from .results.rundir import PLAN_DIRNAME, shard_index_path, shard_tag
+from .results.shard_records import PLAN_FORMAT, PlanFile, ShardIndex
 
 if TYPE_CHECKING:
     from .benchmarks.registry import Benchmark
@@ -44,7 +46,6 @@ log = logging.getLogger(__name__)
 
 SampleT = TypeVar("SampleT")  # a Sample, or the SampleError of a malformed record (both have `sample_id`)
 
-PLAN_FORMAT = 1
 PROBE_THREADS = 8  # header reads are I/O bound (a shared filesystem's latency), not CPU bound
 
 
@@ -207,19 +208,20 @@ class ShardPlan:
         return loads(self.costs, self.owner, self.count)
 
     def to_json(self) -> str:
-        return json.dumps({
-            "format": PLAN_FORMAT, "key": self.key, "count": self.count, "loads": self.loads,
-            "estimate": self.estimate, "units": {k: [self.owner[k], self.costs[k]] for k in sorted(self.owner)},
-        }, indent=1) + "\n"
+        record = PlanFile(format=PLAN_FORMAT, key=self.key, count=self.count, loads=self.loads, estimate=self.estimate,
+                          units={k: [self.owner[k], self.costs[k]] for k in sorted(self.owner)})
+        return json.dumps(record.to_json(), indent=1) + "\n"
 
     @classmethod
-    def from_json(cls, text: str) -> ShardPlan:
-        data = json.loads(text)
-        if data.get("format") != PLAN_FORMAT:
-            raise ValueError(f"shard plan format {data.get('format')!r}, this version reads {PLAN_FORMAT}")
-        units = data["units"]
-        return cls(int(data["count"]), {k: int(v[0]) for k, v in units.items()},
-                   {k: int(v[1]) for k, v in units.items()}, data.get("key", ""), data.get("estimate"))
+    def from_json(cls, text: str, where: str = "shard plan") -> ShardPlan:
+        """The plan of a plan file's text; RecordError naming `where` when it is not a plan of this format."""
+        record = PlanFile.from_json(json.loads(text), where)
+        if record.format != PLAN_FORMAT:
+            raise RecordError(f"{where}: shard plan format {record.format!r}, this version reads {PLAN_FORMAT}")
+        if any(len(unit) != 2 for unit in record.units.values()):
+            raise RecordError(f"{where}: a unit is not [shard, cost]")
+        return cls(record.count, {k: v[0] for k, v in record.units.items()}, {k: v[1] for k, v in record.units.items()},
+                   record.key, record.estimate)
 
 
 def plan_key(items: Sequence[ShardItem], count: int) -> str:
@@ -253,7 +255,10 @@ def pinned_plan(run_dir: Path, items: Sequence[ShardItem], count: int) -> ShardP
         log.info("shard plan %s: %d units over %d shards, estimated loads %s (%s)", path.name, len(plan.owner),
                  count, plan.loads, plan.estimate)
         publish_once(path, plan.to_json())
-    plan = ShardPlan.from_json(read_published(path))
+    try:
+        plan = ShardPlan.from_json(read_published(path), str(path))
+    except RecordError as exc:
+        raise RecordError(f"{exc}; remove it to plan again") from exc
     groups = {it.group for it in items}
     if set(plan.owner) != groups or plan.count != count:
         raise UserError(f"{path} does not match this run's samples (edited by hand?); remove it to plan again")
@@ -283,13 +288,17 @@ class ShardSelection:
         path = shard_index_path(Path(run_dir), benchmark, config_hash, self.shard.count)
         ids = [str(i) for i in sample_ids]
         owners = [self.owner(benchmark, i) for i in ids]
-        record = {"format": PLAN_FORMAT, "benchmark": benchmark, "config_hash": config_hash, "count": self.shard.count,
-                  "plan": self.plan.key, "config": config, "sample_ids": ids, "shards": owners}
-        existing = json.loads(publish_once(path, json.dumps(record, default=str) + "\n"))
-        if existing.get("sample_ids") != ids or existing.get("shards") != owners:
+        record = ShardIndex(format=PLAN_FORMAT, benchmark=benchmark, config_hash=config_hash, count=self.shard.count,
+                            plan=self.plan.key, config=config, sample_ids=ids, shards=owners)
+        written = publish_once(path, json.dumps(record.to_json(), default=str) + "\n")
+        try:
+            existing = ShardIndex.from_json(json.loads(written), str(path))
+        except RecordError as exc:
+            raise RecordError(f"{exc}; remove it and start the shards again") from exc
+        if not existing.same_split(record):
             raise UserError(
-                f"{path} lists another split of {benchmark} ({len(existing.get('sample_ids') or [])} samples, plan "
-                f"{existing.get('plan')}; this shard has {len(ids)}, plan {self.plan.key}): the shards were started "
+                f"{path} lists another split of {benchmark} ({len(existing.sample_ids)} samples, plan "
+                f"{existing.plan or None}; this shard has {len(ids)}, plan {self.plan.key}): the shards were started "
                 "with different samples (sample limits, data roots or annotation files differ). Start every shard "
                 "with the same command, or use a new output directory")
         return path

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import shlex
 import sys
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, TextIO
 
 from ..failure_kinds import FailureKind
 from ..redact import scrub_text
 from ..results.summary_record import Summary
+from ..sample_result import Result
 
 if TYPE_CHECKING:
     from ..benchmarks.selection import Selection
@@ -28,39 +31,56 @@ def fix_for(kind: str) -> str:
     return known.hint if known is not None else _OTHER
 
 
+@dataclass(frozen=True)
+class FailedSample:
+    """One failed sample as the end of a run names it."""
+
+    benchmark: str
+    sample_id: str
+    kind: str
+    message: str
+    video: str | None  # the video file as the run resolved it, else as the annotation names it
+
+    @classmethod
+    def of(cls, benchmark: str, r: Result) -> FailedSample | None:
+        """The failure a result line records (None when the sample did not fail)."""
+        if not r.error:
+            return None
+        seen = r.frames_seen()
+        return cls(benchmark, r.sample_id, r.error_kind or "unknown", r.error_message,
+                   (seen.source if seen is not None else None) or r.video)
+
+
+def _failure(benchmark: str, line: dict[str, Any]) -> FailedSample | None:
+    # Each line cut to its failure as it is read: a large file is never held whole.
+    return FailedSample.of(benchmark, Result.read(line))
+
+
 def failure_kinds(run_dir: Path, summary: Summary | Mapping[str, Any]) -> Counter[str]:
     """Failed samples by error kind, over the result files of the benchmarks that have failures."""
     return failed_samples(run_dir, summary)[0]
 
 
 def failed_samples(run_dir: Path, summary: Summary | Mapping[str, Any]
-                   ) -> tuple[Counter[str], dict[str, list[dict[str, Any]]]]:
+                   ) -> tuple[Counter[str], dict[str, list[FailedSample]]]:
     """Failed samples by error kind, and the first few of each kind (benchmark, sample id, video, message)."""
     from ..results.lines import read_lines
 
     kinds: Counter[str] = Counter()
-    examples: dict[str, list[dict[str, Any]]] = {}
+    examples: dict[str, list[FailedSample]] = {}
     for bid, b in Summary.of(summary).benchmarks.items():
         if not b.n_failed or not b.results_file:
             continue
         path = Path(run_dir) / b.results_file
         if not path.exists():
             continue
-        # Result lines as written, failures of damaged records among them: read leniently, not as Result records.
-        lines = read_lines(path, view=lambda r: {k: r.get(k) for k in ("sample_id", "video", "error", "frames")})
         stale = set(b.stale_ids)  # lines of ids no longer in the annotation file: not this run's
-        for r in lines.values():
-            if r.get("sample_id") in stale:
+        for failed in read_lines(path, view=functools.partial(_failure, bid)).values():
+            if failed is None or failed.sample_id in stale:
                 continue
-            error = r.get("error")
-            if error:
-                kind = error.get("kind", "unknown") if isinstance(error, dict) else "unknown"
-                kinds[kind] += 1
-                if len(examples.setdefault(kind, [])) < _EXAMPLES:
-                    source = (r.get("frames") or {}).get("source") if isinstance(r.get("frames"), dict) else None
-                    examples[kind].append({"benchmark": bid, "sample_id": r.get("sample_id"),
-                                           "video": source or r.get("video"),
-                                           "message": error.get("message", "") if isinstance(error, dict) else ""})
+            kinds[failed.kind] += 1
+            if len(examples.setdefault(failed.kind, [])) < _EXAMPLES:
+                examples[failed.kind].append(failed)
     return kinds, examples
 
 
@@ -96,9 +116,9 @@ def print_failures(run_dir: Path, summary: Summary | Mapping[str, Any], file: Te
     for kind, n in kinds.most_common():
         print(f"  {n} {kind}: {fix_for(kind)}", file=file)
         for ex in examples.get(kind, []):
-            where = f" ({ex['video']})" if ex.get("video") else ""
-            message = scrub_text(str(ex.get("message") or "")).splitlines()[0][:160] if ex.get("message") else ""
-            print(f"    {ex['benchmark']} {ex['sample_id']}{where}{': ' + message if message else ''}", file=file)
+            where = f" ({ex.video})" if ex.video else ""
+            message = scrub_text(ex.message).splitlines()[0][:160] if ex.message else ""
+            print(f"    {ex.benchmark} {ex.sample_id}{where}{': ' + message if message else ''}", file=file)
         if n > len(examples.get(kind, [])):
             print(f"    ... {n - len(examples.get(kind, []))} more in {Path(run_dir) / 'results'}", file=file)
     check = data_check_command(summary, kinds, selection)

@@ -77,15 +77,15 @@ def main(args: argparse.Namespace) -> int:
     try:
         with engine_console(engine_log_path(args.run_dir), verbose=args.verbose,  # the judge engine's logs
                             engine_in_process=kind.in_process):
-            summary = judge_run_dir(args.run_dir, cfg)
+            judged = judge_run_dir(args.run_dir, cfg)
     except KeyboardInterrupt:
         print(f"verdicts so far are kept in {args.run_dir / 'judge'}; re-run the same command to judge the rest",
               file=sys.stderr)
         raise
-    print(judge_pass_line(summary["judge_pass"], args.run_dir))
+    print(judge_pass_line(judged.judge_pass, args.run_dir))
     print()
-    print_table(summary)
-    code = report_judge_failures(summary["judge_pass"], args.run_dir)
+    print_table(judged.summary)
+    code = report_judge_failures(judged.judge_pass, args.run_dir)
     if not args.no_site and has_site(args.run_dir):
         write_run_site(args.run_dir)
     return code

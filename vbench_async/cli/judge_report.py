@@ -6,8 +6,9 @@ from __future__ import annotations
 import sys
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
+from ..evaluation.judge_outcome import JudgeFailure, JudgePass
 from ..redact import scrub_text
 
 _EXAMPLES = 2  # failed items named per kind
@@ -28,17 +29,16 @@ JUDGE_FIXES: dict[str, str] = {
 _OTHER = "see the verdict lines in {verdicts}"
 
 
-def _example(f: dict[str, Any]) -> str:
-    reply = f.get("reply")
-    said = f" (the judge said: {scrub_text(' '.join(reply.split()))[:80]!r})" if isinstance(reply, str) else ""
-    return f"{f.get('benchmark')} {f.get('sample_id')}: {scrub_text(str(f.get('message') or ''))[:160]}{said}"
+def _example(f: JudgeFailure) -> str:
+    said = f" (the judge said: {scrub_text(' '.join(f.reply.split()))[:80]!r})" if f.reply is not None else ""
+    return f"{f.benchmark} {f.sample_id}: {scrub_text(f.message)[:160]}{said}"
 
 
-def print_failures(failures: list[dict[str, Any]], what: str, run_dir: Path, file: TextIO) -> None:
+def print_failures(failures: list[JudgeFailure], what: str, run_dir: Path, file: TextIO) -> None:
     """Each kind of failure: how many, the reason (the first items' messages) and the next step."""
-    by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_kind: dict[str, list[JudgeFailure]] = defaultdict(list)
     for f in failures:
-        by_kind[str(f.get("kind"))].append(f)
+        by_kind[f.kind].append(f)
     print(f"{len(failures)} {what}:", file=file)
     for kind, items in sorted(by_kind.items(), key=lambda kv: -len(kv[1])):
         fix = JUDGE_FIXES.get(kind, _OTHER).format(log=Path(run_dir) / "logs" / "engine.log",
@@ -50,28 +50,28 @@ def print_failures(failures: list[dict[str, Any]], what: str, run_dir: Path, fil
             print(f"    ... {len(items) - _EXAMPLES} more in {Path(run_dir) / 'judge'}", file=file)
 
 
-def judge_pass_line(jp: dict[str, Any], run_dir: Path) -> str:
+def judge_pass_line(jp: JudgePass, run_dir: Path) -> str:
     """One line: what the pass judged, or that nothing in the run waits for a judge (never a bare "0 judged")."""
-    earlier = jp.get("n_skipped_failed", 0)
-    if not jp["n_judged"] + jp["n_judge_failed"] + jp["n_skipped"]:
-        return (f"judge {jp['judge_id']}: nothing to judge: no answer in {run_dir} waits for a judge (every "
+    earlier = jp.n_skipped_failed
+    if not jp.n_waiting:
+        return (f"judge {jp.judge_id}: nothing to judge: no answer in {run_dir} waits for a judge (every "
                 "benchmark in it is scored by rule); no judge engine was started")
-    return (f"judge {jp['judge_id']}: {jp['n_judged']} judged, {jp['n_judge_failed']} judge failure(s), "
-            f"{jp['n_skipped'] - earlier} already judged"
+    return (f"judge {jp.judge_id}: {jp.n_judged} judged, {jp.n_judge_failed} judge failure(s), "
+            f"{jp.n_skipped - earlier} already judged"
             + (f", {earlier} judged before without a usable verdict (--retry-failed judges them again)"
                if earlier else ""))
 
 
-def report_judge_failures(jp: dict[str, Any], run_dir: Path, file: TextIO | None = None) -> int:
+def report_judge_failures(jp: JudgePass, run_dir: Path, file: TextIO | None = None) -> int:
     """Each kind of judge failure (this pass's, then earlier passes' still unresolved) with its reason and next
     step; returns the exit code: 1 when items waited for a judge and none has a usable verdict, else 0."""
     file = file or sys.stderr
-    if jp.get("failures"):
-        print_failures(jp["failures"], "judge failure(s) in this pass", run_dir, file)
-    if jp.get("earlier_failures"):
-        print_failures(jp["earlier_failures"], "item(s) judged before without a usable verdict", run_dir, file)
-    waiting = jp["n_judged"] + jp["n_judge_failed"] + jp["n_skipped"]
-    if waiting and jp["n_judged"] + jp["n_skipped"] - jp.get("n_skipped_failed", 0) == 0:
+    if jp.failures:
+        print_failures(jp.failures, "judge failure(s) in this pass", run_dir, file)
+    if jp.earlier_failures:
+        print_failures(jp.earlier_failures, "item(s) judged before without a usable verdict", run_dir, file)
+    waiting = jp.n_waiting
+    if waiting and jp.n_usable == 0:
         print(f"no item of {run_dir} got a usable verdict ({waiting} waited for one): their scores stay offline "
               "figures; see the failures above", file=file)
         return 1

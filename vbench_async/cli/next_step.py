@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import NoData
 from ..results.summary_record import Summary
+from ..sample_result import FramesSeen, Result
 
 # Flags of lmms-eval / VLMEvalKit (and their spellings with '-') -> this project's flag.
 ECOSYSTEM_FLAGS: dict[str, str] = {
@@ -69,6 +70,10 @@ def no_data_message(exc: NoData, args: argparse.Namespace) -> str:
             f"each benchmark needs: {' '.join(check.split())}")
 
 
+def _frames_seen(line: dict[str, Any]) -> FramesSeen | None:
+    return Result.read(line).frames_seen()
+
+
 def budget_warnings(budgets: Sequence[int], summaries: Sequence[Summary | Mapping[str, Any]]) -> list[str]:
     """For a frame-budget sweep: the budgets that gave some videos no more frames than the budget below (the videos
     are too short for it at the sampling rate), so those samples were evaluated twice on the same frames.
@@ -83,10 +88,10 @@ def budget_warnings(budgets: Sequence[int], summaries: Sequence[Summary | Mappin
             path = Path(str(summary.run_dir)) / str(block.results_file or "")
             if not block.results_file or not path.is_file():
                 continue
-            # the result lines' frame records (read leniently: a line of a damaged record has none)
-            for sid, frames in read_lines(path, view=lambda line: line.get("frames")).items():
-                if isinstance(frames, dict) and isinstance(frames.get("n"), int):
-                    out[f"{bid}/{sid}"] = frames["n"]
+            # the result lines' frame records (a line of a damaged record has none)
+            for sid, frames in read_lines(path, view=_frames_seen).items():
+                if frames is not None:
+                    out[f"{bid}/{sid}"] = frames.n
         return out
 
     seen = [frames_by_sample(Summary.of(s)) for s in summaries]

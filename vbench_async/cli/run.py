@@ -138,12 +138,14 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, resolved
     run_dir = out_dir  # where the runner wrote (the summary's run_dir)
     if cfg.mode == "preprocess":
         return _print_preprocessed(summary, cfg)
-    judge_pass: dict[str, Any] = {}
+    judge_pass = None
     if cfg.judge_model:
         from ..evaluation.judge_pass import judge_after_run
         from .judge_report import judge_pass_line
 
-        summary, judge_pass = _judged(judge_after_run(run_dir, cfg, cfg.judge_model), run_dir)
+        judged = judge_after_run(run_dir, cfg, cfg.judge_model)
+        summary, judge_pass = judged.summary, judged.judge_pass
+        summary.run_dir = str(run_dir)  # as the runner's summary has it
         print(judge_pass_line(judge_pass, run_dir))
     print()
     print_table(summary)
@@ -164,7 +166,7 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, resolved
                   f"{site_log_path(run_dir)} says when it is done)")
             mark("site")
     failed = print_failures(run_dir, summary, selection=cfg.selection)
-    if cfg.judge_model:  # the run's exit code says what its samples did; the judge's failures are said here
+    if judge_pass is not None:  # the run's exit code says what its samples did; the judge's failures are said here
         from .judge_report import report_judge_failures
 
         report_judge_failures(judge_pass, run_dir)
@@ -183,14 +185,6 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, resolved
                   f"keep running; `vbench-async merge {run_dir}` exits 1 while any sample failed.", file=sys.stderr)
             code = 0
     return code
-
-
-def _judged(judged: dict[str, Any], run_dir: Path) -> tuple[Summary, dict[str, Any]]:
-    """A judge pass's recomputed summary (with the run directory, as the runner's has it) and its counts."""
-    counts = judged.pop("judge_pass")
-    summary = Summary.of(judged)
-    summary.run_dir = str(run_dir)
-    return summary, counts
 
 
 def sweep_main(args: argparse.Namespace, cfg: RunConfig) -> int:

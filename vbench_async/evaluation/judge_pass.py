@@ -27,6 +27,7 @@ from ..results.current import drop_stale
 from ..results.result_file import read_results
 from ..results.rundir import read_summary
 from ..results.summaries import recompute_summary
+from ..results.verdict_record import Verdict
 from ..results.verdicts import (
     JudgeIdentity,
     JudgeStore,
@@ -38,6 +39,7 @@ from ..results.verdicts import (
 )
 from ..sample_result import Result
 from ..scoring.judges import PROMPT_HASH, Ask, JudgeItem, JudgeProtocol, Outcome, judge_for
+from .judge_outcome import JudgedRun, JudgeFailure, JudgePass
 from .run_config import JUDGE_MODEL_HELP, RunConfig, run_sampling
 
 log = logging.getLogger(__name__)
@@ -85,14 +87,11 @@ def _judge_backend(cfg: JudgeConfig, ref: ModelRef) -> Backend:
 
 
 async def judge_one(backend: Backend, identity: JudgeIdentity, protocol: JudgeProtocol, r: Result,
-                    limit: asyncio.Semaphore) -> dict[str, Any]:
+                    limit: asyncio.Semaphore) -> Verdict:
     """Run one item's protocol to its outcome and return its verdict line. Each round's prompts go out together."""
     item = JudgeItem.from_result(r)
     sampling = SamplingParams(**identity.sampling)
-    line: dict[str, Any] = {"sample_id": r.sample_id, "benchmark": r.benchmark or None, "judge_id": identity.judge_id,
-                            "protocol": protocol.name, "prompt_hash": protocol.prompt_hash,
-                            "answer_hash": answer_hash(r), "steps": [], "output": None, "verdict": None,
-                            "score": None, "error": None}
+    steps: list[dict[str, Any]] = []
     official = item.official or {}
     step: list[Ask] | Outcome = (Outcome(float(official["value"]), "by rule", None, {"rule": "official reading"})
                                  if official.get("value") is not None and protocol.name != "generic"
@@ -110,8 +109,8 @@ async def judge_one(backend: Backend, identity: JudgeIdentity, protocol: JudgePr
 
     try:
         while isinstance(step, list):
-            replies = await asyncio.gather(*(ask(a, len(line["steps"])) for a in step))
-            line["steps"] += [{"stage": a.stage, "output": t} for a, t in zip(step, replies)]
+            replies = await asyncio.gather(*(ask(a, len(steps)) for a in step))
+            steps += [{"stage": a.stage, "output": t} for a, t in zip(step, replies)]
             step = protocol.advance(item, step, replies)
     except SampleError as exc:
         step = Outcome.failed("judge_engine_error", str(exc))
@@ -120,35 +119,27 @@ async def judge_one(backend: Backend, identity: JudgeIdentity, protocol: JudgePr
     except Exception as exc:  # noqa: BLE001 - a protocol bug on one item must not stop the pass: recorded, logged
         log.exception("judge protocol %s failed on %s", protocol.name, r.sample_id)
         step = Outcome.failed("judge_protocol_error", f"{type(exc).__name__}: {exc}"[:300])
-    line.update(output=line["steps"][-1]["output"] if line["steps"] else None, score=step.score,
-                verdict=step.verdict, error=step.error, info=step.info, prompt_tokens=tokens[0],
-                output_tokens=tokens[1])
-    return line
-
-
-def judge_failure(line: dict[str, Any]) -> dict[str, Any]:
-    """A failed verdict line as the console reports it: which item, the failure's kind and reason, and what the
-    judge replied (a reply the protocol could not read is the usual reason)."""
-    error = line.get("error") or {}
-    reply = (line.get("info") or {}).get("reply") or line.get("output")
-    return {"benchmark": line.get("benchmark"), "sample_id": line.get("sample_id"),
-            "kind": error.get("kind") or "unknown", "message": error.get("message") or "",
-            "reply": reply if isinstance(reply, str) else None}
+    return Verdict(sample_id=r.sample_id, benchmark=r.benchmark or None, judge_id=identity.judge_id,
+                   protocol=protocol.name, prompt_hash=protocol.prompt_hash, answer_hash=answer_hash(r), steps=steps,
+                   output=steps[-1]["output"] if steps else None, verdict=step.verdict, score=step.score,
+                   error=step.error, info=step.info, prompt_tokens=tokens[0], output_tokens=tokens[1])
 
 
 async def judge_pending(backend: Backend, identity: JudgeIdentity, work: list[tuple[JudgeStore, Result]],
-                        concurrency: int = 8) -> dict[str, Any]:
+                        concurrency: int = 8) -> JudgePass:
     """Judge each (store, result) and append one verdict line per item. A dead engine stops the pass (finished lines
-    stay); any other per-item problem is recorded as a judge failure (`failures`: `judge_failure` of each)."""
+    stay); any other per-item problem is recorded as a judge failure (the pass's `failures`)."""
     limit = asyncio.Semaphore(max(1, concurrency))
-    counts: dict[str, Any] = {"n_judged": 0, "n_judge_failed": 0, "failures": []}
+    judged: list[Verdict] = []
+    failures: list[JudgeFailure] = []
 
     async def one(store: JudgeStore, r: Result) -> None:
-        line = await judge_one(backend, identity, judge_for(r), r, limit)
-        store.append(line)
-        counts["n_judge_failed" if line["error"] else "n_judged"] += 1
-        if line["error"]:
-            counts["failures"].append(judge_failure(line))
+        verdict = await judge_one(backend, identity, judge_for(r), r, limit)
+        store.append(verdict.to_json())
+        if verdict.error:
+            failures.append(JudgeFailure.of(verdict))
+        else:
+            judged.append(verdict)
 
     try:
         async with asyncio.TaskGroup() as tg:
@@ -156,12 +147,13 @@ async def judge_pending(backend: Backend, identity: JudgeIdentity, work: list[tu
                 tg.create_task(one(store, r))
     except* EngineDead as group:
         raise group.exceptions[0] from None
-    return counts
+    return JudgePass(n_judged=len(judged), n_judge_failed=len(failures), failures=failures,
+                     judge_id=identity.judge_id, key=identity.key)
 
 
-def judge_run_dir(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
+def judge_run_dir(run_dir: Path, cfg: JudgeConfig) -> JudgedRun:
     """Judge every open-ended item of the run's current result files not judged yet by this judge, then recompute
-    summary.json. Returns the new summary with `judge_pass` counts. The run directory's lock is held throughout: a
+    summary.json. Returns the new summary with the pass's counts. The run directory's lock is held throughout: a
     judge pass rewrites summary.json, never while a run writes the directory."""
     from ..results.rundir_lock import RunDirLock
 
@@ -171,13 +163,13 @@ def judge_run_dir(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
         return _judge_locked(run_dir, cfg)
 
 
-def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
+def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> JudgedRun:
     summary = read_summary(run_dir)
     ref, identity = resolve_identity(cfg)
     work: list[tuple[JudgeStore, Result]] = []
     stores: list[JudgeStore] = []
     n_skipped = n_skipped_failed = 0
-    earlier: list[dict[str, Any]] = []  # items judged before, without a usable verdict
+    earlier: list[JudgeFailure] = []  # items judged before, without a usable verdict
     for b in summary.benchmarks.values():
         results_path = run_dir / str(b.results_file)
         store = judge_store(run_dir, results_path, identity.key)
@@ -187,21 +179,21 @@ def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
             if not r.needs_judge():
                 continue
             prev = done.get(r.sample_id)
-            if prev and is_current(prev, r) and not (cfg.retry_failed and prev.get("error")):
+            if prev and is_current(prev, r) and not (cfg.retry_failed and prev.error):
                 n_skipped += 1
-                if prev.get("error"):  # judged before, unparsably: not "done"
+                if prev.error:  # judged before, unparsably: not "done"
                     n_skipped_failed += 1
-                    earlier.append(judge_failure({**prev, "benchmark": prev.get("benchmark") or r.benchmark}))
+                    earlier.append(JudgeFailure.of(prev, r.benchmark))
                 continue
             todo.append(r)
         if todo:
             stores.append(store)
             work += [(store, r) for r in todo]
-    counts: dict[str, Any] = {"n_judged": 0, "n_judge_failed": 0, "failures": []}
+    counts = JudgePass(judge_id=identity.judge_id, key=identity.key)
     if work:
         backend = _judge_backend(cfg, ref)
 
-        async def main() -> dict[str, Any]:
+        async def main() -> JudgePass:
             await backend.start()
             try:
                 return await judge_pending(backend, identity, work, cfg.concurrency)
@@ -215,13 +207,11 @@ def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> dict[str, Any]:
             for s in opened:
                 s.close()
     activate_judge(run_dir, identity)
-    new = recompute_summary(run_dir).to_json()  # the summary JSON, with this pass's counts beside it
-    new["judge_pass"] = {**counts, "n_skipped": n_skipped, "n_skipped_failed": n_skipped_failed,
-                         "earlier_failures": earlier, "judge_id": identity.judge_id, "key": identity.key}
-    return new
+    return JudgedRun(recompute_summary(run_dir), replace(counts, n_skipped=n_skipped,
+                                                         n_skipped_failed=n_skipped_failed, earlier_failures=earlier))
 
 
-def judge_after_run(run_dir: Path, run_cfg: RunConfig, judge_model: str, **overrides: Any) -> dict[str, Any]:
+def judge_after_run(run_dir: Path, run_cfg: RunConfig, judge_model: str, **overrides: Any) -> JudgedRun:
     """Judge a finished run on the run's own backend kind and settings (engine knobs, server URL), then recompute its
     summary. `overrides` set JudgeConfig fields (max_tokens, concurrency, ...)."""
     cfg = JudgeConfig(model=judge_model, backend=run_cfg.backend, engine=run_cfg.engine, server=run_cfg.server,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Protocol
 
 from ..failure_kinds import FINAL_KINDS, FailureKind
-from ..results.record_io import RecordError
+from ..record_io import RecordError
 from .codecs import RAW, check_codec, default_codec
 from .compactor import Compactor
 from .decode_job import DecodeJob, DecodeTarget

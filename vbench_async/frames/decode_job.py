@@ -1,6 +1,6 @@
 """The decode worker's protocol as declared records (`worker.py` describes it): the job the cache sends
 (`DecodeJob`, one JSON line) and the worker's answer (`DecodeReply`; the pool adds the worker's `pid`, and makes
-the reply of a worker that timed out or died). How they are read and written: `results/record_io.py`."""
+the reply of a worker that timed out or died). How they are read and written: `record_io.py`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..failure_kinds import FailureKind
-from ..results.record_io import OutputRecord, always
+from ..record_io import OutputRecord, always
 
 Window = list[float | None]  # normalize_window's (start, end), as JSON
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..results.record_io import OutputRecord, RecordError, always
+from ..record_io import OutputRecord, RecordError, always
 from .decode_video import check_video_file
 from .keyhash import key_of
 from .spec import FrameSpec, Window, normalize_window

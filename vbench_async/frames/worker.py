@@ -28,7 +28,7 @@ def _send(channel: TextIO, message: dict[str, Any]) -> None:
 
 def handle(request: dict[str, Any]) -> dict[str, Any]:
     from ..failure_kinds import FailureKind
-    from ..results.record_io import RecordError
+    from ..record_io import RecordError
     from .decode_job import DecodeJob, DecodeReply
     from .decode_video import decode_video_specs
     from .entry_file import write_entry

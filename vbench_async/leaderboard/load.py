@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..record_io import RecordError
 from ..results.current import is_complete
 from ..results.manifest_record import Manifest
 from ..results.readings import differing_ids, reading_lines
-from ..results.record_io import RecordError
 from ..results.rundir import read_manifest, read_summary, safe_name
 from ..results.stats import Estimate, category_estimates, headline_estimate
 from ..results.summaries import benchmark_status, judged_aggregate
@@ -158,7 +158,7 @@ def load_runs(run_dirs: list[Path], strict: bool = False) -> list[Run]:
     for d in run_dirs:
         try:
             run = load_run(Path(d))
-        except UserError as exc:  # summary.json unreadable or of the wrong shape (results/record_io.RecordError)
+        except UserError as exc:  # summary.json unreadable or of the wrong shape (record_io.RecordError)
             why = str(exc)
             if strict:
                 raise UserError(f"cannot read the run {d}: {why}") from None

@@ -20,9 +20,11 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
+
+from ..sample_result import FramesSeen
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,34 @@ class Strip:
                 "size": self.size, "origin": self.origin, "missing": self.missing}
 
 
+@dataclass(frozen=True)
+class StripMemo:
+    """The site's `MEMO` file: which thumbnails each strip got (origin, names), by "<cache key>:<source frames>"."""
+
+    strips: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
+    version: str = MEMO_VERSION  # the thumbnail settings the strips were made with
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "strips": {k: [o, n] for k, (o, n) in sorted(self.strips.items())}}
+
+    @classmethod
+    def from_json(cls, data: Any) -> StripMemo:
+        """The memo of the file's JSON; empty when it is of other thumbnail settings or no memo at all, and without
+        the entries that do not look like ours (a hand-edited folder: origins, names other than `_save`'s)."""
+        match data:
+            case {"version": str(version), "strips": dict(strips)} if version == MEMO_VERSION:
+                pass
+            case _:
+                return cls()
+        kept = {}
+        for key, value in strips.items():
+            match value:
+                case [str(origin), list(names)] if origin in ORIGINS and all(
+                        isinstance(n, str) and _NAME.fullmatch(n) for n in names):
+                    kept[str(key)] = (origin, list(names))
+        return cls(kept)
+
+
 @dataclass
 class Thumbnailer:
     """Makes strips for result lines, writing each distinct thumbnail once through `write(rel_path, bytes)`.
@@ -64,7 +94,7 @@ class Thumbnailer:
     write: Callable[[str, bytes], None]
     cache_roots: list[Path]
     decoder: str | None = None
-    reuse: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
+    reuse: StripMemo = field(default_factory=StripMemo)
     keep: Callable[[str], bool] | None = None
     written_bytes: int = 0
     _by_key: dict[str, tuple[str | None, list[str] | None, str | None]] = field(default_factory=dict)
@@ -73,18 +103,18 @@ class Thumbnailer:
 
     def strip(self, seen: Any) -> Strip | None:
         """The strip for a result line's `frames` record; None when the line has none (no video, an old line)."""
-        if not isinstance(seen, dict):
+        if not isinstance(seen, Mapping):
             return None
-        try:
-            indices = [int(i) for i in seen["indices"]]
-            times = [float(t) for t in seen.get("timestamps") or []]
-            key = str(seen["cache_key"])
-        except (KeyError, TypeError, ValueError):
+        record = FramesSeen.read(seen)
+        numbers = _numbers(record) if record is not None else None
+        if record is None or numbers is None:
             return Strip([], 0, None, None, None, None, "the line's frame record is malformed")
+        indices, times = numbers
+        key = record.cache_key
         chosen = _even(len(indices), MAX_PER_SAMPLE)
         if key not in self._by_key:
             memo_key = f"{key}:{','.join(str(indices[s]) for s in chosen)}"
-            made = self._reused(memo_key) or self._thumbnails(key, indices, seen.get("source"), chosen)
+            made = self._reused(memo_key) or self._thumbnails(key, indices, record.source, chosen)
             if made[1] is not None:
                 self._memo[memo_key] = (str(made[0]), made[1])
             self._by_key[key] = made
@@ -92,24 +122,22 @@ class Thumbnailer:
         thumbs = [] if names is None else [
             {"src": f"{FOLDER}/{name}", "t": times[slot] if slot < len(times) else None, "i": indices[slot]}
             for slot, name in zip(chosen, names)]
-        window = seen.get("window")
-        return Strip(thumbs=thumbs, n=len(indices), duration=_num(seen.get("duration")),
-                     window=list(window) if isinstance(window, (list, tuple)) else None,
-                     size=list(seen["size"]) if isinstance(seen.get("size"), list) else None,
+        return Strip(thumbs=thumbs, n=len(indices), duration=float(record.duration),
+                     window=list(record.window) if record.window is not None else None, size=list(record.size),
                      origin=origin, missing=missing)
 
     def _reused(self, memo_key: str) -> tuple[str | None, list[str] | None, str | None] | None:
         """The last build's strip for this entry and these frames, if every thumbnail file of it is still there."""
-        if memo_key not in self.reuse or self.keep is None:
+        if memo_key not in self.reuse.strips or self.keep is None:
             return None
-        origin, names = self.reuse[memo_key]
+        origin, names = self.reuse.strips[memo_key]
         if not all(self.keep(f"{FOLDER}/{name}") for name in names):
             return None
         return origin, names, None
 
     def memo(self) -> dict[str, Any]:
         """This build's strips, as `load_memo` reads them back."""
-        return {"version": MEMO_VERSION, "strips": {k: [o, n] for k, (o, n) in sorted(self._memo.items())}}
+        return StripMemo(dict(self._memo)).to_json()
 
     def _thumbnails(self, key: str, indices: list[int], source: Any,
                     chosen: list[int]) -> tuple[str | None, list[str] | None, str | None]:
@@ -151,21 +179,14 @@ class Thumbnailer:
         return name
 
 
-def load_memo(site: Path) -> dict[str, tuple[str, list[str]]]:
+def load_memo(site: Path) -> StripMemo:
     """The strips the site's last build made (`Thumbnailer.memo`); empty when there is none, it is of other thumbnail
-    settings, or it is damaged (a hand-edited folder: entries that do not look like ours are dropped)."""
+    settings, or it is damaged (`StripMemo.from_json`)."""
     try:
         data = json.loads((site / MEMO).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("version") != MEMO_VERSION or not isinstance(data.get("strips"), dict):
-        return {}
-    memo = {}
-    for key, value in data["strips"].items():
-        if (isinstance(value, list) and len(value) == 2 and value[0] in ORIGINS
-                and isinstance(value[1], list) and all(isinstance(n, str) and _NAME.fullmatch(n) for n in value[1])):
-            memo[str(key)] = (value[0], list(value[1]))
-    return memo
+    except (OSError, ValueError, RecursionError):
+        return StripMemo()
+    return StripMemo.from_json(data)
 
 
 def encode_thumbnail(frame: np.ndarray, width: int = THUMB_WIDTH) -> bytes:
@@ -207,5 +228,9 @@ def _even(n: int, at_most: int) -> list[int]:
     return sorted({round(i * (n - 1) / (at_most - 1)) for i in range(at_most)})
 
 
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+def _numbers(record: FramesSeen) -> tuple[list[int], list[float]] | None:
+    """The record's source frame numbers and their times; None when one is not a number (edited by hand)."""
+    try:
+        return [int(i) for i in record.indices], [float(t) for t in record.timestamps]
+    except (TypeError, ValueError):
+        return None

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .record_io import OutputRecord, read_record
+from ..record_io import OutputRecord, read_record
 
 
 @dataclass
@@ -58,11 +58,18 @@ class Hardware(OutputRecord):
 
 @dataclass
 class JudgeRecord(OutputRecord):
-    """The active LLM judge's identity (judge.json's entry; `verdicts.active_judge`)."""
+    """An LLM judge's identity: an entry of judge/judge.json (`verdict_record.JudgeState`), and the manifest's "judge"
+    (the active entry). Declared in the order a judge pass writes them (`verdicts.JudgeIdentity.to_dict`)."""
 
-    judge_id: str | None = None
+    model: str | None = None
+    fingerprint: str | None = None
+    backend: str | None = None
+    sampling: dict[str, Any] = field(default_factory=dict)
     prompt_hash: str | None = None
+    judge_id: str | None = None
     key: str | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
 
 
 @dataclass

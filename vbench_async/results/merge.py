@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, TypeVar
 
 from ..errors import UserError
+from ..record_io import OutputRecord, RecordError
 from .lines import read_lines
 from .manifest import iso, totals
 from .manifest_record import BenchmarkManifest, Manifest
-from .record_io import OutputRecord
 from .result_file import ResultStore, StoreLocked
 from .rundir import (
     PLAN_DIRNAME,
@@ -36,6 +36,7 @@ from .rundir import (
     summary_path,
     write_json,
 )
+from .shard_records import read_shard_index
 from .summaries import records_subset, summarize_benchmark
 from .summary_record import BenchmarkSummary, MergeInfo, RunStats, Summary
 
@@ -109,14 +110,11 @@ def find_shard_sets(run_dir: Path, config_hashes: Collection[str] | None = None)
     sets = []
     for path in sorted((run_dir / RESULTS_DIRNAME).glob("[!.]*.shards-*.json")):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            s = ShardSet(run_dir, str(data["benchmark"]), str(data["config_hash"]), int(data["count"]), path,
-                         tuple(map(str, data["sample_ids"])), tuple(map(int, data["shards"])),
-                         data.get("config") or {})
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            index = read_shard_index(path)
+        except (OSError, RecordError) as exc:
             raise MergeRefused(f"{path} is not a readable shard index ({exc}); re-run any shard to rewrite it") from exc
-        if len(s.sample_ids) != len(s.owners):
-            raise MergeRefused(f"{path} is damaged: {len(s.sample_ids)} ids but {len(s.owners)} shard numbers")
+        s = ShardSet(run_dir, index.benchmark, index.config_hash, index.count, path, tuple(index.sample_ids),
+                     tuple(index.shards), index.config)
         if config_hashes is None or s.config_hash in config_hashes:
             sets.append(s)
     return sets

@@ -33,6 +33,7 @@ from .lines import BadLine, iter_lines
 from .readings import ReadingAggregate, guessed, official_read, reading_basis, readings_differ, summary_block
 from .stats import Estimate, headline_estimate
 from .summary_record import BenchmarkSummary
+from .verdict_record import Verdict
 from .verdicts import (
     JUDGE_FAILED,
     JUDGED,
@@ -179,8 +180,8 @@ class _Judge:
     def __init__(self, run_dir: Path, results_path: Path) -> None:
         self.run_dir = run_dir
         self.identity = active_judge(run_dir)
-        self.store = judge_store(run_dir, results_path, self.identity["key"]) if self.identity else None
-        self._verdicts: dict[str, dict[str, Any]] | None = None
+        self.store = judge_store(run_dir, results_path, str(self.identity.key)) if self.identity else None
+        self._verdicts: dict[str, Verdict] | None = None
 
     def __call__(self, r: Result) -> tuple[Result, str | None]:
         if self.store is None:

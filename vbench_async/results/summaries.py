@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Sequence
 
+from ..record_io import RecordError
 from ..sample_result import Result
 from .current import drop_stale, split_current
 from .lines import BadLine
 from .manifest import PlannedBenchmark, manifest
-from .manifest_record import JudgeRecord, RecordedRunConfig
+from .manifest_record import RecordedRunConfig
 from .readings import ReadingAggregate, aggregate_readings, summary_block
-from .record_io import RecordError
 from .result_file import read_results
 from .rundir import ShardId, manifest_path, read_manifest, read_summary, summary_path, write_json
 from .streamed import streamed_aggregate
@@ -196,8 +196,9 @@ def write_run_outputs(run_dir: Path, model: ModelRef, run_config: Mapping[str, A
         # A shard summarises its own slice only, in its own files: shards never write summary.json (merge does).
         shard=ShardInfo(index=shard[0], count=shard[1]) if shard else None,
     )
+    judge = active_judge(run_dir)
     record = manifest(model, run_config, backend_options, plans, loop_stats, started_at, finished_at,
-                      benchmarks=benchmarks, judge=active_judge(run_dir))
+                      benchmarks=benchmarks, judge=judge.to_json() if judge else None)
     if recheck:
         _keep_earlier_timings(run_dir, shard, summary, record, finished_at)
     write_json(summary_path(run_dir, shard), summary.to_json())
@@ -248,7 +249,6 @@ def recompute_summary(run_dir: Path) -> Summary:
     write_json(summary_path(run_dir), summary.to_json())
     recorded = read_manifest(run_dir)
     if recorded is not None:
-        judge = active_judge(run_dir)
-        recorded.judge = JudgeRecord.of(judge) if judge else None
+        recorded.judge = active_judge(run_dir)
         write_json(manifest_path(run_dir), recorded.to_json())
     return summary

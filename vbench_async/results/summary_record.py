@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .record_io import OutputRecord, RecordError, always, read_record
+from ..record_io import OutputRecord, RecordError, always, read_record
 
 
 @dataclass

@@ -19,13 +19,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import UserError
 from ..sample_result import Result
 from ..scoring.judges import judge_for
 from .lines import read_lines
 from .manifest import iso
+from .manifest_record import JudgeRecord
 from .result_file import ResultStore, config_hash
-from .rundir import JUDGE_DIRNAME, read_json, write_json
+from .rundir import JUDGE_DIRNAME, write_json
+from .verdict_record import JudgeState, Verdict, read_judge_state
 
 STATE_FILE = "judge.json"
 
@@ -36,10 +37,9 @@ def answer_hash(result: Result) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def is_current(verdict: Mapping[str, Any], result: Result) -> bool:
+def is_current(verdict: Verdict, result: Result) -> bool:
     """A verdict counts for `result` while the output it judged and its protocol's prompts are unchanged."""
-    return (verdict.get("answer_hash") == answer_hash(result)
-            and verdict.get("prompt_hash") == judge_for(result).prompt_hash)
+    return verdict.answer_hash == answer_hash(result) and verdict.prompt_hash == judge_for(result).prompt_hash
 
 
 @dataclass(frozen=True)
@@ -79,65 +79,61 @@ def judge_store(run_dir: Path, results_path: Path, key: str) -> JudgeStore:
     return JudgeStore(run_dir=run_dir, benchmark_id="judge", config_hash=key, results_path=results_path)
 
 
-def read_state(run_dir: Path) -> dict[str, Any]:
-    path = Path(run_dir) / JUDGE_DIRNAME / STATE_FILE
-    try:
-        state = read_json(path)
-    except UserError as exc:
-        raise UserError(f"{exc}; delete it and judge the run again") from exc
-    return state if state is not None else {"active": None, "judges": {}}
+def read_state(run_dir: Path) -> JudgeState:
+    """The run's judge.json (an empty register when no judge ran); RecordError when it is damaged."""
+    return read_judge_state(Path(run_dir) / JUDGE_DIRNAME / STATE_FILE)
 
 
-def active_judge(run_dir: Path) -> dict[str, Any] | None:
-    """The identity (as a dict) of the judge whose verdicts count, or None when no judge ran."""
-    state = read_state(run_dir)
-    return state["judges"].get(state["active"]) if state.get("active") else None
+def active_judge(run_dir: Path) -> JudgeRecord | None:
+    """The identity of the judge whose verdicts count, or None when no judge ran."""
+    return read_state(run_dir).active_judge()
 
 
 def activate_judge(run_dir: Path, identity: JudgeIdentity) -> None:
     """Record `identity` in judge.json and make its verdicts the ones that count."""
     state = read_state(run_dir)
-    entry = state["judges"].get(identity.key) or {**identity.to_dict(), "created_at": iso(time.time())}
-    entry["updated_at"] = iso(time.time())
-    state["judges"][identity.key] = entry
-    state["active"] = identity.key
+    entry = state.judges.get(identity.key) or JudgeRecord.from_json(
+        {**identity.to_dict(), "created_at": iso(time.time())}, "judge identity")
+    state = state.activated(replace(entry, updated_at=iso(time.time())))
     (Path(run_dir) / JUDGE_DIRNAME).mkdir(parents=True, exist_ok=True)
-    write_json(Path(run_dir) / JUDGE_DIRNAME / STATE_FILE, state)
+    write_json(Path(run_dir) / JUDGE_DIRNAME / STATE_FILE, state.to_json())
 
 
 JUDGED, JUDGE_FAILED, UNJUDGED = "judged", "judge_failed", "unjudged"  # what `judge_line` did to a line
 
 
-def judge_line(r: Result, judgements: Mapping[str, Mapping[str, Any]]) -> tuple[Result, str | None]:
+def judge_line(r: Result, judgements: Mapping[str, Verdict | Mapping[str, Any]]) -> tuple[Result, str | None]:
     """One line with its verdict in place of the offline score (a new record; `r` is untouched), and what happened:
     JUDGED, JUDGE_FAILED (the judge could not decide: the offline score stays), UNJUDGED (no verdict for the output
     as it is now), or None (the line needs no judge). The summary judges a result file line by line with it
     (results/streamed.py), so a verdict file and a result file are never both held whole."""
     if not r.needs_judge():
         return r, None
-    j = judgements.get(r.sample_id)
+    found = judgements.get(r.sample_id)
+    j = Verdict.of(found) if found is not None else None
     if j is None or not is_current(j, r):
         return r, UNJUDGED
-    if j.get("score") is None:
-        return replace(r, details={**r.details, "judge_error": j.get("error")}), JUDGE_FAILED
+    if j.score is None:
+        return replace(r, details={**r.details, "judge_error": j.error}), JUDGE_FAILED
     official = r.reading("official")
-    r = replace(r, score=j["score"], details={**r.details, "judge": {  # the judged value is the score
-        "verdict": j["verdict"], "judge_id": j["judge_id"], "prompt_hash": j["prompt_hash"],
-        "protocol": j.get("protocol"), "offline_score": r.score}})
+    r = replace(r, score=j.score, details={**r.details, "judge": {  # the judged value is the score
+        "verdict": j.verdict, "judge_id": j.judge_id, "prompt_hash": j.prompt_hash,
+        "protocol": j.protocol, "offline_score": r.score}})
     if official is not None and official.get("needs_judge"):
-        r.official = {**official, "value": j["score"], "needs_judge": False, "judged": True}
+        r.official = {**official, "value": j.score, "needs_judge": False, "judged": True}
     return r, JUDGED
 
 
-def judge_info(identity: Mapping[str, Any], counts: Mapping[str, int]) -> dict[str, Any]:
+def judge_info(identity: JudgeRecord | Mapping[str, Any], counts: Mapping[str, int]) -> dict[str, Any]:
     """The summary's "judge" block: which judge, and how many lines it judged, failed on and has yet to judge."""
-    return {"judge_id": identity.get("judge_id"), "prompt_hash": identity.get("prompt_hash"),
-            "key": identity.get("key"), "n_judged": counts.get(JUDGED, 0),
-            "n_judge_failed": counts.get(JUDGE_FAILED, 0), "n_unjudged": counts.get(UNJUDGED, 0)}
+    judge = JudgeRecord.of(identity)
+    return {"judge_id": judge.judge_id, "prompt_hash": judge.prompt_hash, "key": judge.key,
+            "n_judged": counts.get(JUDGED, 0), "n_judge_failed": counts.get(JUDGE_FAILED, 0),
+            "n_unjudged": counts.get(UNJUDGED, 0)}
 
 
-def apply_judgements(results: list[Result], judgements: Mapping[str, Mapping[str, Any]],
-                     identity: Mapping[str, Any]) -> tuple[list[Result], dict[str, Any]]:
+def apply_judgements(results: list[Result], judgements: Mapping[str, Verdict | Mapping[str, Any]],
+                     identity: JudgeRecord | Mapping[str, Any]) -> tuple[list[Result], dict[str, Any]]:
     """Results with the verdicts in place of the offline scores, and counts for the summary."""
     out, counts = [], {JUDGED: 0, JUDGE_FAILED: 0, UNJUDGED: 0}
     for r in results:
@@ -148,17 +144,18 @@ def apply_judgements(results: list[Result], judgements: Mapping[str, Mapping[str
     return out, judge_info(identity, counts)
 
 
-def read_verdicts(store: JudgeStore) -> dict[str, dict[str, Any]]:
+def read_verdicts(store: JudgeStore) -> dict[str, Verdict]:
     """A judge's verdict lines for one result file, keyed by sample id (invalid lines reported, left out)."""
-    return read_lines(store.path)
+    return read_lines(store.path, view=Verdict.read)
 
 
-_APPLIED = ("answer_hash", "prompt_hash", "score", "error", "verdict", "judge_id", "protocol")  # what judge_line reads
+# What judge_line reads of a verdict.
+_APPLIED = ("sample_id", "answer_hash", "prompt_hash", "score", "error", "verdict", "judge_id", "protocol")
 
 
-def verdicts_to_apply(store: JudgeStore) -> dict[str, dict[str, Any]]:
+def verdicts_to_apply(store: JudgeStore) -> dict[str, Verdict]:
     """`read_verdicts`, each line cut to what `judge_line` reads: the judge's own output text stays on disk."""
-    return read_lines(store.path, view=lambda v: {k: v[k] for k in _APPLIED if k in v})
+    return read_lines(store.path, view=lambda v: Verdict.read({k: v[k] for k in _APPLIED if k in v}))
 
 
 def apply_active_judge(run_dir: Path, results_path: Path, results: list[Result]
@@ -167,7 +164,7 @@ def apply_active_judge(run_dir: Path, results_path: Path, results: list[Result]
     identity = active_judge(Path(run_dir))
     if identity is None or not any(r.needs_judge() for r in results):
         return list(results), None  # the same records: callers only read them
-    store = judge_store(Path(run_dir), Path(results_path), identity["key"])
+    store = judge_store(Path(run_dir), Path(results_path), str(identity.key))
     merged, info = apply_judgements(results, verdicts_to_apply(store), identity)
     info["file"] = str(store.path.relative_to(run_dir))
     return merged, info

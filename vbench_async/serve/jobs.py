@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 from ..errors import UserError
 from ..evaluation.run_config import RunConfig
-from ..results.record_io import OutputRecord, always
+from ..record_io import OutputRecord, always
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled")
 # Caps far above any real setting: one job must not stall the serial queue or the machine (400,000 requests in

@@ -191,7 +191,8 @@ class EvalServer:
                 if cfg.judge_model:  # as `run --judge-model` does: the same backend kind and settings
                     from ..evaluation.judge_pass import judge_after_run
 
-                    summary = {**judge_after_run(Path(job.run_dir), cfg, cfg.judge_model), "run_dir": job.run_dir}
+                    summary = {**judge_after_run(Path(job.run_dir), cfg, cfg.judge_model).to_json(),
+                               "run_dir": job.run_dir}
             if cfg.site:  # before the status: a client seeing "done" sees where the site will be
                 job.site = self._site_due(Path(job.run_dir))
             job.summary, job.status = summary, "done"

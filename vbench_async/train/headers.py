@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..frames.layout import write_text_atomic
-from ..results.record_io import OutputRecord, RecordError, always, read_record
+from ..record_io import OutputRecord, RecordError, always, read_record
 from ..sharding import VideoProbe, probe_all
 from . import watch
 from .config import DataConfig

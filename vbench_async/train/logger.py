@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..results.record_io import OutputRecord, always
+from ..record_io import OutputRecord, always
 from .config import LoggingConfig
 from .fsdp import DistInfo, all_reduce
 

@@ -1,7 +1,7 @@
 """A checkpoint's JSON files as declared records (`checkpoint.py` writes and reads them): trainer_state.json (the
 step, the prompts consumed, the configuration and its hash, the world size and the base model; `resume_identity.py`
 checks it) and optimizer.json (the optimizer's param groups); and an export's vbench_train.json (what it was trained
-from). How they are read and written: `results/record_io.py` (keys they do not declare are kept; an older file lacks
+from). How they are read and written: `record_io.py` (keys they do not declare are kept; an older file lacks
 later fields).
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..results.record_io import OutputRecord, always, read_record
+from ..record_io import OutputRecord, always, read_record
 
 STATE_FILE = "trainer_state.json"
 OPTIMIZER_FILE = "optimizer.json"

@@ -26,7 +26,7 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from ..backends.base import Request, SamplingParams
-from ..results.record_io import OutputRecord, RecordError, always
+from ..record_io import OutputRecord, RecordError, always
 from ..samples import Sample
 from .data import TrainItem
 from .fsdp import DistInfo

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar, cast
 
 from ..frames.layout import write_text_atomic
-from ..results.record_io import OutputRecord, RecordError, always, read_record
+from ..record_io import OutputRecord, RecordError, always, read_record
 
 MEMO_VERSION = 1  # bump when what is stored changes
 MAX_ROWS = 1 << 15  # answers kept per table

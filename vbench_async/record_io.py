@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
-from ..errors import UserError
+from .errors import UserError
 
 R = TypeVar("R", bound="OutputRecord")
 
