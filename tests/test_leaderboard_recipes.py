@@ -24,7 +24,7 @@ BENCHMARKS = ("demo-mc", "demo-yesno")
 LAPTOP = 1440
 MODEL = "model-r"
 # run folder -> (recipe, its label on the board: None for the cards' own settings)
-RUNS = {"r-cards": (None, None), "r-easy": ("easyvideor1", "easyvideor1 v1"), "r-qwen": ("qwen3-vl", "qwen3-vl v1")}
+RUNS = {"r-cards": (None, None), "r-easy": ("easyvideor1", "easyvideor1 v1"), "r-qwen": ("qwen3-vl", "qwen3-vl v2")}
 
 
 def _every_other(sample: Sample, i: int) -> str:
@@ -107,12 +107,12 @@ def test_the_board_shows_each_cell_with_its_own_recipe(page: Page, runs: dict[st
 def test_a_single_run_board_names_its_recipe_and_the_exports_carry_it(page: Page, runs: dict[str, Path],  # noqa: F811
                                                                        site: Path, tmp_path: Path) -> None:
     manifest = read_manifest_file(runs["r-qwen"] / "manifest.json")  # the typed record the board reads
-    assert manifest.recipe == RecipeIdentity(name="qwen3-vl", version=1) and manifest.recipe.label == "qwen3-vl v1"
+    assert manifest.recipe == RecipeIdentity(name="qwen3-vl", version=2) and manifest.recipe.label == "qwen3-vl v2"
     assert read_manifest_file(runs["r-cards"] / "manifest.json").recipe is None
     alone = build_site([runs["r-qwen"]], tmp_path / "alone", frames=False)
     (row,) = _board(page, alone)
-    assert {c["col"]: c["recipe"] for c in row["cells"]} == {"demo-mc": "qwen3-vl v1", "demo-yesno": "qwen3-vl v1",
-                                                              "avg: all shown": "qwen3-vl v1"}
+    assert {c["col"]: c["recipe"] for c in row["cells"]} == {"demo-mc": "qwen3-vl v2", "demo-yesno": "qwen3-vl v2",
+                                                              "avg: all shown": "qwen3-vl v2"}
     assert all(not c["cfg"] and "config " not in c["title"] for c in row["cells"])  # nothing to tell apart alone
     board = pd.read_csv(site / "data" / "leaderboard.csv", keep_default_na=False)
     got = {(r.run, r.column): r.recipe for r in board.itertuples()}

@@ -221,7 +221,7 @@ def test_the_manifest_names_the_recipe(tmp_path):
     p = _plan(tmp_path, "qwen3-vl")
     out = manifest(ref("qwen3-vl"), {"backend": "vllm", "thinking": False, "sampling": {}, "prompt": {}}, {}, [p],
                    {}, 0.0, 1.0)
-    assert out["recipe"] == {"name": "qwen3-vl", "version": 1}
+    assert out["recipe"] == {"name": "qwen3-vl", "version": 2}
     assert out["benchmarks"]["videomme"]["prompt_variant"] == "qwen3-vl"
 
 

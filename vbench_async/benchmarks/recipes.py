@@ -2,11 +2,13 @@
 
 A recipe fixes what moves a score besides the model: the prompt variant per benchmark (`prompts.py`), the system
 prompt (every request's first turn, `Request.system`, sent by every backend and counted by `plan`), the frame
-settings (`FrameSettings`, the processor's second resize included) and the sampling. It sits between the benchmark
-card and the user's flags: card < recipe < explicit flags. A field the recipe leaves unset keeps the card's (or the
-project's default) value. A flag wins when it is given, whatever its value: the frame flags, the sampling flags and
-`--prompt-variant` are unset by default (None), so `--temperature 0` under a sampling recipe is greedy (the recipe's
-other sampling fields stay) and `--prompt-variant official` under a prompt recipe is official. The run configuration
+settings (`FrameSettings`, the processor's second resize included), the sampling and, where the maker publishes its
+own, the answer extraction (the official protocol, in place of the card's; re-scoring a run uses the recipe its
+benchmark config records). It sits between the benchmark card and the user's flags: card < recipe < explicit
+flags. A field the recipe leaves unset keeps the card's (or the project's default) value. A flag wins when it is
+given, whatever its value: the frame flags, the sampling flags and `--prompt-variant` are unset by default (None), so
+`--temperature 0` under a sampling recipe is greedy (the recipe's other sampling fields stay) and
+`--prompt-variant official` under a prompt recipe is official. The run configuration
 carries what the user set as data (`RunConfig.sampling`, a `SamplingOverrides`; `PromptSettings.prompt_variant`): on
 the command line the flags given, in a server job's or a training validation run's JSON the keys present (null:
 unset). `run_config.run_sampling` and `use_recipe` fill in the rest: the recipe's value, else the default.
@@ -38,10 +40,16 @@ class RecipePart:
     prompt_variant: str | None = None
     frames: FrameSettings = field(default_factory=FrameSettings)
     sampling: Mapping[str, Any] = field(default_factory=dict)  # SamplingParams fields
+    # The maker's answer extraction (`scoring.official.PROTOCOLS`): the official reading in place of the card's.
+    official_protocol: str | None = None
 
     def __post_init__(self) -> None:
         if self.prompt_variant is not None:
             check_variant(self.prompt_variant)
+        if self.official_protocol is not None:
+            from ..scoring.official import get_protocol
+
+            get_protocol(self.official_protocol)  # an unknown name fails here, not at the first score
         unknown = sorted(set(self.sampling) - _SAMPLING_FIELDS)
         if unknown:
             raise ValueError(f"unknown sampling field(s) {', '.join(unknown)}")
@@ -50,7 +58,7 @@ class RecipePart:
     def over(self, base: RecipePart) -> RecipePart:
         """`base` with this part's set values in place of its own."""
         return RecipePart(self.prompt_variant or base.prompt_variant, self.frames.over(base.frames),
-                          {**base.sampling, **self.sampling})
+                          {**base.sampling, **self.sampling}, self.official_protocol or base.official_protocol)
 
 
 @dataclass(frozen=True)
@@ -95,6 +103,10 @@ class Recipe:
         """The card's frame settings with the recipe's set values over them (the user's flags come later)."""
         return self.part(benchmark).frames.over(card)
 
+    def protocol(self, benchmark: str) -> str | None:
+        """The official protocol the recipe reads `benchmark`'s answers with (None: the card's)."""
+        return self.part(benchmark).official_protocol
+
     def sampling(self, given: SamplingOverrides, benchmark: str | None = None) -> SamplingParams:
         """The user's set fields (`given`) over the recipe's sampling over the defaults: the run's (`common`) or,
         with `benchmark`, that benchmark's requests'."""
@@ -124,18 +136,20 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
         source="EasyVideoR1 (shared/docs/predecessor-eval.md); docs/recipes.md section 4",
         common=RecipePart(prompt_variant="predecessor")),
     Recipe(
-        name="qwen3-vl", version=1,
+        name="qwen3-vl", version=2,  # 2: Video-MME's answers read by the script's rule (videomme_qwen3vl)
         summary="the Qwen3-VL repository's Video-MME script: its prompt ('The best answer is:'), fps 2, 4-512 "
                 "frames, 3584-401408 px a frame, 19267584 a video, the processor's second resize (<= 25165824), "
-                "sampling T 0.7, top-p 0.8, top-k 20, presence 1.5, 32768 tokens, seed 3407",
-        source="QwenLM/Qwen3-VL@96588727 evaluation/VideoMME (infer_instruct.sh, run_videomme.py, dataset_utils.py); "
-               "other benchmarks: the cards' frames and official prompts with the same sampling and second resize",
+                "sampling T 0.7, top-p 0.8, top-k 20, presence 1.5, 32768 tokens, seed 3407; its answer rule "
+                "(after the last </think>, can_infer; the judge where it reads nothing)",
+        source="QwenLM/Qwen3-VL@96588727 evaluation/VideoMME (infer_instruct.sh, run_videomme.py, dataset_utils.py, "
+               "eval_utils.py); other benchmarks: the cards' frames, official prompts and protocols with the same "
+               "sampling and second resize",
         common=RecipePart(
             prompt_variant="qwen3-vl",
             frames=FrameSettings(second_resize_max_pixels=QWEN3_VL_8B_SECOND_RESIZE),
             sampling={"temperature": 0.7, "top_p": 0.8, "top_k": 20, "presence_penalty": 1.5,
                       "repetition_penalty": 1.0, "max_tokens": 32768, "seed": 3407}),
-        benchmarks={"videomme": RecipePart(frames=_QWEN3_VL_VIDEOMME_FRAMES)}),
+        benchmarks={"videomme": RecipePart(frames=_QWEN3_VL_VIDEOMME_FRAMES, official_protocol="videomme_qwen3vl")}),
     Recipe(
         name="lmms-eval", version=2,  # 2: Video-Holmes in its qwen3_vl format too
         summary="lmms-eval --model qwen3_vl: exactly 32 frames, 200704-1605632 px a frame (no second resize), "
@@ -177,6 +191,7 @@ def get(name: str) -> Recipe:
 
 def recipe_help() -> str:
     """The --recipe flag's text: one clause per recipe."""
-    return ("evaluation recipe, a model maker's published protocol (prompt, frames, second resize, sampling) over the "
-            "cards; explicit flags still win (card < recipe < flags); recorded in the manifest and the config hash: "
+    return ("evaluation recipe, a model maker's published protocol (prompt, frames, second resize, sampling, answer "
+            "extraction) over the cards; explicit flags still win (card < recipe < flags); recorded in the manifest "
+            "and the config hash: "
             + "; ".join(f"{r.name}: {r.summary}" for r in RECIPES.values()))

@@ -5,6 +5,7 @@ aggregation)."""
 from __future__ import annotations
 
 import difflib
+import functools
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
@@ -157,8 +158,10 @@ class Benchmark:
     # -- scoring ---------------------------------------------------------------------------------------------
     @property
     def protocol(self) -> str | None:
-        """The card's official protocol (None for the demo cards)."""
-        return self.card.official.protocol if self.card.official else None
+        """The official protocol: the run's recipe's for this benchmark where it names one (the maker's answer
+        extraction), else the card's (None for the demo cards)."""
+        own = self.recipe.protocol(self.id) if self.recipe is not None else None
+        return own or (self.card.official.protocol if self.card.official else None)
 
     def score(self, sample: Sample, output: str) -> Any:
         """`scoring.score` with this benchmark's official protocol: Score.official and Score.robust both filled."""
@@ -261,18 +264,47 @@ def get_benchmark(name: str) -> Benchmark:
     return Benchmark(apply_preset(card, preset, raw) if preset else card)
 
 
-def score_sample(sample: Sample, output: str) -> Any:
+def recorded_benchmark(name: str, config: Mapping[str, Any] | None) -> Benchmark:
+    """The benchmark as a run evaluated it, from the config its result file was made under (`config["recipe"]`, the
+    recipe's {name, version}; absent: the cards): what re-scoring its result lines uses, so that they are read with
+    the protocol of the recipe they ran under. A recipe this version does not hold (an unknown name, another version)
+    is refused: its answer extraction may not be this one's."""
+    from . import recipes
+
+    bench = get_benchmark(name)
+    recorded = (config or {}).get("recipe")
+    if recorded:
+        known = recipes.RECIPES.get(str(recorded.get("name"))) if isinstance(recorded, Mapping) else None
+        if known is None or known.identity != dict(recorded):
+            have = f"{known.name} v{known.version}" if known else "no such recipe"
+            raise UserError(f"{name}: its results were made under the recipe {recorded!r}, which this version "
+                            f"does not hold ({have}); re-score them with the version that made them")
+        bench.use_recipe(known, None)  # its prompt variant is the recipe's: a --prompt-variant is not in the config
+    return bench
+
+
+def score_sample(sample: Sample, output: str, recipe: str | None = None) -> Any:
     """Score a sample with the official protocol of the benchmark it belongs to (`sample.benchmark`, a card id or
-    `<id>@<preset>`); the pipeline's scorer for runs that span several benchmarks."""
+    `<id>@<preset>`) under the run's `recipe` (a name; None: the cards'); the pipeline's scorer for runs that span
+    several benchmarks."""
     from ..scoring import score
 
-    return score(sample, output, protocol=_protocol_of(sample.benchmark, added()))
+    return score(sample, output, protocol=_protocol_of(sample.benchmark, added(), recipe))
+
+
+def run_scorer(recipe: str | None) -> Callable[[Sample, str], Any]:
+    """`score_sample` for the samples of a run under `recipe` (its `RunConfig.recipe`)."""
+    return functools.partial(score_sample, recipe=recipe)
 
 
 @cache
-def _protocol_of(benchmark: str, folders: tuple[Path, ...] = ()) -> str | None:
+def _protocol_of(benchmark: str, folders: tuple[Path, ...] = (), recipe: str | None = None) -> str | None:
     """`folders`: the included folders when asked (a server job's card of the same id may be another's)."""
-    return get_benchmark(benchmark).protocol
+    from . import recipes
+
+    bench = get_benchmark(benchmark)
+    bench.use_recipe(recipes.get(recipe) if recipe else None, None)
+    return bench.protocol
 
 
 def suite_files() -> dict[str, Path]:

@@ -152,7 +152,7 @@ async def _loop(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cac
         backend=backend,
         load_video=cache.get_or_decode,
         load_image=_image_loader(model.family),
-        score=_scorer(),
+        score=_scorer(cfg),
         sampling=run_sampling(cfg),
         system=run_system_prompt(cfg),
         concurrency=cfg.concurrency,
@@ -216,12 +216,11 @@ def _make_backend(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], w
                     concurrency=cfg.concurrency)
 
 
-def _scorer() -> Callable[[Sample, str], Score]:
-    from ..benchmarks import (
-        score_sample,  # each sample read by its benchmark's official protocol and the careful grader
-    )
+def _scorer(cfg: RunConfig) -> Callable[[Sample, str], Score]:
+    from ..benchmarks.registry import run_scorer
 
-    return score_sample
+    # each sample read by its benchmark's official protocol (the recipe's where it names one) and the careful grader
+    return run_scorer(cfg.recipe)
 
 
 def _image_loader(family: str) -> Callable[[Path], np.ndarray]:

@@ -25,8 +25,8 @@ from ..errors import EngineDead, SampleError
 from ..models import ModelRef
 from ..results.current import drop_stale
 from ..results.result_file import read_results
-from ..results.rundir import read_summary
-from ..results.summaries import recompute_summary
+from ..results.rundir import read_manifest, read_summary
+from ..results.summaries import recompute_summary, recorded_benchmarks
 from ..results.verdict_record import Verdict
 from ..results.verdicts import (
     JudgeIdentity,
@@ -165,6 +165,7 @@ def judge_run_dir(run_dir: Path, cfg: JudgeConfig) -> JudgedRun:
 
 def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> JudgedRun:
     summary = read_summary(run_dir)
+    recorded_benchmarks(summary, read_manifest(run_dir))  # a recipe this version does not hold: refused before judging
     ref, identity = resolve_identity(cfg)
     work: list[tuple[JudgeStore, Result]] = []
     stores: list[JudgeStore] = []

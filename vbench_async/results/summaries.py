@@ -18,7 +18,7 @@ from ..sample_result import Result
 from .current import drop_stale, split_current
 from .lines import BadLine
 from .manifest import PlannedBenchmark, manifest
-from .manifest_record import RecordedRunConfig
+from .manifest_record import Manifest, RecordedRunConfig
 from .readings import ReadingAggregate, aggregate_readings, summary_block
 from .result_file import read_results
 from .rundir import ShardId, manifest_path, read_manifest, read_summary, summary_path, write_json
@@ -228,15 +228,25 @@ def _keep_earlier_timings(run_dir: Path, shard: ShardId | None, summary: Summary
     record.update({k: kept[k] for k in _TIMINGS if k in kept})
 
 
+def recorded_benchmarks(summary: Summary, recorded: Manifest | None) -> dict[str, Benchmark]:
+    """The run's benchmarks as it evaluated them: each under the recipe its config in the manifest records
+    (`recorded_benchmark`; UserError for a recipe this version does not hold)."""
+    from ..benchmarks.registry import recorded_benchmark
+
+    entries = recorded.benchmarks if recorded is not None else {}
+    return {bid: recorded_benchmark(bid, entries[bid].config if bid in entries else None)
+            for bid in summary.benchmarks}
+
+
 def recompute_summary(run_dir: Path) -> Summary:
     """Re-aggregate every benchmark of summary.json from its result file with the active judge's verdicts, and
-    record that judge in manifest.json."""
-    from ..benchmarks import get_benchmark
-
+    record that judge in manifest.json. Each benchmark is taken as the run evaluated it (`recorded_benchmarks`)."""
     run_dir = Path(run_dir)
     summary = read_summary(run_dir)
+    recorded = read_manifest(run_dir)
+    benches = recorded_benchmarks(summary, recorded)
     for bid, old in list(summary.benchmarks.items()):
-        judged = streamed_aggregate(run_dir, get_benchmark(bid), run_dir / str(old.results_file), block=old)
+        judged = streamed_aggregate(run_dir, benches[bid], run_dir / str(old.results_file), block=old)
         block = BenchmarkSummary.of(judged.block)
         # What the block keeps of the one it replaces: set when the run was planned, not by aggregation.
         block.n_expected, block.results_file, block.config_hash = old.n_expected, old.results_file, old.config_hash
@@ -247,7 +257,6 @@ def recompute_summary(run_dir: Path) -> Summary:
         summary.benchmarks[bid] = block
     summary.status = run_status(summary.benchmarks, summary.not_run)
     write_json(summary_path(run_dir), summary.to_json())
-    recorded = read_manifest(run_dir)
     if recorded is not None:
         recorded.judge = active_judge(run_dir)
         write_json(manifest_path(run_dir), recorded.to_json())

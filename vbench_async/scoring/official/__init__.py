@@ -27,6 +27,8 @@ class Protocol:
 
 _TABLE = (
     Protocol("videomme", f"{LMMS} lmms_eval/tasks/videomme/utils.py (videomme_process_results)", p.videomme),
+    Protocol("videomme_qwen3vl", "QwenLM/Qwen3-VL@96588727 evaluation/VideoMME (the text after the last </think>, "
+             "eval_utils.py can_infer, then the GPT judge)", p.videomme_qwen3vl),
     Protocol("lvbench", f"{LMMS} lmms_eval/tasks/lvbench/utils.py (lvbench_process_results)", p.lmms_abcd),
     Protocol("mlvu", f"{LMMS} lmms_eval/tasks/mlvu/utils.py (mlvu_process_results)", p.lmms_abcd),
     Protocol("mvbench", f"{LMMS} lmms_eval/tasks/mvbench/utils.py (mcq_acc)", p.mvbench),

@@ -15,7 +15,7 @@ from ..base import Reading
 from ..grounding import parse_span
 from ..task_types import canonical_task_type
 from ..tasks import ground_truth, valid_letters
-from . import answers, choice
+from . import answers, choice, qwen3vl
 from .common import option_texts, raw_truth_text, seeded_guess, strip_reasoning_tags, truth_letter, truth_text
 
 
@@ -35,6 +35,16 @@ def videomme(sample: Sample, output: str) -> Reading:
     """Video-MME: the shared extractor over A-D; the truth compared case-insensitively."""
     return _letter_reading(choice.lmms_mcq_extract(strip_reasoning_tags(output), "ABCD"), truth_letter(sample),
                            fold_case=True)
+
+
+def videomme_qwen3vl(sample: Sample, output: str) -> Reading:
+    """Video-MME as the Qwen3-VL repository's script reads it: `can_infer` on the text after the last `</think>`;
+    where the rule reads nothing, the script's GPT judge decides (needs judge), never a silent 0."""
+    text = qwen3vl.final_text(output)
+    read = qwen3vl.can_infer(text, qwen3vl.option_choices(sample.options))
+    if read is None:
+        return Reading(None, text[:80] or None, needs_judge=True)
+    return _letter_reading(read, truth_letter(sample))
 
 
 def lmms_abcd(sample: Sample, output: str) -> Reading:
