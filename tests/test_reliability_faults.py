@@ -87,7 +87,7 @@ def test_a_server_nobody_listens_on_fails_every_sample_quickly(tmp_path):
                for r in results.values())
 
 
-@pytest.mark.slow  # the default suite has the refusal with another config (test_reliability_rundir), which names the pid
+@pytest.mark.slow  # the default suite has the refusal with another config (test_reliability_rundir), naming the pid
 def test_a_second_run_into_the_same_output_dir_is_refused(tmp_path):
     with slow_run(tmp_path, 6) as (args, first, out):
         # The first run holds the result file's lock from its creation until it ends.
