@@ -3,7 +3,8 @@
 Every sample ends as exactly one result, a failure included (`error` set, `score` None). The completion's fields
 (tokens, finish reason, latency) are present only when the model answered. Lines are read back into `Result`
 (`Result.read`, through `results.store.read_results`), checked against the dataclass's own fields, so writing and
-reading share one declaration; the methods below are the only code that reads a line's readings and judge flags.
+reading share one declaration; the methods below are the only code that reads a line's readings and judge flags
+(as typed records: `Result.reading` gives a `scoring.Reading`, `Result.judge_verdict` an `AppliedVerdict`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
+
+from .scoring.base import Reading
 
 # Written only when the model answered: a line without them is a failure before any request.
 COMPLETION_FIELDS = ("prompt_tokens", "output_tokens", "finish_reason", "latency_s")
@@ -67,6 +70,26 @@ class FramesSeen:
         if missing or _type_problem(_FRAMES_KINDS, value) is not None:
             return None
         return cls.from_dict(value)
+
+
+@dataclass(frozen=True)
+class AppliedVerdict:
+    """An LLM judge's verdict as applied to a line: `Result.details["judge"]` (a dict of these fields, in this order),
+    written by `results.verdicts.judge_line` when the verdict replaced the offline score."""
+
+    verdict: str | None = None  # "correct" / "incorrect", or the protocol's own label
+    judge_id: str | None = None
+    prompt_hash: str | None = None
+    protocol: str | None = None
+    offline_score: float | None = None  # the score the line had before the verdict
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AppliedVerdict:
+        """The stored dict; a key a hand-made line lacks takes its default, an unknown key is ignored."""
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
 
 
 class BadResult(ValueError):
@@ -173,12 +196,18 @@ class Result:
         """The failure's cause ("" when the line did not fail, or its error has no message)."""
         return str(self.error.get("message") or "") if self.error else ""
 
-    def reading(self, name: str) -> Mapping[str, Any] | None:
-        """The `official` or `robust` reading (None where the line has none: no official code, an older line)."""
+    def reading(self, name: str) -> Reading | None:
+        """The `official` or `robust` reading as the record (None where the line has none: no official code, an older
+        line). The line keeps the stored dict, so it is written back exactly as read."""
         rd = self.official if name == "official" else self.robust if name == "robust" else None
         if rd is None and name not in READINGS:
             raise ValueError(f"unknown reading {name!r}; known: {', '.join(READINGS)}")
-        return rd if isinstance(rd, Mapping) else None
+        return Reading.from_dict(rd) if isinstance(rd, Mapping) else None
+
+    def judge_verdict(self) -> AppliedVerdict | None:
+        """The judge's verdict applied to the line (`details["judge"]`), or None when none replaced its score."""
+        found = self.details.get("judge")
+        return AppliedVerdict.from_dict(found) if isinstance(found, Mapping) and found else None
 
     def field_value(self, name: str) -> Any:
         """A category field of the sample (None when absent or empty)."""
@@ -188,7 +217,7 @@ class Result:
     @property
     def judged(self) -> bool:
         """A judge's verdict has replaced the offline score (`results.verdicts.apply_judgements`)."""
-        return bool(self.details.get("judge"))
+        return self.judge_verdict() is not None
 
     def needs_judge(self) -> bool:
         """The item is one an LLM judge decides (before any verdict): its free text has no careful reading, or its
@@ -199,7 +228,7 @@ class Result:
         if self.seen_reading is not None:
             return waits
         official = self.reading("official")
-        return waits or bool(official and official.get("needs_judge"))
+        return waits or (official is not None and official.needs_judge)
 
     def awaits_judge(self) -> bool:
         """The item needs a judge and no verdict has been applied yet."""
@@ -209,11 +238,13 @@ class Result:
         """The score under one reading: the reading's value; where the reading waits for an LLM judge, the judge's
         verdict once one ran (None until then); the line's own score where it has no such reading (a benchmark
         without official code, a line written before the two readings)."""
-        rd = self.reading(reading)
-        if rd is None or (rd.get("value") is None and not rd.get("needs_judge")):
+        return self._value_under(self.reading(reading))
+
+    def _value_under(self, rd: Reading | None) -> float | None:
+        if rd is None or (rd.value is None and not rd.needs_judge):
             return self.score
-        if rd.get("value") is not None:
-            return float(rd["value"])
+        if rd.value is not None:
+            return float(rd.value)
         return self.score if self.judged else None
 
     def seen_as(self, reading: str) -> Result:
@@ -224,11 +255,11 @@ class Result:
         if self.failed or rd is None:
             return self
         details = self.details
-        waits = bool(rd.get("needs_judge")) and rd.get("value") is None and not self.judged
+        waits = rd.needs_judge and rd.value is None and not self.judged
         if bool(details.get("needs_judge")) != waits:
             details = {**details, "needs_judge": waits}
-        return dataclasses.replace(self, score=self.value_under(reading), line_score=self.score,
-                                   seen_reading=reading, details=details, dropped=bool(rd.get("dropped")))
+        return dataclasses.replace(self, score=self._value_under(rd), line_score=self.score,
+                                   seen_reading=reading, details=details, dropped=rd.dropped)
 
     @property
     def scorer_score(self) -> float | None:

@@ -92,10 +92,9 @@ async def judge_one(backend: Backend, identity: JudgeIdentity, protocol: JudgePr
     item = JudgeItem.from_result(r)
     sampling = SamplingParams(**identity.sampling)
     steps: list[dict[str, Any]] = []
-    official = item.official or {}
-    step: list[Ask] | Outcome = (Outcome(float(official["value"]), "by rule", None, {"rule": "official reading"})
-                                 if official.get("value") is not None and protocol.name != "generic"
-                                 else protocol.start(item))
+    ruled = item.official.value if item.official is not None else None
+    step: list[Ask] | Outcome = (Outcome(float(ruled), "by rule", None, {"rule": "official reading"})
+                                 if ruled is not None and protocol.name != "generic" else protocol.start(item))
     tokens = [0, 0]
 
     async def ask(a: Ask, n: int) -> str:

@@ -213,17 +213,17 @@ def samples_table(runs: list[Run], bid: str) -> pd.DataFrame:
         differ = set(b.differing_ids)
         for x in b.results:
             err = x.error or {}
-            judge = x.details.get("judge") or {}
+            judge, official = x.judge_verdict(), x.reading("official")
             rows.append({"run": r.id, "model": r.label, "sample_id": x.sample_id,
                          "task_type": x.task_type or None, "video": x.video, "question": x.question,
                          "options": list(x.options), "answer": x.answer,
                          "output": x.output, "extracted": x.extracted, "score": x.score,
                          "official_score": None if err else x.value_under("official"),
-                         "official_extracted": (x.reading("official") or {}).get("extracted"),
+                         "official_extracted": official.extracted if official is not None else None,
                          "robust_score": None if err else x.value_under("robust"),
                          "readings_differ": x.sample_id in differ,
-                         "well_formed": x.well_formed, "judge_verdict": judge.get("verdict"),
-                         "error_kind": err.get("kind"), "error": err.get("message"),
+                         "well_formed": x.well_formed, "judge_verdict": judge.verdict if judge is not None else None,
+                         "error_kind": x.error_kind, "error": err.get("message"),
                          "fields": dict(x.fields), "prompt": x.prompt,
                          "frames": _frames_seen(x.frames)})
     return pd.DataFrame(rows, columns=["run", "model", "sample_id", "task_type", "video", "question", "options",

@@ -50,7 +50,7 @@ def differing_ids(results: Iterable[Result | Mapping[str, Any]]) -> list[str]:
 def official_read(r: Result) -> bool:
     """The line has an official value, or its official reading waits for the judge."""
     rd = r.reading("official")
-    return rd is not None and (rd.get("value") is not None or bool(rd.get("needs_judge")))
+    return rd is not None and (rd.value is not None or rd.needs_judge)
 
 
 def reading_basis(any_official: bool, any_robust: bool) -> str | None:
@@ -71,7 +71,8 @@ def headline_reading(results: Iterable[Result]) -> str | None:
 
 def guessed(r: Result) -> bool:
     """The official protocol guessed the line's answer (it found none to read) and the sample did not fail."""
-    return not r.failed and bool((r.reading("official") or {}).get("guessed"))
+    rd = r.reading("official")
+    return not r.failed and rd is not None and rd.guessed
 
 
 def _interval(est: Estimate | None, score: Any) -> dict[str, Any] | None:

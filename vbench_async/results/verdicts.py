@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..sample_result import Result
+from ..sample_result import AppliedVerdict, Result
 from ..scoring.judges import judge_for
 from .lines import read_lines
 from .manifest import iso
@@ -116,11 +116,11 @@ def judge_line(r: Result, judgements: Mapping[str, Verdict | Mapping[str, Any]])
     if j.score is None:
         return replace(r, details={**r.details, "judge_error": j.error}), JUDGE_FAILED
     official = r.reading("official")
-    r = replace(r, score=j.score, details={**r.details, "judge": {  # the judged value is the score
-        "verdict": j.verdict, "judge_id": j.judge_id, "prompt_hash": j.prompt_hash,
-        "protocol": j.protocol, "offline_score": r.score}})
-    if official is not None and official.get("needs_judge"):
-        r.official = {**official, "value": j.score, "needs_judge": False, "judged": True}
+    applied = AppliedVerdict(verdict=j.verdict, judge_id=j.judge_id, prompt_hash=j.prompt_hash, protocol=j.protocol,
+                             offline_score=r.score)
+    r = replace(r, score=j.score, details={**r.details, "judge": applied.to_dict()})  # the judged value is the score
+    if official is not None and official.needs_judge:
+        r.official = replace(official, value=j.score, needs_judge=False, judged=True).to_dict()
     return r, JUDGED
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 
 @dataclass(frozen=True)
@@ -13,7 +13,8 @@ class Reading:
     `value` is in [0, 1], or None while the protocol still needs an LLM judge for this item (`needs_judge`).
     `guessed` marks a value that the official code draws at random for an unreadable answer (seeded by sample id).
     `dropped` marks an item the official aggregation leaves out of its denominator (MVBench's and Video-MMMU's
-    empty predictions); its value is 0 for any per-sample use.
+    empty predictions); its value is 0 for any per-sample use. `judged` marks an official reading whose value an
+    LLM judge's verdict filled in (`results.verdicts.judge_line`).
     """
 
     value: float | None
@@ -21,13 +22,26 @@ class Reading:
     guessed: bool = False
     needs_judge: bool = False
     dropped: bool = False
+    judged: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"value": self.value, "extracted": self.extracted, "guessed": self.guessed,
-               "needs_judge": self.needs_judge}
-        if self.dropped:  # written only when set: lines of every other item keep their shape
+        out: dict[str, Any] = {"value": self.value, "extracted": self.extracted, "guessed": self.guessed,
+                               "needs_judge": self.needs_judge}
+        # The marks are written only when set: lines of every other item keep their shape.
+        if self.dropped:
             out["dropped"] = True
+        if self.judged:
+            out["judged"] = True
         return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Reading:
+        """The reading a result line stores (`to_dict`'s shape): a key an older or hand-made line lacks takes its
+        default, an unknown key is ignored, and values are kept as stored (an int value stays an int), so `to_dict`
+        gives the stored dict back."""
+        return cls(value=d.get("value"), extracted=d.get("extracted"), guessed=bool(d.get("guessed")),
+                   needs_judge=bool(d.get("needs_judge")), dropped=bool(d.get("dropped")),
+                   judged=bool(d.get("judged")))
 
 
 @dataclass(frozen=True)

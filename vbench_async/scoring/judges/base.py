@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 
 from ...sample_result import Result
 from ...samples import Sample
+from ..base import Reading
 
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
 
@@ -36,7 +37,7 @@ class JudgeItem:
     video: str | None = None
     task_type: str = "open-ended"
     answer: str = ""  # the raw ground truth ("<answer>B</answer>")
-    official: Mapping[str, Any] | None = None  # the official reading of the output (Reading.to_dict)
+    official: Reading | None = None  # the official reading of the output
 
     @classmethod
     def from_result(cls, line: Result | Mapping[str, Any]) -> JudgeItem:
