@@ -76,7 +76,8 @@ def _latest_by_id(results: list[Result]) -> dict[str, Result]:
 def _with_strips(flip: dict[str, Any], thumbs: Thumbnailer | None) -> dict[str, Any]:
     la, lb = flip["line_a"], flip["line_b"]
     strip_a = thumbs.strip(la.frames) if thumbs is not None else None
-    same = la.frames is not None and lb.frames is not None and la.frames.get("cache_key") == lb.frames.get("cache_key")
+    fa, fb = la.frames_seen(), lb.frames_seen()
+    same = fa is not None and fb is not None and fa.cache_key == fb.cache_key
     strip_b = None if same or thumbs is None else thumbs.strip(lb.frames)
     return {**flip, "question": la.question or lb.question, "answer": truth_text(la.answer),
             "strip_a": strip_a.to_dict() if strip_a else None, "strip_b": strip_b.to_dict() if strip_b else None,
@@ -129,5 +130,5 @@ def frame_budget(b: BenchRun) -> float | None:
     for key in ("nframes", "max_frames"):  # an exact count overrides the cap
         if isinstance(frames.get(key), (int, float)):
             return float(frames[key])
-    seen = [r.frames["n"] for r in b.results if r.frames is not None and isinstance(r.frames.get("n"), int)]
+    seen = [f.n for f in (r.frames_seen() for r in b.results) if f is not None]
     return sum(seen) / len(seen) if seen else None
