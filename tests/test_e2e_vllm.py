@@ -85,12 +85,14 @@ def test_rerun_resumes_with_nothing_to_do(qwen25_runs):
 
 
 # The first 3 samples of each demo benchmark: every benchmark and task type, 6 videos each shared by 3 benchmarks
-# (the whole suite is the Qwen2.5-VL runs' job; -m slow runs it whole on Qwen3-VL too).
+# (the whole suite is the Qwen2.5-VL runs' job). Both under -m slow: the default suite runs Qwen3-VL through vLLM on
+# every card's template (tests/test_real_layout.py), on the seeing suite with real frames (tests/test_seeing_model.py)
+# and on its timestamps (tests/test_frames_vllm.py).
 QWEN3_SAMPLES = 3
 
 
-@pytest.mark.parametrize("samples", [QWEN3_SAMPLES, pytest.param(None, marks=pytest.mark.slow)],
-                         ids=["first3", "whole"])
+@pytest.mark.slow
+@pytest.mark.parametrize("samples", [QWEN3_SAMPLES, None], ids=["first3", "whole"])
 def test_qwen3_vl_demo_run(tmp_path, samples):
     limit = ("--max-samples", str(samples)) if samples else ()
     proc = run_cli("run", "--model", "tiny-qwen3-vl", *DEMO_ARGS, *limit, "--output-dir", str(tmp_path / "q3"),

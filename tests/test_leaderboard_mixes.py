@@ -2,7 +2,7 @@
 orders, a user benchmark, a different frame preset, a partial run, the same model twice, two families), every score
 distinct and non-zero, each rendered cell checked against its run's own summary.json: the table's cells, their
 tooltips, the headers above them, the average charts, and the CSV/JSON exports. A fast check parses the HTML; the
-browser check reads the rendered page in a real headless Chromium over 200 mixes.
+browser check reads the rendered page in a real headless Chromium over 80 mixes.
 
 The runs are written by the real result store, line builder, scorers and summary writer (test_leaderboard_runs)."""
 
@@ -322,8 +322,8 @@ def test_every_cell_is_its_runs_own_over_random_mixes(pool, loaded, names):
     check_exports(records(frame), frame.to_csv(index=False), dirs)
 
 
-def test_every_rendered_cell_is_its_runs_own_in_a_browser_over_200_mixes(page, pool, loaded, tmp_path):  # noqa: F811
-    """The board of each of 200 random mixes rendered and read back in one Chromium tab: headers, cells, tooltips
+def test_every_rendered_cell_is_its_runs_own_in_a_browser_over_80_mixes(page, pool, loaded, tmp_path):  # noqa: F811
+    """The board of each of 80 random mixes rendered and read back in one Chromium tab: headers, cells, tooltips
     and average charts against the runs' summaries; no console error on any."""
     from vbench_async.resources import data_dir
 
@@ -333,7 +333,7 @@ def test_every_rendered_cell_is_its_runs_own_in_a_browser_over_200_mixes(page, p
     spent = {"python": 0.0, "browser": 0.0}
     started = time.monotonic()
 
-    @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(names=mixes)
     def one_mix(names: list[str]) -> None:
         nonlocal cells
@@ -356,4 +356,4 @@ def test_every_rendered_cell_is_its_runs_own_in_a_browser_over_200_mixes(page, p
     elapsed = time.monotonic() - started
     print(f"{len(seen)} mixes ({len(set(seen))} distinct), {cells} cells checked in the browser in {elapsed:.1f} s "
           f"(rendering {spent['python']:.1f} s, loading and reading pages {spent['browser']:.1f} s)")
-    assert len(set(seen)) >= 200 and cells > 1000
+    assert len(set(seen)) >= 80 and cells > 400

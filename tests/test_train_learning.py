@@ -8,8 +8,9 @@ answer is right well under 1% of the time.
 
 - fast (default suite): hybrid online/offline GRPO, one offline response ("B") per group of 4, 10 steps: the
   online reward rises (an exported model is evaluated by `vbench-async run` in tests/test_train_variants.py);
-- fast (default suite): pure online GRPO, no offline answers, on a task the random model can discover by sampling
-  (below: an open-ended answer scored by ROUGE-L, which gives partial credit for every right word);
+- slow: pure online GRPO, no offline answers, on a task the random model can discover by sampling (below: an
+  open-ended answer scored by ROUGE-L, which gives partial credit for every right word); the default suite's pure
+  online GRPO is tests/test_train_sees.py, which learns from the frames;
 - slow: the same for 16 steps, then `vbench-async run --backend hf` on the initial model and the export;
 - slow: the same 16 steps with HF rollouts named (auto would pick vLLM on a GPU), then `vbench-async run` on the
   real vLLM engine before/after (pure online GRPO on this letter task no longer learns with the current tiny model:
@@ -140,6 +141,7 @@ ONLINE_PROMPTS = ("Describe what the red circle does.", "What does the red circl
                   "Say what happens to the red circle.", "What is the red circle doing?")
 
 
+@pytest.mark.slow  # the default suite has pure online GRPO learning from the frames: tests/test_train_sees.py
 def test_pure_online_grpo_learns_a_discoverable_answer(tmp_path):
     records = [{"problem_id": f"q{i}", "problem": q, "problem_type": "open-ended", "solution": ONLINE_ANSWER}
                for i, q in enumerate(ONLINE_PROMPTS)]

@@ -124,10 +124,12 @@ def _zero_middle(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-def _sparse(path: Path) -> None:
-    """A 4 GiB file of zeros (sparse: costs no disk): no decoder may read it whole."""
-    with open(path, "wb") as f:
-        f.truncate(4 << 30)
+def _sparse(size: int) -> Callable[[Path], None]:
+    """A file of `size` zero bytes (sparse: costs no disk): no decoder may read it whole."""
+    def make(path: Path) -> None:
+        with open(path, "wb") as f:
+            f.truncate(size)
+    return make
 
 
 def _fifo(path: Path) -> None:
@@ -180,7 +182,8 @@ VIDEO_CASES: list[VideoCase] = [
     VideoCase("20000_frames", _at("many.mp4", lambda p: _video(p, frames=20000, fps=1000, width=16, height=16,
                                                                  gop=250)), OK),
     VideoCase("zeroed_middle", _at("damaged.mp4", _zero_middle), frozenset({"decode_error"}) | OK),
-    VideoCase("sparse_4gib", _at("huge.mp4", _sparse), frozenset({"decode_error", "no_video_stream"})),
+    VideoCase("sparse_256mib", _at("big.mp4", _sparse(256 << 20)), frozenset({"decode_error", "no_video_stream"})),
+    VideoCase("sparse_4gib", _at("huge.mp4", _sparse(4 << 30)), frozenset({"decode_error", "no_video_stream"})),
     VideoCase("directory", _at("folder.mp4", lambda p: p.mkdir()), frozenset({"video_missing"})),
     VideoCase("fifo", _at("pipe.mp4", _fifo), frozenset({"video_missing"})),
     VideoCase("window_past_end", _at("short.mp4", _video), frozenset({"window_invalid"}), window=(100.0, 200.0)),
