@@ -76,12 +76,11 @@ def vllm_server(model_path: str) -> Iterator[str]:
 
 def run_all(model: str, backend: str, workdir: Path, base_url: str | None) -> dict[str | None, dict[str, Any]]:
     """Every ablation of one model on one backend (one engine); {ablation: {benchmark: score in %}}."""
-    from vbench_async import models
     from vbench_async.backends.openai import ServerSettings
     from vbench_async.backends.sampling_overrides import SamplingOverrides
     from vbench_async.backends.vllm import VLLMSettings
     from vbench_async.benchmarks.selection import Selection
-    from vbench_async.evaluation.run_config import RunConfig
+    from vbench_async.evaluation.run_config import RunConfig, resolve_run
     from vbench_async.evaluation.sweep import run_on_one_engine
 
     base = RunConfig(model=model, selection=Selection(benchmarks=BENCHMARKS), backend=backend,
@@ -90,9 +89,8 @@ def run_all(model: str, backend: str, workdir: Path, base_url: str | None) -> di
                      server=ServerSettings(base_url=base_url, served_model="seeing") if base_url else ServerSettings())
     cfgs = [dataclasses.replace(base, ablation=a, output_dir=workdir / Path(model).name / backend / (a or "frames"))
             for a in ABLATION_ORDER]
-    ref = models.resolve(model)
-    summaries = run_on_one_engine(cfgs, ref.path, [0] * len(cfgs), None,
-                                  lambda run_dir: contextlib.nullcontext(), ref)
+    summaries = run_on_one_engine(cfgs, [0] * len(cfgs), None, lambda run_dir: contextlib.nullcontext(),
+                                  resolve_run(base))
     out: dict[str | None, dict[str, Any]] = {}
     for a, summary in zip(ABLATION_ORDER, summaries):
         scores = {b: block.score if (block := summary.benchmarks.get(b)) is not None else None for b in BENCHMARKS}

@@ -3,13 +3,14 @@ cards, names and suites fail with messages that say what is wrong."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
 from vbench_async.benchmarks import get_benchmark, list_benchmarks, list_suites, load_suite, resolve_benchmarks
-from vbench_async.benchmarks.cards import parse_card
+from vbench_async.benchmarks.cards import load_card_and_data, parse_card
 from vbench_async.benchmarks.prompts import template_names
 from vbench_async.benchmarks.quirks import HUB_HOOKS, SAMPLE_HOOKS
 from vbench_async.errors import UserError
@@ -71,11 +72,11 @@ def test_presets_put_the_setting_in_the_id() -> None:
     assert dev.card.sources.unified.annotation == "mlvu-dev.json"
     assert dev.card.sources.unified.video_dir == "MLVU_dev/MLVU_dev"
     assert dev.card.sources.hub.repo == "sy1998/MLVU_dev"
-    assert dev.card.sources.hub.record["fields"] == {"task": "task_type"}  # the rest of the mapping is kept
+    assert dev.card.sources.hub.record.fields == {"task": "task_type"}  # the rest of the mapping is kept
     every = get_benchmark("mmvu@all")
     assert every.card.task_types == ("multiple choice", "open-ended")
-    assert not every.card.sources.hub.record.get("filter")
-    assert get_benchmark("mmvu").card.sources.hub.record["filter"] == {"question_type": "multiple-choice"}
+    assert not every.card.sources.hub.record.filter
+    assert get_benchmark("mmvu").card.sources.hub.record.filter == {"question_type": "multiple-choice"}
 
 
 def test_prompt_hash_changes_with_routing() -> None:
@@ -114,22 +115,25 @@ MINIMAL = {"id": "x", "name": "X", "sources": {"unified": {"annotation": "x.json
 
 
 @pytest.mark.parametrize("change,message", [
-    ({"colour": "red"}, "unknown key"),
+    ({"colour": "red"}, r"unknown field\(s\) x.yaml.colour"),
     ({"id": "Bad Id"}, "must be lowercase"),
     ({"sources": {}}, "at least one source"),
     ({"aggregation": {"kind": "macro", "fild": "task"}}, r"unknown field\(s\) x.yaml.aggregation.fild; .*did you mean "
                                                          r"x.yaml.aggregation.field\?"),
     ({"aggregation": {"kind": "macro", "groups": 0}}, "aggregation.groups must be at least 1"),
     ({"aggregation": {"kind": "hierarchical", "levels": ["task"]}}, "aggregation.levels must be tuple"),
-    ({"frames": {"max_frame": 8}}, "unknown key"),
+    ({"frames": {"max_frame": 8}}, "did you mean x.yaml.frames.max_frames"),
     ({"frames": {"max_frames": -1}}, "frames.max_frames must be at least 1 and at most 4096, not -1"),
-    ({"presets": {"8f": {"max_frame": 8}}}, "unknown key"),
-    ({"task_types": "multiple choice", "name": None}, "missing required key 'name'"),
+    ({"presets": {"8f": {"max_frame": 8}}}, "did you mean x.yaml.presets.8f.max_frames"),
+    ({"task_types": "multiple choice", "name": None}, "x.yaml.name may not be null"),
     ({"path_fields": {"subject": "videos/[^/]+/"}}, "one capture group"),
     ({"sources": {"hub": {"repo": "a/b", "files": ["x.json"], "record": {"options": {"field": "o", "kind": "weird"}}}}},
      "kind must be one of"),
     ({"sources": {"hub": {"repo": "a/b", "files": ["x.json"], "record": {"vars": {"d": {"from": "_file"}}}}}},
-     "missing required key 'map'"),
+     r"missing required field\(s\) x.yaml.sources.hub.record.vars.d.map"),
+    ({"sources": {"hub": {"repo": "a/b", "files": ["x.json"], "record": {"vars": {"d": {"frm": "_file", "map": {}}}}}}},
+     "did you mean x.yaml.sources.hub.record.vars.d.from"),
+    ({"frames": {"side": 448}}, "frames.side cannot be set"),
     ({"sources": {"hub": {"repo": "not-a-repo", "files": ["x.json"], "hook": "h"}}}, "owner/name"),
     ({"sources": {"unified": {"annotation": "a", "video_dir": "v", "clip_fallback": {"pattern": "(?P<source>.+)",
                                                                                      "source_dir": "s"}}}},
@@ -138,6 +142,42 @@ MINIMAL = {"id": "x", "name": "X", "sources": {"unified": {"annotation": "x.json
 def test_bad_cards_are_rejected_with_the_reason(change: dict, message: str) -> None:
     with pytest.raises(UserError, match=message):
         parse_card({**MINIMAL, **change}, Path("x.yaml"))
+
+
+CARD_YAML = """\
+id: typo
+name: Typo
+task_types: multiple choice
+prompt: multiple_choice
+metric: accuracy
+aggregation: {kind: macro, field: task}
+categories: [task, {field: duration, bins: [300, 60]}]
+official: {protocol: videomme, source: a/b c.py, parity: exact}
+sources:
+  hub:
+    repo: a/b
+    files: [x.json]
+    record: {question: q, options: {field: o, kind: list}, answer: a}
+"""
+
+
+@pytest.mark.parametrize("good,bad,wrong,right", [
+    ("metric: accuracy", "metrc: accuracy", "metrc", "metric"),
+    ("record: {question: q", "record: {questin: q", "sources.hub.record.questin", "sources.hub.record.question"),
+    ("options: {field: o", "options: {feld: o", "sources.hub.record.options.feld", "sources.hub.record.options.field"),
+    ("{field: duration, bins", "{field: duration, bin", "categories[1].bin", "categories[1].bins"),
+    ("source: a/b c.py", "sorce: a/b c.py", "official.sorce", "official.source"),
+    ("kind: macro, field: task", "kind: macro, fields: task", "aggregation.fields", "aggregation.field"),
+])
+def test_a_misspelt_key_anywhere_is_refused_with_its_path_and_a_did_you_mean(tmp_path: Path, good: str, bad: str,
+                                                                            wrong: str, right: str) -> None:
+    card = tmp_path / "typo.yaml"
+    card.write_text(CARD_YAML)
+    assert load_card_and_data(card)[0].categories[1].bins == (60.0, 300.0)  # the card as written is valid
+    card.write_text(CARD_YAML.replace(good, bad))
+    message = rf"unknown field\(s\) {re.escape(f'{card}.{wrong}')}; .*did you mean {re.escape(f'{card}.{right}')}\?"
+    with pytest.raises(UserError, match=message):
+        load_card_and_data(card)
 
 
 def test_minimal_card_defaults() -> None:

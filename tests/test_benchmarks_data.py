@@ -62,7 +62,8 @@ def test_data_map_points_benchmarks_at_other_folders(tmp_path: Path) -> None:
     assert bench.video_path(samples[0], data_map) == Path("/mnt/films/videos_cropped/film01.mp4")
     bad = tmp_path / "bad.yaml"
     bad.write_text("benchmarks:\n  holmes: {videos: x}\n")
-    with pytest.raises(UserError, match="may set only annotation, hub_dir, image_dir, video_dir"):
+    with pytest.raises(UserError, match=r"unknown field\(s\) .*bad.yaml.benchmarks.holmes.videos; known: annotation, "
+                                        r"hub_dir, image_dir, video_dir; did you mean .*video_dir\?"):
         bench.load_samples(bad)
 
 

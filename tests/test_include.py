@@ -109,7 +109,7 @@ def test_a_suite_id_clash_is_an_error(tmp_path: Path) -> None:
     ({"quirks": ["nope"]}, "unknown quirk"),
     ({"aggregation": {"kind": "median"}}, "unknown aggregation kind 'median'"),
     ({"frames": {"min_pixels": 999999, "max_pixels": 100}}, "invalid frame settings"),
-    ({"colour": "red"}, "unknown key"),
+    ({"colour": "red"}, "colour; known"),
 ])
 def test_included_cards_get_the_built_in_checks(tmp_path: Path, change: dict, message: str) -> None:
     path = write_card(tmp_path / "a", {**CARD, **change})

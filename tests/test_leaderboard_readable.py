@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from vbench_async.errors import SampleError
 from vbench_async.leaderboard import build_site, load_runs
 from vbench_async.leaderboard.config_groups import comparable
 from vbench_async.leaderboard.names import breakable, short_labels
+from vbench_async.results.result_config import ResultConfig
 from vbench_async.samples import Sample, parse_record
 
 N = 31  # samples per benchmark: a prime above 30 runs and 22 benchmarks, so k = 1 + (3j + 5i) % N differs along
@@ -307,11 +308,15 @@ def test_only_settings_that_can_change_a_score_split_runs(tmp_path):
     assert [r.benchmarks["demo-mc"].config_group for r in groups] == ["A", "A", "A", "B"]
     assert groups[3].benchmarks["demo-mc"].config_note == "frames.max_frames=8"
     base = groups[0].benchmarks["demo-mc"].config
-    greedy = {**base, "sampling": {**base["sampling"], "seed": 8}}
-    assert comparable(greedy, None) == comparable(base, None)
-    hot = {**base, "sampling": {**base["sampling"], "temperature": 0.7}}
-    assert comparable(hot, None) != comparable({**hot, "sampling": {**hot["sampling"], "seed": 8}}, None)
-    assert base["sampling"] == SamplingParams(seed=7).to_dict()  # the config compared is the one the run recorded
+    assert base is not None
+
+    def sampled(**changes: Any) -> ResultConfig:
+        return replace(base, sampling=replace(base.sampling, **changes))
+
+    assert comparable(sampled(seed=8), "cards", None) == comparable(base, "cards", None)
+    hot = sampled(temperature=0.7)
+    assert comparable(hot, "cards", None) != comparable(sampled(temperature=0.7, seed=8), "cards", None)
+    assert base.sampling.to_json() == SamplingParams(seed=7).to_dict()  # the config compared is the run's record
 
 
 def test_long_names_wrap_between_parts_and_chart_labels_keep_what_differs():

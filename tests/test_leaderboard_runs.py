@@ -22,7 +22,7 @@ from vbench_async.benchmarks import get_benchmark
 from vbench_async.errors import SampleError
 from vbench_async.evaluation.pipeline import Pipeline, WorkItem
 from vbench_async.evaluation.run_config import recipe_of, recorded, run_sampling
-from vbench_async.evaluation.runner import BenchmarkPlan, RunConfig
+from vbench_async.evaluation.runner import BenchmarkPlan, RunConfig, result_config
 from vbench_async.frames.cache import FrameCache
 from vbench_async.frames.frame_settings import FrameSettings
 from vbench_async.models import ModelRef
@@ -72,12 +72,8 @@ def make_run(run_dir: Path, model_name: str, answer: Answer, benchmarks=BENCHMAR
         bench.use_recipe(recipe_of(cfg), cfg.prompt.prompt_variant)
         spec = bench.frame_spec(model, cfg.frame_overrides)
         todo = (samples or {}).get(bid) or [s for s in bench.load_samples(None) if isinstance(s, Sample)]
-        config = {"model": model.fingerprint, "benchmark": bench.id, "frames": spec.to_dict(),
-                  "prompt": bench.prompt_template_hash(), "thinking": False,
-                  "sampling": run_sampling(cfg, bench.id).to_dict()}
-        if bench.recipe is not None:  # as the runner records it (`_plan_benchmark`)
-            config["recipe"] = bench.recipe.identity
-        store = ResultStore(run_dir, bench.id, config_hash(config))
+        config = result_config(bench, model, cfg, spec, None)  # as the runner records it
+        store = ResultStore(run_dir, bench.id, config_hash(config.to_json()))
         with store:
             for i, s in enumerate(todo[:keep] if keep is not None else todo):
                 out = answer(s, i)

@@ -61,7 +61,7 @@ def test_a_manifest_round_trips_and_a_damaged_one_is_one_clear_error(tmp_path: P
     path = tmp_path / "manifest.json"
     path.write_text(json.dumps(manifest))
     read = read_manifest_file(path)
-    assert read.model.parameters == 7 and read.benchmarks["x"].config == {"frames": {"max_frames": 8}}
+    assert read.model.parameters == 7 and read.benchmarks["x"].config.to_json() == {"frames": {"max_frames": 8}}
     assert read.run_config.cache_dir is None and read.command == []  # absent in this older file
     assert json.dumps(read.to_json()) == json.dumps(manifest)
     path.write_text(json.dumps({**manifest, "hardware": {"gpus": "H200"}}))

@@ -112,7 +112,9 @@ def test_rescoring_reads_a_runs_lines_with_the_recipe_it_ran_under(tmp_path: Pat
     by_id = {s.sample_id: s for s in samples}
     for recipe, run in runs.items():
         entry = read_manifest_file(run / "manifest.json").benchmarks["videomme"]
-        bench = recorded_benchmark("videomme", entry.config)
+        recipe = entry.config.recipe if entry.config is not None else None
+        bench = recorded_benchmark("videomme", recipe.name, recipe.version) if recipe else recorded_benchmark(
+            "videomme", None)
         assert bench.protocol == (QWEN if recipe else "videomme")
         lines = list(read_results(run / str(entry.results_file)).values())
         assert len(lines) == len(GOLDENS)
@@ -133,10 +135,10 @@ def test_rescoring_reads_a_runs_lines_with_the_recipe_it_ran_under(tmp_path: Pat
 def test_a_recipe_this_version_does_not_hold_is_refused(tmp_path: Path) -> None:
     """Its lines were read by another extraction: re-scoring, and a judge pass before it judges anything, refuse."""
     current = RECIPES["qwen3-vl"].identity
-    assert recorded_benchmark("videomme", {"recipe": current}).protocol == QWEN
-    for recorded in ({**current, "version": 1}, {"name": "gone", "version": 1}, "qwen3-vl"):
+    assert recorded_benchmark("videomme", current["name"], current["version"]).protocol == QWEN
+    for name, version in ((current["name"], 1), ("gone", 1), (current["name"], None)):
         with pytest.raises(UserError, match="re-score them with the version that made them"):
-            recorded_benchmark("videomme", {"recipe": recorded})
+            recorded_benchmark("videomme", name, version)
     run = make_run(tmp_path / "old", "m", _outputs, benchmarks=("videomme",),
                    samples={"videomme": [_sample(g) for g in GOLDENS if g["verdict"] is None][:3]},
                    recipe="qwen3-vl")  # items the judge would be asked about

@@ -43,9 +43,8 @@ def _variant(cfg: RunConfig) -> str:
 def _bench_sampling(cfg: RunConfig, tmp_path: Path) -> dict[str, Any]:
     """The sampling a benchmark's result file is keyed on (its config), as the run plans it."""
     (bench, _), = _load(cfg)[0]
-    sampling: dict[str, Any] = _plan_benchmark(bench, family_ref("qwen3-vl"), cfg, tmp_path, [],
-                                               decoder="pyav").config["sampling"]
-    return sampling
+    plan = _plan_benchmark(bench, family_ref("qwen3-vl"), cfg, tmp_path, [], decoder="pyav")
+    return plan.config.sampling.to_json()
 
 
 def test_the_recipes_sampling_differs_from_the_defaults_where_these_tests_look() -> None:
@@ -132,7 +131,8 @@ def test_without_a_recipe_the_run_records_and_hashes_what_it_did_before(tmp_path
         (bench, _), = _load(cfg)[0]
         plans.append(_plan_benchmark(bench, family_ref("qwen3-vl"), cfg, tmp_path, [], decoder="pyav"))
     assert plans[0].config == plans[1].config and plans[0].store.config_hash == plans[1].store.config_hash
-    assert plans[0].config["sampling"] == SamplingParams().to_dict() and "recipe" not in plans[0].config
+    assert plans[0].config.sampling.to_json() == SamplingParams().to_dict()
+    assert "recipe" not in plans[0].config.to_json()
 
 
 def test_sampling_overrides_declare_exactly_the_sampling_fields() -> None:

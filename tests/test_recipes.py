@@ -168,17 +168,17 @@ def test_each_recipe_has_its_own_result_file_and_none_keeps_the_old_hash(tmp_pat
 
     default = _plan(tmp_path, None)
     # The config as it was before recipes existed: no recipe key, the card's frames, greedy defaults.
-    assert set(default.config) == {"model", "backend", "decoder", "benchmark", "frames", "prompt", "thinking",
-                                   "sampling"}
-    assert default.config["sampling"] == SamplingParams().to_dict()
-    assert default.store.config_hash == config_hash(default.config)
+    assert set(default.config.to_json()) == {"model", "backend", "decoder", "benchmark", "frames", "prompt",
+                                             "thinking", "sampling"}
+    assert default.config.sampling.to_json() == SamplingParams().to_dict()
+    assert default.store.config_hash == config_hash(default.config.to_json())
     plans = {name: _plan(tmp_path, name) for name in RECIPES}
     hashes = {p.store.config_hash for p in plans.values()} | {default.store.config_hash}
     assert len(hashes) == len(RECIPES) + 1
     for name, p in plans.items():
-        assert p.config["recipe"] == {"name": name, "version": RECIPES[name].version}
-    assert plans["qwen3-vl"].config["frames"]["second_resize_max_pixels"] == 25165824
-    assert plans["lmms-eval"].config["sampling"]["max_tokens"] == 16
+        assert p.config.to_json()["recipe"] == {"name": name, "version": RECIPES[name].version}
+    assert plans["qwen3-vl"].config.frames.second_resize_max_pixels == 25165824
+    assert plans["lmms-eval"].config.sampling.max_tokens == 16
 
 
 def test_a_run_resumed_under_another_recipe_reuses_none_of_the_first_recipes_results(tmp_path: Path) -> None:
@@ -202,9 +202,9 @@ def test_a_run_resumed_under_another_recipe_reuses_none_of_the_first_recipes_res
     assert [e.sample.sample_id for e in resumed.entries] == [s.sample_id for s in samples[3:]]
     bare = [Recipe("bare", v, "sets nothing", "this test") for v in (1, 2)]
     plans = {str(other): _plan(tmp_path, other, "demo-mc", samples) for other in ("qwen3-vl", None, *bare)}
-    cards = plans["None"].config
+    cards = plans["None"].config.to_json()
     for b in bare:  # the identity alone tells them apart
-        assert plans[str(b)].config == {**cards, "recipe": {"name": "bare", "version": b.version}}
+        assert plans[str(b)].config.to_json() == {**cards, "recipe": {"name": "bare", "version": b.version}}
     assert len({p.store.path for p in plans.values()} | {first.store.path}) == len(plans) + 1
     for other, plan in plans.items():
         assert plan.store.config_hash != first.store.config_hash and plan.store.path != first.store.path

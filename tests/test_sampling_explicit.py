@@ -87,7 +87,7 @@ def test_the_config_hash_covers_backend_and_decoder(tmp_path):
     for backend, decoder in (("vllm", "pyav"), ("openai", "pyav"), ("hf", "pyav"), ("vllm", "decord")):
         cfg = RunConfig(model="tiny-qwen2.5-vl", backend=backend)
         plan = _plan_benchmark(bench, model, cfg, tmp_path, [], decoder=decoder)
-        assert plan.config["backend"] == backend and plan.config["decoder"] == decoder
+        assert plan.config.backend == backend and plan.config.decoder == decoder
         hashes.add(plan.store.config_hash)
     assert len(hashes) == 4
 

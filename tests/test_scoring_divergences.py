@@ -152,7 +152,7 @@ def test_stvg_items_without_boxes_stay_in_the_averages():
 @pytest.mark.parametrize("label", ["Caption", "Sentence"])
 def test_tempcompass_caption_matching_options_parse(label, tmp_path: Path):
     card = get_benchmark("tempcompass").card
-    mapping = {**card.sources.hub.record, **card.sources.hub.files[1].record}
+    mapping = card.sources.hub.files[1].record.over(card.sources.hub.record)
     question = (f"Which {label.lower()} matches the video better?\n{label} A: The man runs towards the camera.\n"
                 f"{label} B: The man runs away from the camera.")
     record = {"question": question, "answer": f"{label} B: The man runs away from the camera.", "video_id": "v1",

@@ -22,8 +22,8 @@ from vbench_async.benchmarks.prompts import PromptSettings
 from vbench_async.benchmarks.selection import Selection
 from vbench_async.cli.output import print_table
 from vbench_async.evaluation.pipeline import Pipeline, WorkItem
-from vbench_async.evaluation.run_config import recorded, run_sampling
-from vbench_async.evaluation.runner import BenchmarkPlan, RunConfig
+from vbench_async.evaluation.run_config import recorded
+from vbench_async.evaluation.runner import BenchmarkPlan, RunConfig, result_config
 from vbench_async.models import ModelRef
 from vbench_async.results.manifest import plain
 from vbench_async.results.readings import aggregate_readings, differing_ids, reading_lines
@@ -61,9 +61,8 @@ def _run(run_dir: Path, bid: str, samples: list[Sample], outputs: list[str], max
     bench = get_benchmark(bid)
     bench.prompt_variant = variant  # as runner._load sets it
     spec = bench.frame_spec(model)
-    config = {"model": model.fingerprint, "benchmark": bid, "frames": spec.to_dict(),
-              "prompt": bench.prompt_template_hash(), "thinking": False, "sampling": run_sampling(cfg).to_dict()}
-    store = ResultStore(run_dir, bid, config_hash(config), shard=shard)
+    config = result_config(bench, model, cfg, spec, None)  # as the runner records it
+    store = ResultStore(run_dir, bid, config_hash(config.to_json()), shard=shard)
     with store:
         for line in _lines(samples, outputs, store):
             store.append(line)

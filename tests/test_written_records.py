@@ -15,6 +15,7 @@ from vbench_async.evaluation.judge_outcome import JudgeFailure, JudgePass
 from vbench_async.leaderboard.thumbnails import FROM_CACHE, MEMO, StripMemo, load_memo
 from vbench_async.record_io import RecordError
 from vbench_async.results.merge import MergeRefused, find_shard_sets
+from vbench_async.results.result_config import ResultConfig
 from vbench_async.results.rundir import shard_index_path
 from vbench_async.results.verdict_record import Verdict
 from vbench_async.results.verdicts import JudgeIdentity, activate_judge, active_judge, read_state
@@ -84,12 +85,13 @@ def test_a_damaged_shard_index_is_one_clear_error(tmp_path: Path) -> None:
     plan = ShardPlan(2, {"a": 0, "b": 1}, {"a": 3, "b": 4}, "key")
     groups = {(b, s): u for b in ("x", "y") for s, u in (("s1", "a"), ("s2", "b"))}
     selection = ShardSelection(Shard(0, 2), plan, groups)
-    path = selection.write_index(tmp_path, "x", "abc", {"k": 1}, ["s1", "s2"])
+    config = ResultConfig(model="m", benchmark="x")
+    path = selection.write_index(tmp_path, "x", "abc", config, ["s1", "s2"])
     index = json.loads(path.read_text())
     assert index["sample_ids"] == ["s1", "s2"] and index["shards"] == [0, 1] and index["plan"] == "key"
-    assert selection.write_index(tmp_path, "x", "abc", {"k": 1}, ["s1", "s2"]) == path  # the same split: accepted
+    assert selection.write_index(tmp_path, "x", "abc", config, ["s1", "s2"]) == path  # the same split: accepted
     (read,) = find_shard_sets(tmp_path)  # merge reads what the shards wrote
-    assert (read.benchmark, read.sample_ids, read.owners, read.config) == ("x", ("s1", "s2"), (0, 1), {"k": 1})
+    assert (read.benchmark, read.sample_ids, read.owners, read.config) == ("x", ("s1", "s2"), (0, 1), config)
     for bad, why in (({k: v for k, v in index.items() if k != "shards"}, "has no shards"),
                      ({**index, "shards": [0]}, "2 ids but 1 shard numbers"), ({**index, "count": "2"}, "count")):
         path.write_text(json.dumps(bad))

@@ -12,6 +12,7 @@ error, `RecordError`, naming the file and the field: a caller catches that one e
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import types
 import typing
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
 from .errors import UserError
+from .settings import union_members
 
 R = TypeVar("R", bound="OutputRecord")
 
@@ -105,9 +107,72 @@ def read_record(cls: type[R], path: Path) -> R:
     return cls.from_json(data, str(path))
 
 
+# ------------------------------------------------------------------------------------- plain records' field shapes
+# A record kept as a plain dataclass (a result line: `sample_result.Result`, read 100,000 times per summary, where
+# an `OutputRecord`'s recursive check would cost seconds) is checked field by field against the same declaration:
+# each field's value against the types its hint names, one level deep.
+
+
+@dataclass(frozen=True)
+class FieldKind:
+    """What one field accepts at its top level, read off its type hint (a float field takes an int: JSON has one
+    number type; a list field takes a tuple: an in-memory record)."""
+
+    types: tuple[type, ...]
+    nullable: bool
+
+
+@functools.cache
+def field_kinds(cls: type) -> dict[str, FieldKind]:
+    """Each JSON field of `cls` (metadata `json` False: not written) with what it accepts."""
+    out = {}
+    for f in _json_fields(cls):
+        members = union_members(_hints(cls)[f.name])
+        bases = [typing.get_origin(m) or m for m in members]
+        accepted = tuple(b for b in bases if b is not type(None) and isinstance(b, type) and b is not Any)
+        if float in accepted:
+            accepted += (int,)
+        if list in accepted:
+            accepted += (tuple,)
+        out[f.name] = FieldKind(accepted, type(None) in bases)
+    return out
+
+
+def type_problem(cls: type, data: Mapping[str, Any]) -> str | None:
+    """The first field of `data` whose value is not of the type `cls` declares for it (absent or null pass)."""
+    for name, kind in field_kinds(cls).items():
+        v = data.get(name)
+        if v is None or not kind.types:
+            continue
+        if (isinstance(v, bool) and bool not in kind.types) or not isinstance(v, kind.types):
+            return f"{name} is a {type(v).__name__}"
+    return None
+
+
+_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
+
+
+def json_schema(cls: type) -> dict[str, Any]:
+    """The JSON Schema of `cls`'s JSON form, one level deep, read off its fields (so the two cannot drift apart)."""
+    properties: dict[str, Any] = {}
+    fields = _json_fields(cls)
+    for f in fields:
+        bases = [typing.get_origin(m) or m for m in union_members(_hints(cls)[f.name])]
+        kinds = ["null" if b is type(None) else _JSON_TYPES[b] for b in bases if b is type(None) or b in _JSON_TYPES]
+        properties[f.name] = {"type": kinds if len(kinds) > 1 else kinds[0]} if kinds else {}
+    required = [f.name for f in fields if _default(f) is dataclasses.MISSING]
+    return {"type": "object", "properties": properties, "required": required}
+
+
 # ------------------------------------------------------------------------------------------------- the type checks
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
 def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    """A class's resolved type hints, once per class (resolving evaluates every annotation's text)."""
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
 
 
 def _json_fields(cls: type) -> list[dataclasses.Field[Any]]:

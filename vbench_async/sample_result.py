@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import types
-import typing
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from .record_io import field_kinds, json_schema, type_problem
 from .scoring.base import Reading
 
 # Written only when the model answered: a line without them is a failure before any request.
@@ -23,7 +22,7 @@ COMPLETION_FIELDS = ("prompt_tokens", "output_tokens", "finish_reason", "latency
 # The two readings of an output (scoring.Reading as a dict): the benchmark's own protocol and the careful grader.
 READINGS = ("official", "robust")
 # A field with this metadata belongs to a view of a line (`Result.seen_as`), never to the stored line.
-_VIEW = {"view": True}
+_VIEW = {"view": True, "json": False}
 
 
 @dataclass
@@ -67,7 +66,7 @@ class FramesSeen:
             return None
         missing = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING
                    and f.default_factory is dataclasses.MISSING and value.get(f.name) is None]
-        if missing or _type_problem(_FRAMES_KINDS, value) is not None:
+        if missing or type_problem(FramesSeen, value) is not None:
             return None
         return cls.from_dict(value)
 
@@ -159,7 +158,7 @@ class Result:
                     v = f.default_factory()
                 elif f.default is not dataclasses.MISSING:
                     v = f.default
-                elif not _RESULT_KINDS[f.name].nullable:
+                elif f.name not in _NULLABLE:
                     v = _EMPTY.get(f.name, str)()  # an older line without it: empty, never a None the type denies
             elif isinstance(v, tuple):
                 v = list(v)
@@ -276,36 +275,7 @@ def stored_fields() -> tuple[dataclasses.Field[Any], ...]:
 
 
 _EMPTY: dict[str, Any] = {"options": list, "fields": dict}
-
-
-@dataclass(frozen=True)
-class _Kind:
-    """What one field accepts, read off its type hint."""
-
-    types: tuple[type, ...]
-    nullable: bool
-
-
-def _kinds(cls: type) -> dict[str, _Kind]:
-    hints = typing.get_type_hints(cls)
-    out = {}
-    for f in dataclasses.fields(cls):
-        if f.metadata.get("view"):
-            continue
-        hint = hints[f.name]
-        members = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
-        bases = [typing.get_origin(m) or m for m in members]
-        accepted = tuple(b for b in bases if b is not type(None) and isinstance(b, type) and b is not Any)
-        if float in accepted:
-            accepted += (int,)  # JSON has one number type
-        if list in accepted:
-            accepted += (tuple,)  # an in-memory line (a test's, a sample's options); read as a list
-        out[f.name] = _Kind(accepted, type(None) in bases)
-    return out
-
-
-_RESULT_KINDS = _kinds(Result)
-_FRAMES_KINDS = _kinds(FramesSeen)
+_NULLABLE = {name for name, kind in field_kinds(Result).items() if kind.nullable}
 
 
 def record_problem(line: Any) -> str | None:
@@ -323,18 +293,7 @@ def result_problem(line: Any) -> str | None:
     allowed for what older lines lack), a score a finite number in [0, 1], an error with a kind and a message."""
     if (problem := record_problem(line)) is not None:
         return problem
-    return _type_problem(_RESULT_KINDS, line) or score_problem(line.get("score")) or error_problem(line.get("error"))
-
-
-def _type_problem(kinds: Mapping[str, _Kind], line: Mapping[str, Any]) -> str | None:
-    """The first field of `line` whose value is not of its declared type (absent or null pass)."""
-    for name, kind in kinds.items():
-        v = line.get(name)
-        if v is None or not kind.types:
-            continue
-        if (isinstance(v, bool) and bool not in kind.types) or not isinstance(v, kind.types):
-            return f"{name} is a {type(v).__name__}"
-    return None
+    return type_problem(Result, line) or score_problem(line.get("score")) or error_problem(line.get("error"))
 
 
 def score_problem(score: Any) -> str | None:
@@ -358,31 +317,8 @@ def error_problem(error: Any) -> str | None:
     return None
 
 
-_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
-
-
 def result_schema() -> dict[str, Any]:
     """The JSON Schema of a result line, read off the `Result` fields (so the two cannot drift apart)."""
-    schema = _object_schema(Result)
-    schema["properties"]["frames"].update({k: v for k, v in _object_schema(FramesSeen).items() if k != "type"})
+    schema = json_schema(Result)
+    schema["properties"]["frames"].update({k: v for k, v in json_schema(FramesSeen).items() if k != "type"})
     return schema
-
-
-def _object_schema(cls: type) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
-    properties: dict[str, Any] = {}
-    fields = [f for f in dataclasses.fields(cls) if not f.metadata.get("view")]
-    for f in fields:
-        hint = hints[f.name]
-        members = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
-        kinds = []
-        for m in members:
-            base = typing.get_origin(m) or m
-            if base is type(None):
-                kinds.append("null")
-            elif base in _JSON_TYPES:
-                kinds.append(_JSON_TYPES[base])
-        properties[f.name] = {"type": kinds if len(kinds) > 1 else kinds[0]} if kinds else {}
-    required = [f.name for f in fields
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
-    return {"type": "object", "properties": properties, "required": required}

@@ -7,13 +7,15 @@ train/config.py and train/flags.py) read the same declaration and check the same
 refused by the other; an unknown field is refused with the closest known one as a did-you-mean.
 
 Other metadata keys: `secret` (a credential: never written at rest in clear), `job` False (the evaluation server's
-own setting, which a job may not set), `local` (the calling process's own, neither sent in a job nor refused).
+own setting, which a job may not set), `local` (the calling process's own, neither sent in a job nor refused), `key`
+(the field's JSON key when it is not the field's name: a Python keyword such as `from`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import math
 import types
@@ -49,7 +51,7 @@ def to_json(obj: Any, hide_secrets: bool = False) -> Any:
     """The JSON form of a settings object (nested dataclasses as objects, paths as strings, tuples as lists).
     `hide_secrets`: a secret field's value (redact.is_secret) is the redaction marker, for what is written down."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: REDACTED if hide_secrets and is_secret(f) and getattr(obj, f.name) is not None
+        return {_key(f): REDACTED if hide_secrets and is_secret(f) and getattr(obj, f.name) is not None
                 else to_json(getattr(obj, f.name), hide_secrets) for f in dataclasses.fields(obj)}
     if isinstance(obj, Mapping):
         return {str(k): to_json(v, hide_secrets) for k, v in obj.items()}
@@ -62,11 +64,13 @@ def to_json(obj: Any, hide_secrets: bool = False) -> Any:
 
 def from_json(cls: type[T], data: Any, where: str = "", exclude: typing.Collection[str] = ()) -> T:
     """An instance of `cls` from its JSON form; UserError naming the field for an unknown field (never dropped), a
-    field in `exclude` (not settable here), a wrong type or an out-of-bounds value. Fields left out keep defaults."""
+    field in `exclude` (not settable here), a missing required field, a wrong type or an out-of-bounds value. Fields
+    left out keep defaults; a field that is a dataclass (also inside a tuple, a mapping or a union) is read the same
+    way, `where` naming its key path."""
     label = f"{where}." if where else ""
     if not isinstance(data, Mapping):
         raise UserError(f"{where or 'settings'} must be a JSON object, not {type(data).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = {_key(f): f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise UserError(f"unknown field(s) {', '.join(label + u for u in unknown)}; "
@@ -74,12 +78,26 @@ def from_json(cls: type[T], data: Any, where: str = "", exclude: typing.Collecti
     refused = sorted(set(data) & set(exclude))
     if refused:
         raise UserError(f"field(s) {', '.join(label + r for r in refused)} cannot be set here")
-    hints = typing.get_type_hints(cls)
-    values = {name: _value(fields[name], hints[name], raw, label + name) for name, raw in data.items()}
+    missing = [k for k, f in fields.items() if k not in data and f.init and f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise UserError(f"missing required field(s) {', '.join(label + m for m in missing)}")
+    hints = _hints(cls)
+    values = {fields[k].name: _value(fields[k], hints[fields[k].name], raw, label + k) for k, raw in data.items()}
     try:
         return cls(**values)
     except (TypeError, ValueError) as exc:
         raise UserError(f"{where or cls.__name__}: {exc}") from None
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """A class's type hints, resolved once: resolving evaluates each annotation's text (most of a card's read)."""
+    return typing.get_type_hints(cls)
+
+
+def _key(f: dataclasses.Field[Any]) -> str:
+    return str(f.metadata.get("key", f.name))
 
 
 def _did_you_mean(unknown: list[str], known: typing.Iterable[str], label: str) -> str:
@@ -115,17 +133,18 @@ def leaves(cls: type, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...
 
 
 def _dataclass_of(hint: Any) -> type | None:
-    members = [m for m in _members(hint) if m is not type(None)]
+    members = [m for m in union_members(hint) if m is not type(None)]
     return members[0] if len(members) == 1 and dataclasses.is_dataclass(members[0]) else None
 
 
-def _members(hint: Any) -> tuple[Any, ...]:
+def union_members(hint: Any) -> tuple[Any, ...]:
+    """The types a hint allows: `int | None` -> (int, NoneType); a plain type -> (it,)."""
     return typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
 
 
 def _value(f: dataclasses.Field, hint: Any, raw: Any, name: str) -> Any:
     inner = _dataclass_of(hint)
-    members = _members(hint)
+    members = union_members(hint)
     if inner is not None:  # null: the section's defaults, unless the field may be None
         return None if raw is None and type(None) in members else from_json(inner, {} if raw is None else raw, name)
     if raw is None:
@@ -140,9 +159,12 @@ def _value(f: dataclasses.Field, hint: Any, raw: Any, name: str) -> Any:
 
 
 def _typed(members: tuple[Any, ...], raw: Any, name: str) -> Any:
-    """`raw` as the first of the field's types it fits (bool is never a number; an int is a float)."""
+    """`raw` as the first of the field's types it fits (bool is never a number; an int is a float; a mapping is a
+    dataclass member's JSON form)."""
     for hint in members:
         origin = typing.get_origin(hint) or hint
+        if dataclasses.is_dataclass(origin) and isinstance(origin, type) and isinstance(raw, Mapping):
+            return from_json(origin, raw, name)
         if origin is bool and isinstance(raw, bool):
             return raw
         if origin is int and isinstance(raw, int) and not isinstance(raw, bool):
@@ -155,12 +177,13 @@ def _typed(members: tuple[Any, ...], raw: Any, name: str) -> Any:
             return raw
         if origin in (dict, Mapping) and isinstance(raw, Mapping):
             key_kind, value_kind = typing.get_args(hint) or (Any, Any)
-            return {_typed((key_kind,), k, name): _typed((value_kind,), v, f"{name}.{k}") for k, v in raw.items()}
+            return {_typed(union_members(key_kind), k, name): _typed(union_members(value_kind), v, f"{name}.{k}")
+                    for k, v in raw.items()}
         if origin is tuple and isinstance(raw, (list, tuple)):
             args = typing.get_args(hint)
             kinds = [args[0]] * len(raw) if len(args) == 2 and args[1] is Ellipsis else list(args)
             if len(kinds) == len(raw):
-                return tuple(_typed((k,), x, f"{name}[{i}]") for i, (k, x) in enumerate(zip(kinds, raw)))
+                return tuple(_typed(union_members(k), x, f"{name}[{i}]") for i, (k, x) in enumerate(zip(kinds, raw)))
     wanted = " or ".join(getattr(typing.get_origin(h) or h, "__name__", str(h)) for h in members
                          if h is not type(None))
     raise UserError(f"{name} must be {wanted}, not {raw!r}")

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Sequence, TypeVar
 
 from .errors import SampleError, UserError
 from .record_io import RecordError
+from .results.result_config import ResultConfig
 from .results.rundir import PLAN_DIRNAME, shard_index_path, shard_tag
 from .results.shard_records import PLAN_FORMAT, PlanFile, ShardIndex
 
@@ -281,7 +282,7 @@ class ShardSelection:
         """The samples of this shard, in their original order."""
         return [s for s in samples if self.owner(benchmark, str(s.sample_id)) == self.shard.index]
 
-    def write_index(self, run_dir: Path, benchmark: str, config_hash: str, config: dict[str, Any],
+    def write_index(self, run_dir: Path, benchmark: str, config_hash: str, config: ResultConfig,
                     sample_ids: Sequence[str]) -> Path:
         """Record every sample of the benchmark with its shard (identical in all shards; the first write wins).
         Refuses when another shard already recorded a different sample list: the shards were not started alike."""

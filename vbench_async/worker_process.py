@@ -16,8 +16,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .record_io import OutputRecord, RecordError
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[1])  # lets `-m vbench_async...` work uninstalled
 
@@ -29,6 +32,14 @@ def package_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env["PYTHONPATH"] = _PACKAGE_PARENT + (os.pathsep + path if path else "")
     env.update(extra or {})
     return env
+
+
+@dataclass
+class ReadyMessage(OutputRecord):
+    """A worker's first line: it has imported what it needs and takes requests."""
+
+    ready: bool = False
+    pid: int | None = None
 
 
 class WorkerStartError(RuntimeError):
@@ -61,7 +72,11 @@ class WorkerProcess:
             detail = f"{exc or 'no ready message in time'}{self.stderr_tail()}"
             self.kill()
             raise WorkerStartError(f"{what} did not start: {detail}") from None
-        if not hello.get("ready"):
+        try:
+            ready = ReadyMessage.from_json(hello, "the ready message").ready
+        except RecordError:
+            ready = False
+        if not ready:
             self.kill()
             raise WorkerStartError(f"{what} sent {hello!r} instead of a ready message")
 

@@ -2,8 +2,9 @@
 
 A card is data: where the annotations and videos are (sources), which task types it holds, which prompt template
 each task type uses, the metric and official aggregation, the category fields to break scores down by, the default
-frame settings and named presets. Parsing is strict: an unknown key or a wrong type is a `UserError` naming the file,
-so a typo in a card never silently changes a score.
+frame settings and named presets. Each section is a dataclass read by `settings.from_json`: an unknown key (with a
+did-you-mean), a wrong type or a value out of bounds is a `UserError` naming the file and the key path, so a typo in a
+card never silently changes a score. Checks beyond types are each class's `__post_init__`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
 
@@ -23,6 +24,7 @@ from ..failure_kinds import FailureKind
 from ..frames.frame_settings import FIELDS as FRAME_FIELDS
 from ..frames.frame_settings import FrameSettings
 from ..settings import from_json
+from .record_mapping import RecordMapping
 
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 PRESET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -30,6 +32,11 @@ PRESET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # fixed-size family, which its checkpoint decides (a card's would always be overruled).
 FRAME_KEYS = frozenset(FRAME_FIELDS) - {"side"}
 DEFAULT_PROMPT_KEY = "default"
+
+
+def _non_empty(key: str, values: tuple[str, ...]) -> None:
+    if not all(values):
+        raise ValueError(f"{key} must be a list of non-empty strings")
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,14 @@ class ClipFallback:
     pattern: str  # regex over the clip file name with groups `source`, `start`, `end`
     source_dir: str  # folder of the full videos, relative to the data root (or absolute)
     search: bool = False  # find the source by file stem anywhere below source_dir (ODV-Bench layout)
+
+    def __post_init__(self) -> None:
+        try:
+            groups = set(re.compile(self.pattern).groupindex)
+        except re.error as exc:
+            raise ValueError(f"pattern is not a valid regex: {exc}") from None
+        if not {"source", "start", "end"} <= groups:
+            raise ValueError("pattern needs named groups source, start and end")
 
 
 @dataclass(frozen=True)
@@ -60,7 +75,7 @@ class HubFile:
     """A glob of annotation files inside the hub snapshot, with optional record-mapping overrides for them."""
 
     glob: str
-    record: Mapping[str, Any] = field(default_factory=dict)
+    record: RecordMapping = field(default_factory=RecordMapping)  # only the keys it sets override the hub's
 
 
 @dataclass(frozen=True)
@@ -69,7 +84,7 @@ class HubSource:
 
     repo: str
     files: tuple[HubFile, ...]
-    record: Mapping[str, Any]  # field mapping, see hub.py
+    record: RecordMapping = field(default_factory=RecordMapping)  # field mapping, see hub.py
     video_dir: str = "."  # relative to the snapshot folder
     revision: str | None = None
     video_files: tuple[str, ...] = ()  # archives fetched with `data fetch --with-videos`
@@ -78,12 +93,25 @@ class HubSource:
     limit: int | None = None  # keep only the first N records (ST-Align evaluates the first 2,000)
     note: str = ""  # printed by `data fetch`: unpacking steps, gated access, files that live elsewhere
 
+    def __post_init__(self) -> None:
+        if not self.files:
+            raise ValueError("files must list at least one annotation file glob")
+        if self.hook is None and self.record == RecordMapping():
+            raise ValueError("give a record mapping or a hook")
+        if not re.fullmatch(r"[\w.-]+/[\w.-]+", self.repo):
+            raise ValueError(f"repo must look like owner/name, got {self.repo!r}")
+        _non_empty("video_files", self.video_files)
+
 
 @dataclass(frozen=True)
 class Sources:
     unified: UnifiedSource | None = None
     hub: HubSource | None = None
     demo: str | None = None  # group name inside the generated synthetic suite
+
+    def __post_init__(self) -> None:
+        if not (self.unified or self.hub or self.demo):
+            raise ValueError("a card needs at least one source (unified, hub or demo)")
 
 
 @dataclass(frozen=True)
@@ -92,8 +120,12 @@ class Category:
 
     name: str
     field: str
-    labels: Mapping[str, str] | None = None  # raw value (as text) -> display label
+    labels: Mapping[str, str] | None = None  # raw value (as lowercase text) -> display label
     bins: tuple[float, ...] | None = None  # numeric field cut into buckets at these edges
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", {k.lower(): v for k, v in self.labels.items()} if self.labels else None)
+        object.__setattr__(self, "bins", tuple(sorted(self.bins)) if self.bins else None)
 
 
 @dataclass(frozen=True)
@@ -127,23 +159,31 @@ class Official:
 
     protocol: str  # a key of scoring.official.PROTOCOLS
     source: str  # "owner/repo path/to/file.py"
-    parity: str  # one of PARITY_STATUSES
+    parity: str = field(metadata={"choices": PARITY_STATUSES})
     note: str = ""
+
+    def __post_init__(self) -> None:
+        from ..scoring.official import PROTOCOLS
+
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"unknown protocol {self.protocol!r}; known: {', '.join(PROTOCOLS)}")
+        if self.parity != "exact" and not self.note:
+            raise ValueError(f"parity {self.parity!r} needs a note saying why")
 
 
 @dataclass(frozen=True)
 class Card:
     id: str
     name: str
-    description: str
     sources: Sources
     task_types: tuple[str, ...]
     prompt: Mapping[str, str]  # task type -> template name; key "default" for the rest
     metric: str
-    aggregation: Aggregation
+    description: str = ""
+    aggregation: Aggregation = field(default_factory=Aggregation)
     categories: tuple[Category, ...] = ()
     frames: FrameSettings = field(default_factory=FrameSettings)
-    presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # name -> its YAML (read by read_preset)
     suites: tuple[str, ...] = ()
     path_fields: Mapping[str, str] = field(default_factory=dict)  # field -> regex over the video path (group 1)
     quirks: tuple[str, ...] = ()  # named sample hooks in quirks.py
@@ -151,6 +191,21 @@ class Card:
     preset: str | None = None  # set on a card derived from a preset
     file: Path | None = None
     official: Official | None = None  # None only for the synthetic demo cards (their truth is exact by design)
+
+    def __post_init__(self) -> None:
+        if not ID_RE.match(self.base_id):
+            raise ValueError(f"id {self.id!r} must be lowercase letters, digits, '-' or '_'")
+        for key in ("task_types", "suites", "quirks"):
+            _non_empty(key, getattr(self, key))
+        if self.frames.side is not None:
+            raise ValueError("frames.side cannot be set: a fixed-size family's checkpoint decides it")
+        for name, regex in self.path_fields.items():
+            try:
+                groups = re.compile(regex).groups
+            except re.error as exc:
+                raise ValueError(f"path_fields.{name} is not a valid regex: {exc}") from None
+            if groups < 1:
+                raise ValueError(f"path_fields.{name} needs one capture group")
 
     @property
     def synthetic(self) -> bool:
@@ -162,264 +217,114 @@ class Card:
         return self.id.split("@", 1)[0]
 
     def template_for(self, task_type: str, canonical: str | None = None) -> str:
-        """The template of a task type: by its spelling in the records, then its canonical name, then default."""
-        for key in (task_type, canonical, DEFAULT_PROMPT_KEY):
-            if key is not None and key in self.prompt:
-                return self.prompt[key]
-        # A record's problem, not the user's: the run records it as that sample's failure and goes on.
-        raise SampleError(FailureKind.TASK_TYPE_MISMATCH,
-                          f"benchmark {self.id!r} has no prompt template for task type {task_type!r}")
+        """The template of a task type (`template_of`)."""
+        found = template_of(self.prompt, task_type, canonical)
+        if found is None:  # a record's problem, not the user's: the run records it as that sample's failure
+            raise SampleError(FailureKind.TASK_TYPE_MISMATCH,
+                              f"benchmark {self.id!r} has no prompt template for task type {task_type!r}")
+        return found
 
 
-# ----------------------------------------------------------------------------------------------- parsing helpers
+def template_of(prompt: Mapping[str, str], task_type: str, canonical: str | None = None) -> str | None:
+    """The template a task type -> template mapping gives a task type: by its spelling in the records, then its
+    canonical name, then the default; None when none applies."""
+    for key in (task_type, canonical, DEFAULT_PROMPT_KEY):
+        if key is not None and key in prompt:
+            return prompt[key]
+    return None
 
 
-class _Reader:
-    """Typed access to one mapping of a card, with errors that name the file and the key path."""
+@dataclass(frozen=True)
+class Preset:
+    """A preset's keys besides its frame settings (the flat FRAME_KEYS next to them, read by FrameSettings)."""
 
-    def __init__(self, data: Any, where: str, allowed: set[str]):
-        if not isinstance(data, Mapping):
-            raise UserError(f"{where}: expected a mapping, got {type(data).__name__}")
-        unknown = sorted(set(data) - allowed)
-        if unknown:
-            raise UserError(f"{where}: unknown key(s) {', '.join(map(str, unknown))}; "
-                            f"allowed: {', '.join(sorted(allowed))}")
-        self.data, self.where = data, where
-
-    def get(self, key: str, kind: type | tuple[type, ...], default: Any = None, required: bool = False) -> Any:
-        if key not in self.data or self.data[key] is None:
-            if required:
-                raise UserError(f"{self.where}: missing required key {key!r}")
-            return default
-        value = self.data[key]
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-            raise UserError(f"{self.where}: {key} must be a {names}, got {value!r}")
-        return value
-
-    def strings(self, key: str, required: bool = False) -> tuple[str, ...]:
-        value = self.get(key, (list, str), [], required)
-        items = [value] if isinstance(value, str) else value
-        if not all(isinstance(v, str) and v for v in items):
-            raise UserError(f"{self.where}: {key} must be a list of non-empty strings")
-        return tuple(items)
+    description: str | None = None
+    task_types: tuple[str, ...] | None = None
+    sources: Mapping[str, Any] | None = None  # merged over the card's YAML `sources`, then read like them
 
 
-def _clip_fallback(data: Any, where: str) -> ClipFallback:
-    r = _Reader(data, where, {"pattern", "source_dir", "search"})
-    pattern = r.get("pattern", str, required=True)
-    try:
-        groups = set(re.compile(pattern).groupindex)
-    except re.error as exc:
-        raise UserError(f"{where}: pattern is not a valid regex: {exc}") from exc
-    if not {"source", "start", "end"} <= groups:
-        raise UserError(f"{where}: pattern needs named groups source, start and end")
-    return ClipFallback(pattern, r.get("source_dir", str, required=True), r.get("search", bool, False))
+# ----------------------------------------------------------------------------------------------- parsing
 
 
-def _unified(data: Any, where: str) -> UnifiedSource:
-    r = _Reader(data, where, {"annotation", "video_dir", "image_dir", "clip_fallback"})
-    clip = r.get("clip_fallback", Mapping)
-    return UnifiedSource(
-        annotation=r.get("annotation", str, required=True),
-        video_dir=r.get("video_dir", str, required=True),
-        image_dir=r.get("image_dir", str),
-        clip_fallback=_clip_fallback(clip, f"{where}.clip_fallback") if clip is not None else None,
-    )
+def _edit(data: Any, key: str, change: Callable[[Any], Any]) -> Any:
+    """`data` with `change` applied to its value at `key`, when it is a mapping holding the key; else as it is (what
+    is not a mapping, from_json refuses with the key path)."""
+    return {**data, key: change(data[key])} if isinstance(data, Mapping) and key in data else data
 
 
-_RECORD_KEYS = {
-    "id", "question", "options", "answer", "video", "video_ext", "video_search", "task_type", "start", "end", "image",
-    "fields", "vars", "explode", "filter", "exclude", "records",
-}
-_OPTION_KINDS = {"list", "dict", "columns", "embedded"}
-_ANSWER_KINDS = {"letter", "index", "raw", "time_span"}
+def _text(expand: Callable[[str], Any]) -> Callable[[Any], Any]:
+    """A shorthand's expansion: a string becomes `expand(string)`, anything else stays."""
+    return lambda value: expand(value) if isinstance(value, str) else value
 
 
-def _record_mapping(data: Any, where: str) -> dict[str, Any]:
-    """Check a hub record mapping's shape here, so a card typo fails at load time and not on the first record."""
-    r = _Reader(data, where, _RECORD_KEYS)
-    for key in ("options", "answer"):
-        spec = r.get(key, (str, Mapping))
-        if isinstance(spec, Mapping):
-            kinds = _OPTION_KINDS if key == "options" else _ANSWER_KINDS
-            sr = _Reader(spec, f"{where}.{key}", {"field", "kind", "columns", "sep", "if_null"})
-            if sr.get("kind", str, "list" if key == "options" else "letter") not in kinds:
-                raise UserError(f"{where}.{key}: kind must be one of {', '.join(sorted(kinds))}")
-            if spec.get("kind") == "columns" and not isinstance(spec.get("columns"), list):
-                raise UserError(f"{where}.{key}: kind columns needs a 'columns' list")
-            if spec.get("kind") not in ("columns", "embedded") and not isinstance(spec.get("field"), str):
-                raise UserError(f"{where}.{key}: needs a 'field'")
-    for name, var in (r.get("vars", Mapping, {})).items():
-        vr = _Reader(var, f"{where}.vars.{name}", {"from", "map", "default"})
-        vr.get("from", str, required=True)
-        vr.get("map", Mapping, required=True)
-    for key in ("fields", "filter", "exclude"):
-        r.get(key, Mapping)
-    if r.get("records", str) not in (None, "dict_by_id"):
-        raise UserError(f"{where}.records: the only special layout is dict_by_id")
-    return dict(data)
+def _each(change: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`change` applied to each item of a list (a shorthand allowed per item)."""
+    return lambda value: [change(v) for v in value] if isinstance(value, list) else value
 
 
-def _hub(data: Any, where: str) -> HubSource:
-    r = _Reader(data, where, {"repo", "files", "record", "video_dir", "revision", "video_files", "video_revision",
-                              "hook", "limit", "note"})
-    files = []
-    for i, entry in enumerate(r.get("files", list, required=True)):
-        if isinstance(entry, str):
-            files.append(HubFile(entry))
-            continue
-        fr = _Reader(entry, f"{where}.files[{i}]", {"glob", "record"})
-        override = _record_mapping(fr.get("record", Mapping, {}), f"{where}.files[{i}].record")
-        files.append(HubFile(fr.get("glob", str, required=True), override))
-    if not files:
-        raise UserError(f"{where}: files must list at least one annotation file glob")
-    hook = r.get("hook", str)
-    record = _record_mapping(r.get("record", Mapping, {}), f"{where}.record")
-    if hook is None and not record:
-        raise UserError(f"{where}: give a record mapping or a hook")
-    repo = r.get("repo", str, required=True)
-    if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
-        raise UserError(f"{where}: repo must look like owner/name, got {repo!r}")
-    return HubSource(
-        repo=repo,
-        files=tuple(files),
-        record=record,
-        video_dir=r.get("video_dir", str, "."),
-        revision=r.get("revision", str),
-        video_files=r.strings("video_files"),
-        video_revision=r.get("video_revision", str),
-        hook=hook,
-        limit=r.get("limit", int),
-        note=r.get("note", str, ""),
-    )
+_ONE = _text(lambda s: [s])  # one string where a list of strings goes
 
 
-def _sources(data: Any, where: str) -> Sources:
-    r = _Reader(data, where, {"unified", "hub", "demo"})
-    unified, hub = r.get("unified", Mapping), r.get("hub", Mapping)
-    sources = Sources(
-        unified=_unified(unified, f"{where}.unified") if unified is not None else None,
-        hub=_hub(hub, f"{where}.hub") if hub is not None else None,
-        demo=r.get("demo", str),
-    )
-    if not (sources.unified or sources.hub or sources.demo):
-        raise UserError(f"{where}: a card needs at least one source (unified, hub or demo)")
-    return sources
+def _category(item: Any) -> Any:
+    """A category field `f` is {field: f, name: f}; labels are keyed and named by text (YAML reads `0:` as a number)."""
+    if isinstance(item, str):
+        return {"field": item, "name": item}
+    if isinstance(item, Mapping) and "field" in item:
+        item = {"name": item["field"], **item}
+        return _edit(item, "labels", lambda m: {str(k): str(v) for k, v in m.items()} if isinstance(m, Mapping) else m)
+    return item
 
 
-def _categories(items: Any, where: str) -> tuple[Category, ...]:
-    if items is None:
-        return ()
-    if not isinstance(items, list):
-        raise UserError(f"{where}: must be a list")
-    out = []
-    for i, item in enumerate(items):
-        if isinstance(item, str):
-            out.append(Category(item, item))
-            continue
-        r = _Reader(item, f"{where}[{i}]", {"field", "name", "labels", "bins"})
-        name_field = r.get("field", str, required=True)
-        labels = r.get("labels", Mapping)
-        bins = r.get("bins", list)
-        if bins is not None and not all(isinstance(b, (int, float)) for b in bins):
-            raise UserError(f"{where}[{i}]: bins must be numbers")
-        out.append(Category(
-            name=r.get("name", str, name_field),
-            field=name_field,
-            labels={str(k).lower(): str(v) for k, v in labels.items()} if labels else None,
-            bins=tuple(sorted(float(b) for b in bins)) if bins else None,
-        ))
-    return tuple(out)
+def _sources_written_out(sources: Any) -> Any:
+    """`sources` with the hub's shorthands written out: a file glob `g` is {glob: g}, one video_files string a list."""
+    return _edit(sources, "hub", lambda hub: _edit(_edit(hub, "video_files", _ONE), "files",
+                                                   _each(_text(lambda g: {"glob": g}))))
 
 
-def _frames(data: Any, where: str) -> FrameSettings:
-    """A card's or preset's frame settings: the keys a card may set, read with FrameSettings' types and bounds (the
-    flags' and jobs')."""
-    if data is None:
-        return FrameSettings()
-    return FrameSettings.read(_Reader(data, where, set(FRAME_KEYS)).data, where)
+def _aggregation(where: str) -> Callable[[Any], Any]:
+    """`aggregation: kind` is {kind: kind}; a mapping names its kind (a card never gets micro by leaving it out)."""
+    def change(value: Any) -> Any:
+        if isinstance(value, Mapping) and "kind" not in value:
+            raise UserError(f"{where}: aggregation needs a 'kind'")
+        return {"kind": value} if isinstance(value, str) else value
+    return change
 
 
-def _prompt(value: Any, where: str) -> dict[str, str]:
-    if isinstance(value, str):
-        return {DEFAULT_PROMPT_KEY: value}
-    if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
-        raise UserError(f"{where}: prompt must be a template name or a mapping task type -> template name")
-    return {str(k): v for k, v in value.items()}
+def _written_out(data: Any, where: str) -> Any:
+    """A card's YAML with its shorthands written out as the dataclasses declare them: `prompt: name` is {default:
+    name}, one string of task_types/suites/quirks a one-item list, categories and the hub as `_category` and
+    `_sources_written_out` say. Everything else is read as written."""
+    changes: dict[str, Callable[[Any], Any]] = {
+        "prompt": _text(lambda s: {DEFAULT_PROMPT_KEY: s}), "aggregation": _aggregation(where), "task_types": _ONE,
+        "suites": _ONE, "quirks": _ONE, "categories": _each(_category), "sources": _sources_written_out}
+    for key, change in changes.items():
+        data = _edit(data, key, change)
+    return data
 
 
-def _official(data: Any, where: str) -> Official | None:
-    if data is None:
-        return None
-    from ..scoring.official import PROTOCOLS
-
-    r = _Reader(data, where, {"protocol", "source", "parity", "note"})
-    protocol = r.get("protocol", str, required=True)
-    if protocol not in PROTOCOLS:
-        raise UserError(f"{where}: unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
-    parity = r.get("parity", str, required=True)
-    if parity not in PARITY_STATUSES:
-        raise UserError(f"{where}: parity must be one of: {'; '.join(PARITY_STATUSES)}")
-    note = r.get("note", str, "")
-    if parity != "exact" and not note:
-        raise UserError(f"{where}: parity {parity!r} needs a note saying why")
-    return Official(protocol, r.get("source", str, required=True), parity, note)
+def read_preset(data: Any, where: str) -> tuple[Preset, FrameSettings]:
+    """A preset's own keys and its frame settings: every key that is not the Preset's is a frame key, so a misspelt
+    one is refused with the frame key it is closest to (and `side`, the checkpoint's, as not settable here)."""
+    if not isinstance(data, Mapping):
+        raise UserError(f"{where} must be a mapping, not {type(data).__name__}")
+    own = {f.name for f in dataclasses.fields(Preset)}
+    frames = from_json(FrameSettings, {k: v for k, v in data.items() if k not in own}, where, exclude=("side",))
+    return from_json(Preset, _edit({k: v for k, v in data.items() if k in own}, "task_types", _ONE), where), frames
 
 
-_CARD_KEYS = {
-    "id", "name", "description", "homepage", "sources", "task_types", "prompt", "metric", "aggregation",
-    "categories", "frames", "presets", "suites", "path_fields", "quirks", "official",
-}
-_PRESET_KEYS = set(FRAME_KEYS) | {"sources", "task_types", "description"}
+def preset_frames(preset: Mapping[str, Any], where: str) -> FrameSettings:
+    """The frame settings a preset sets (over its card's)."""
+    return read_preset(preset, where)[1]
 
 
 def parse_card(data: Any, file: Path | None = None) -> Card:
     where = str(file) if file else "card"
-    r = _Reader(data, where, _CARD_KEYS)
-    card_id = r.get("id", str, required=True)
-    if not ID_RE.match(card_id):
-        raise UserError(f"{where}: id {card_id!r} must be lowercase letters, digits, '-' or '_'")
-    task_types = r.strings("task_types", required=True)
-    agg = r.get("aggregation", (Mapping, str), {"kind": "micro"})
-    agg = {"kind": agg} if isinstance(agg, str) else dict(agg)
-    if not isinstance(agg.get("kind"), str):
-        raise UserError(f"{where}: aggregation needs a 'kind'")
-    aggregation = from_json(Aggregation, agg, f"{where}.aggregation")
-    presets = r.get("presets", Mapping, {})
-    for name, preset in presets.items():
-        if not isinstance(name, str) or not PRESET_RE.match(name):
+    card = from_json(Card, _written_out(data, where), where, exclude=("file", "preset"))
+    for name, preset in card.presets.items():
+        if not PRESET_RE.match(name):
             raise UserError(f"{where}: preset name {name!r} must be letters, digits, '.', '-' or '_'")
-        _Reader(preset, f"{where}.presets.{name}", _PRESET_KEYS)
-        preset_frames(preset, f"{where}.presets.{name}")
-    path_fields = r.get("path_fields", Mapping, {})
-    for key, regex in path_fields.items():
-        try:
-            if re.compile(regex).groups < 1:
-                raise UserError(f"{where}: path_fields.{key} needs one capture group")
-        except (re.error, TypeError) as exc:
-            raise UserError(f"{where}: path_fields.{key} is not a valid regex: {exc}") from exc
-    return Card(
-        id=card_id,
-        name=r.get("name", str, required=True),
-        description=r.get("description", str, ""),
-        homepage=r.get("homepage", str),
-        sources=_sources(r.get("sources", Mapping, required=True), f"{where}.sources"),
-        task_types=task_types,
-        prompt=_prompt(r.get("prompt", (str, Mapping), required=True), f"{where}.prompt"),
-        metric=r.get("metric", str, required=True),
-        aggregation=aggregation,
-        categories=_categories(r.get("categories", list), f"{where}.categories"),
-        frames=_frames(r.get("frames", Mapping), f"{where}.frames"),
-        presets={k: dict(v) for k, v in presets.items()},
-        suites=r.strings("suites"),
-        path_fields=dict(path_fields),
-        quirks=r.strings("quirks"),
-        file=file,
-        official=_official(r.get("official", Mapping), f"{where}.official"),
-    )
+        read_preset(preset, f"{where}.presets.{name}")
+    return replace(card, file=file) if file else card
 
 
 def load_card_and_data(path: Path) -> tuple[Card, Any]:
@@ -449,26 +354,18 @@ def apply_preset(card: Card, preset: str, raw: Mapping[str, Any]) -> Card:
     if preset not in card.presets:
         known = ", ".join(sorted(card.presets)) or "none"
         raise UserError(f"benchmark {card.id!r} has no preset {preset!r}; its presets: {known}")
-    settings = card.presets[preset]
     where = f"{card.file or card.id}: preset {preset}"
+    own, frames = read_preset(card.presets[preset], where)
     sources = card.sources
-    if "sources" in settings:
-        sources = _sources(_merge(raw.get("sources", {}), settings["sources"]), f"{where}.sources")
-    task_types = card.task_types
-    if "task_types" in settings:
-        task_types = _Reader(settings, where, _PRESET_KEYS).strings("task_types")
+    if own.sources is not None:
+        sources = from_json(Sources, _sources_written_out(_merge(raw["sources"], own.sources)), f"{where}.sources")
     return replace(
         card,
         id=f"{card.id}@{preset}",
-        description=settings.get("description", card.description),
+        description=card.description if own.description is None else own.description,
         sources=sources,
-        task_types=task_types,
-        frames=preset_frames(settings, where).over(card.frames),
+        task_types=card.task_types if own.task_types is None else own.task_types,
+        frames=frames.over(card.frames),
         preset=preset,
         suites=(),
     )
-
-
-def preset_frames(preset: Mapping[str, Any], where: str) -> FrameSettings:
-    """The frame settings a preset sets (over its card's)."""
-    return _frames({k: v for k, v in preset.items() if k in FRAME_KEYS}, where)

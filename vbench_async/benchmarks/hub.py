@@ -2,7 +2,8 @@
 
 A card's `sources.hub.record` mapping says where question, options, answer, video and category fields live in the
 official record. Every mapped record becomes a unified record (`problem`, `options`, `solution`, ...) and goes through
-`samples.parse_record`, so both sources end in exactly the same `Sample`. Mapping keys:
+`samples.parse_record`, so both sources end in exactly the same `Sample`. Mapping keys (declared in
+record_mapping.py, which the card loader reads them into):
 
     id: "{Question ID}"            template over record fields (dotted paths allowed: "{meta.id}"); default "{_index}"
     question: Question              a field name, or a template when it contains "{"
@@ -35,6 +36,7 @@ from ..errors import SampleError, UserError
 from ..failure_kinds import FailureKind
 from ..samples import OPTION_LABEL, OPTION_PREFIX, read_records
 from .cards import HubFile, HubSource
+from .record_mapping import AnswerSpec, OptionsSpec, RecordMapping, TaskTypeSpec
 
 _TEMPLATE = re.compile(r"\{([^{}]+)\}")
 _LETTERED = OPTION_PREFIX
@@ -82,7 +84,7 @@ def _value(record: Mapping[str, Any], spec: str) -> Any:
 def _matches(record: Mapping[str, Any], conditions: Mapping[str, Any]) -> bool:
     for key, wanted in conditions.items():
         value = lookup(record, key)
-        accepted = wanted if isinstance(wanted, list) else [wanted]
+        accepted = wanted if isinstance(wanted, (list, tuple)) else [wanted]
         if str(value).lower() not in {str(a).lower() for a in accepted}:
             return False
     return True
@@ -127,28 +129,28 @@ def split_embedded_options(text: str) -> tuple[str, list[str]]:
     return "\n".join(lines[:first]).rstrip(), options
 
 
-def _options(record: Mapping[str, Any], spec: Any, question: str) -> tuple[str, list[str]]:
+def _options(record: Mapping[str, Any], spec: str | OptionsSpec | None, question: str) -> tuple[str, list[str]]:
     if spec is None:
         return question, []
-    spec = {"field": spec} if isinstance(spec, str) else dict(spec)
-    kind, sep = spec.get("kind", "list"), spec.get("sep", ". ")
-    if kind == "embedded":
+    spec = OptionsSpec(field=spec) if isinstance(spec, str) else spec
+    if spec.kind == "embedded":
         return split_embedded_options(question)
-    if kind == "columns":
-        texts = [lookup(record, c) for c in spec["columns"]]
-        return question, _lettered([t for t in texts if t not in (None, "", _MISSING)], sep)
-    raw = lookup(record, spec["field"])
+    if spec.kind == "columns":
+        texts = [lookup(record, c) for c in spec.columns or ()]
+        return question, _lettered([t for t in texts if t not in (None, "", _MISSING)], spec.sep)
+    field = str(spec.field)  # set for the other kinds (OptionsSpec checks)
+    raw = lookup(record, field)
     if raw is _MISSING or raw is None:
         return question, []
-    if kind == "dict":
+    if spec.kind == "dict":
         if not isinstance(raw, Mapping):
-            raise SampleError(FailureKind.RECORD_INVALID, f"{spec['field']} must be a mapping letter -> text")
+            raise SampleError(FailureKind.RECORD_INVALID, f"{field} must be a mapping letter -> text")
         items = sorted((str(k).strip(), v) for k, v in raw.items() if v not in (None, ""))
-        return question, [f"{k}{sep}{v}" for k, v in items]
+        return question, [f"{k}{spec.sep}{v}" for k, v in items]
     texts = _as_list(raw)
     if texts is None:
-        raise SampleError(FailureKind.RECORD_INVALID, f"{spec['field']} must be a list of options, got {raw!r:.80}")
-    return question, _lettered(texts, sep)
+        raise SampleError(FailureKind.RECORD_INVALID, f"{field} must be a list of options, got {raw!r:.80}")
+    return question, _lettered(texts, spec.sep)
 
 
 def _strip_answer_tag(text: str) -> str:
@@ -175,14 +177,14 @@ def answer_letter(value: Any, options: list[str]) -> str:
                       f"{', '.join(letter for letter, _, _ in pairs)}")
 
 
-def _solution(record: Mapping[str, Any], spec: Any, options: list[str]) -> str:
-    spec = {"field": spec} if isinstance(spec, str) else dict(spec)
-    kind = spec.get("kind", "letter")
-    value = lookup(record, spec["field"])
-    if value is None and "if_null" in spec:  # a null answer the card declares meaningful
-        value = spec["if_null"]
+def _solution(record: Mapping[str, Any], spec: str | AnswerSpec, options: list[str]) -> str:
+    spec = AnswerSpec(field=spec) if isinstance(spec, str) else spec
+    kind = spec.kind
+    value = lookup(record, spec.field)
+    if value is None and spec.if_null is not None:  # a null answer the card declares meaningful
+        value = spec.if_null
     if value is _MISSING or value is None:
-        raise SampleError(FailureKind.RECORD_INVALID, f"answer field {spec['field']!r} is missing")
+        raise SampleError(FailureKind.RECORD_INVALID, f"answer field {spec.field!r} is missing")
     if kind == "index":
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < len(options):
             raise SampleError(FailureKind.RECORD_INVALID,
@@ -202,21 +204,20 @@ def _solution(record: Mapping[str, Any], spec: Any, options: list[str]) -> str:
     return f"<answer>{answer}</answer>"
 
 
-def _task_type(record: Mapping[str, Any], spec: Any, has_options: bool) -> str:
+def _task_type(record: Mapping[str, Any], spec: str | TaskTypeSpec, has_options: bool) -> str:
     if isinstance(spec, str):
         return spec
-    if isinstance(spec, Mapping) and "with_options" in spec:
-        return spec["with_options"] if has_options else spec["without_options"]
-    if isinstance(spec, Mapping) and "field" in spec:
-        raw = lookup(record, spec["field"])
-        table = {str(k).lower(): v for k, v in (spec.get("map") or {}).items()}
-        key = str(raw).lower()
-        if key in table:
-            return table[key]
-        if "default" in spec:
-            return spec["default"]
-        if raw not in (None, _MISSING):
-            return str(raw)
+    if spec.field is None:  # then both of these are set (TaskTypeSpec checks)
+        return str(spec.with_options if has_options else spec.without_options)
+    raw = lookup(record, spec.field)
+    table = {str(k).lower(): v for k, v in spec.map.items()}  # YAML reads `true:` as a bool
+    key = str(raw).lower()
+    if key in table:
+        return table[key]
+    if spec.default is not None:
+        return spec.default
+    if raw not in (None, _MISSING):
+        return str(raw)
     raise SampleError(FailureKind.RECORD_INVALID, f"cannot tell the task type from {spec!r}")
 
 
@@ -240,41 +241,40 @@ def _image(record: Mapping[str, Any], field: str, image_store: Path) -> str | No
     raise SampleError(FailureKind.RECORD_INVALID, f"image field {field!r} is neither a path nor an embedded image")
 
 
-def to_unified(record: Mapping[str, Any], mapping: Mapping[str, Any], image_store: Path) -> dict[str, Any]:
+def to_unified(record: Mapping[str, Any], mapping: RecordMapping, image_store: Path) -> dict[str, Any]:
     """Map one official record (pseudo-fields already set) to a unified record."""
     rec = dict(record)
-    for name, var in (mapping.get("vars") or {}).items():
-        key = str(lookup(rec, var["from"]))
-        rec[name] = var["map"].get(key, var.get("default", _MISSING))
+    for name, var in (mapping.vars or {}).items():
+        key = str(lookup(rec, var.from_))
+        rec[name] = var.map.get(key, _MISSING if var.default is None else var.default)
         if rec[name] is _MISSING:
-            raise SampleError(FailureKind.RECORD_INVALID, f"{var['from']}={key!r} is not in the {name} table")
-    question_spec = mapping.get("question")
-    question = str(_value(rec, question_spec) or "") if question_spec else ""
-    question, options = _options(rec, mapping.get("options"), question)
-    task_type = _task_type(rec, mapping.get("task_type", "multiple choice"), bool(options))
+            raise SampleError(FailureKind.RECORD_INVALID, f"{var.from_}={key!r} is not in the {name} table")
+    question = str(_value(rec, mapping.question) or "") if mapping.question else ""
+    question, options = _options(rec, mapping.options, question)
+    task_type = _task_type(rec, "multiple choice" if mapping.task_type is None else mapping.task_type, bool(options))
     if task_type == "multiple choice" and not options:
         raise SampleError(FailureKind.RECORD_INVALID, "a multiple-choice record without options")
     out: dict[str, Any] = {
-        "problem_id": render(mapping.get("id", "{_index}"), rec),
+        "problem_id": render("{_index}" if mapping.id is None else mapping.id, rec),
         "problem": question,
         "options": options,
         "problem_type": task_type,
-        "solution": _solution(rec, mapping.get("answer", "answer"), options),
+        "solution": _solution(rec, "answer" if mapping.answer is None else mapping.answer, options),
         "data_type": "video",
     }
-    if "video" in mapping:
-        video = render(mapping["video"], rec)
-        if mapping.get("video_ext") and not Path(video).suffix:
-            video += mapping["video_ext"]
+    if mapping.video is not None:
+        video = render(mapping.video, rec)
+        if mapping.video_ext and not Path(video).suffix:
+            video += mapping.video_ext
         out["path"] = video
-    for key in ("start", "end"):
-        if key in mapping and _value(rec, mapping[key]) not in (None, ""):
-            out[key] = _value(rec, mapping[key])
-    if "image" in mapping:
-        image = _image(rec, mapping["image"], image_store)
+    for key, spec in (("start", mapping.start), ("end", mapping.end)):
+        if spec is not None and _value(rec, spec) not in (None, ""):
+            out[key] = _value(rec, spec)
+    if mapping.image is not None:
+        image = _image(rec, mapping.image, image_store)
         if image:
             out["image_path"] = image
-    for name, spec in (mapping.get("fields") or {}).items():
+    for name, spec in (mapping.fields or {}).items():
         value = _value(rec, spec)
         if value is not None:
             out[name] = value
@@ -299,11 +299,11 @@ def annotation_files(snapshot: Path, hub: HubSource) -> list[tuple[Path, HubFile
     return found
 
 
-def _raw_records(path: Path, mapping: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+def _raw_records(path: Path, mapping: RecordMapping) -> Iterator[dict[str, Any]]:
     data = read_table(path)
-    if mapping.get("records") == "dict_by_id":
+    if mapping.records == "dict_by_id":
         data = [dict(v, _key=k) for item in data if isinstance(item, Mapping) for k, v in item.items()]
-    explode = mapping.get("explode")
+    explode = mapping.explode
     for i, rec in enumerate(data):
         if not isinstance(rec, Mapping):
             yield {"_invalid": f"record #{i} of {path.name} is a {type(rec).__name__}, not an object"}
@@ -349,8 +349,8 @@ def load_hub_records(snapshot: Path, hub: HubSource, video_root: Path) -> list[A
     ctx = HubContext(snapshot, video_root)
     finder = VideoFinder(video_root)
     for path, spec in files:
-        mapping = {**hub.record, **spec.record}
-        filters, excludes = mapping.get("filter") or {}, mapping.get("exclude") or {}
+        mapping = spec.record.over(hub.record)
+        filters, excludes = mapping.filter or {}, mapping.exclude or {}
         for rec in _raw_records(path, mapping):
             if "_invalid" in rec:
                 out.append(SampleError(FailureKind.RECORD_INVALID, rec["_invalid"]))
@@ -363,7 +363,7 @@ def load_hub_records(snapshot: Path, hub: HubSource, video_root: Path) -> list[A
                     out.extend(HUB_HOOKS[hub.hook](rec, ctx))
                 else:
                     unified = to_unified(rec, mapping, image_store)
-                    if mapping.get("video_search") and "path" in unified:
+                    if mapping.video_search and "path" in unified:
                         unified["path"] = finder.find(unified["path"])
                     out.append(unified)
             except SampleError as exc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
@@ -18,6 +19,7 @@ from ..failure_kinds import FailureKind
 from ..resources import data_dir
 from ..sample_result import Result
 from ..samples import Sample
+from ..settings import from_json
 from . import aggregate as _aggregate
 from . import prompts
 from .card_check import check_card
@@ -264,20 +266,19 @@ def get_benchmark(name: str) -> Benchmark:
     return Benchmark(apply_preset(card, preset, raw) if preset else card)
 
 
-def recorded_benchmark(name: str, config: Mapping[str, Any] | None) -> Benchmark:
-    """The benchmark as a run evaluated it, from the config its result file was made under (`config["recipe"]`, the
-    recipe's {name, version}; absent: the cards): what re-scoring its result lines uses, so that they are read with
-    the protocol of the recipe they ran under. A recipe this version does not hold (an unknown name, another version)
-    is refused: its answer extraction may not be this one's."""
+def recorded_benchmark(name: str, recipe: str | None, version: int | None = None) -> Benchmark:
+    """The benchmark as a run evaluated it, under the recipe (`recipe`, `version`) its result config records (None:
+    the cards): what re-scoring its result lines uses, so that they are read with the protocol of the recipe they ran
+    under. A recipe this version does not hold (an unknown name, another version) is refused: its answer extraction
+    may not be this one's."""
     from . import recipes
 
     bench = get_benchmark(name)
-    recorded = (config or {}).get("recipe")
-    if recorded:
-        known = recipes.RECIPES.get(str(recorded.get("name"))) if isinstance(recorded, Mapping) else None
-        if known is None or known.identity != dict(recorded):
+    if recipe is not None:
+        known = recipes.RECIPES.get(recipe)
+        if known is None or known.version != version:
             have = f"{known.name} v{known.version}" if known else "no such recipe"
-            raise UserError(f"{name}: its results were made under the recipe {recorded!r}, which this version "
+            raise UserError(f"{name}: its results were made under the recipe {recipe} v{version}, which this version "
                             f"does not hold ({have}); re-score them with the version that made them")
         bench.use_recipe(known, None)  # its prompt variant is the recipe's: a --prompt-variant is not in the config
     return bench
@@ -333,12 +334,24 @@ def load_suite(path: Path) -> tuple[str, list[str]]:
         raise UserError(f"cannot read suite {path}: {exc}") from exc
     if isinstance(data, list):  # a bare list of names is a suite too
         data = {"benchmarks": data}
-    if not isinstance(data, Mapping) or not set(data) <= {"id", "name", "description", "benchmarks"}:
+    if not isinstance(data, Mapping) or "benchmarks" not in data:
         raise UserError(f"{path}: a suite is a mapping with 'benchmarks' (and optional id, name, description)")
-    names = data.get("benchmarks")
-    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
-        raise UserError(f"{path}: 'benchmarks' must be a non-empty list of benchmark ids")
-    return str(data.get("description", "")), names
+    suite = from_json(SuiteFile, data, str(path))
+    return suite.description, list(suite.benchmarks)
+
+
+@dataclass(frozen=True)
+class SuiteFile:
+    """A suite's YAML: the benchmarks it runs (ids, `id@preset`), in order."""
+
+    benchmarks: tuple[str, ...]
+    description: str = ""
+    id: str | None = None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.benchmarks or not all(self.benchmarks):
+            raise ValueError("'benchmarks' must be a non-empty list of benchmark ids")
 
 
 def _suite_path(suite: str) -> Path:

@@ -15,6 +15,7 @@ to folders, for data spread over several disks:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from functools import cache
@@ -27,21 +28,47 @@ from .. import yaml_bounded
 from ..errors import DataMissing, SampleError, UserError
 from ..failure_kinds import FailureKind
 from ..samples import Sample, iter_records, sample_from
+from ..settings import from_json
 from .cards import Card
 from .quirks import SAMPLE_HOOKS, ClipResolver, add_path_fields, dedupe_ids
 
 DATA_ROOT_ENV = "VBENCH_DATA_ROOT"
 SOURCE_KINDS = ("auto", "unified", "hub", "demo")
-_OVERRIDE_KEYS = {"annotation", "video_dir", "image_dir", "hub_dir"}
+
+
+@dataclass(frozen=True)
+class DataOverride:
+    """Where one benchmark's files are when not where its card says: relative to the map's root, or absolute."""
+
+    annotation: str | None = None
+    video_dir: str | None = None
+    image_dir: str | None = None
+    hub_dir: str | None = None
+
+    def __bool__(self) -> bool:
+        return any(v is not None for v in dataclasses.astuple(self))
+
+
+@dataclass(frozen=True)
+class DataMap:
+    """A data map's YAML (`--data-root map.yaml`): the root the relative paths start from (default: the map's folder)
+    and the benchmarks whose files are elsewhere."""
+
+    root: str | None = None
+    benchmarks: Mapping[str, DataOverride] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class DataRoot:
     root: Path
-    overrides: Mapping[str, Mapping[str, str]]
+    overrides: Mapping[str, DataOverride]
 
-    def override(self, card: Card) -> Mapping[str, str]:
-        return self.overrides.get(card.id) or self.overrides.get(card.base_id) or {}
+    def override(self, card: Card) -> DataOverride:
+        """The map's entry for the card (`id@preset`), else for its base card; an empty one without."""
+        for key in (card.id, card.base_id):
+            if key in self.overrides:
+                return self.overrides[key]
+        return DataOverride()
 
     def path(self, value: str) -> Path:
         p = Path(value).expanduser()
@@ -54,17 +81,12 @@ def _data_map(path: Path) -> DataRoot:
         data = yaml_bounded.load(path.read_text(encoding="utf-8")) or {}  # no alias, bounded depth
     except (OSError, yaml.YAMLError) as exc:
         raise UserError(f"cannot read data map {path}: {exc}") from exc
-    if not isinstance(data, Mapping) or not set(data) <= {"root", "benchmarks"}:
-        raise UserError(f"{path}: a data map has the keys 'root' and 'benchmarks'")
-    root = Path(str(data.get("root") or path.parent)).expanduser()
+    if not isinstance(data, Mapping):
+        raise UserError(f"{path}: a data map has the keys 'root' and 'benchmarks' (see README, 'Data maps')")
+    read = from_json(DataMap, {k: v for k, v in data.items() if v is not None}, str(path))  # an empty key: unset
+    root = Path(read.root or path.parent).expanduser()
     root = root if root.is_absolute() else path.parent / root
-    overrides = data.get("benchmarks") or {}
-    if not isinstance(overrides, Mapping):
-        raise UserError(f"{path}: 'benchmarks' maps benchmark ids to their folders (see README, 'Data maps')")
-    for name, entry in overrides.items():
-        if not isinstance(entry, Mapping) or not set(entry) <= _OVERRIDE_KEYS:
-            raise UserError(f"{path}: benchmarks.{name} may set only {', '.join(sorted(_OVERRIDE_KEYS))}")
-    return DataRoot(root.absolute(), {str(k): {kk: str(vv) for kk, vv in v.items()} for k, v in overrides.items()})
+    return DataRoot(root.absolute(), {str(k): v for k, v in read.benchmarks.items()})
 
 
 def data_root(path: Path | str | None) -> DataRoot:
@@ -81,8 +103,9 @@ def data_root(path: Path | str | None) -> DataRoot:
 
 def hub_dir(card: Card, root: DataRoot) -> Path:
     """The local snapshot folder of a card's hub release."""
-    if "hub_dir" in root.override(card):
-        return root.path(root.override(card)["hub_dir"])
+    own = root.override(card).hub_dir
+    if own is not None:
+        return root.path(own)
     if card.sources.hub is None:
         raise UserError(f"benchmark {card.id!r} has no hub source")
     owner, name = card.sources.hub.repo.split("/")
@@ -121,12 +144,12 @@ def demo_built(group: str) -> bool:
 
 def _unified(card: Card, root: DataRoot) -> Resolved:
     src, over = card.sources.unified, root.override(card)
-    video_root = root.path(over.get("video_dir", src.video_dir))
-    image_dir = over.get("image_dir", src.image_dir)
+    video_root = root.path(src.video_dir if over.video_dir is None else over.video_dir)
+    image_dir = src.image_dir if over.image_dir is None else over.image_dir
     clip = src.clip_fallback
     return Resolved(
         kind="unified",
-        annotation=root.path(over.get("annotation", src.annotation)),
+        annotation=root.path(src.annotation if over.annotation is None else over.annotation),
         video_root=video_root,
         image_root=root.path(image_dir) if image_dir else video_root,
         clip_root=root.path(clip.source_dir) if clip else None,
@@ -200,7 +223,7 @@ def load_records(card: Card, resolved: Resolved, root: Path | str | None) -> Ite
     hub = card.sources.hub
     # A file in the official release's format is mapped whole; deciding needs at most one pass that usually stops at
     # the first record (a unified file's first record has a problem_type).
-    if hub and hub.record and not hub.hook and not _has_problem_type(path):
+    if hub and not hub.hook and not _has_problem_type(path):  # no hook: the hub has a record mapping
         return as_unified(_read(path), card, path.parent / ".vbench-images")
     return _stream(path)
 
@@ -227,7 +250,7 @@ def as_unified(records: list[Any], card: Card, image_store: Path) -> list[Any]:
     # Any record with a problem_type makes the file unified: judged by the first record alone, one hand-edited record
     # that lost its problem_type would send every record through the official mapping (and fail them all).
     official = records and not any(isinstance(r, Mapping) and "problem_type" in r for r in records)
-    if hub and hub.record and not hub.hook and official and isinstance(records[0], Mapping):
+    if hub and not hub.hook and official and isinstance(records[0], Mapping):
         return official_to_unified(records, card, image_store)
     return records
 

@@ -43,17 +43,15 @@ def side_by_side(kinds: list[str | None], summaries: Sequence[Summary | Mapping[
 
 
 def ablations_main(args: argparse.Namespace, cfg: RunConfig) -> int:
-    from ..backends.factory import backend_kind
-    from ..evaluation.run_config import resolve_model, run_dir_for
+    from ..evaluation.run_config import resolve_run
     from ..evaluation.sweep import run_on_one_engine
     from .console import engine_console, engine_log_path
     from .plan_view import print_plan_lines
 
     sigterm_as_ctrl_c()
     kinds: list[str | None] = list(args.ablations)
-    kind = backend_kind(cfg.backend)
-    model = resolve_model(cfg)
-    base = run_dir_for(dataclasses.replace(cfg, ablation=None), model)
+    resolved = resolve_run(dataclasses.replace(cfg, ablation=None))  # once, here: the model, its kind, runs/<name>
+    kind, base = resolved.kind, resolved.run_dir
     cfgs = [dataclasses.replace(cfg, ablation=k, output_dir=ablation_dir(base, k)) for k in kinds]
     def console(run_dir: Path) -> contextlib.AbstractContextManager[Any]:
         return engine_console(engine_log_path(run_dir), verbose=args.verbose, engine_in_process=kind.in_process)
@@ -68,7 +66,7 @@ def ablations_main(args: argparse.Namespace, cfg: RunConfig) -> int:
             k = kinds[rank.index(budget)]
             print_plan_lines(workload, not_run, verbose=args.verbose, then="frames" if k is None else f"ablation {k}")
 
-    summaries = run_on_one_engine(cfgs, model.path, rank, on_plan, console, model)
+    summaries = run_on_one_engine(cfgs, rank, on_plan, console, resolved)
     code = 0
     for k, summary in zip(kinds, summaries):
         print(f"\n{'frames' if k is None else 'ablation ' + k}: {summary.run_dir}")

@@ -34,7 +34,8 @@ def compare_runs(run_a: Path, run_b: Path, benchmarks: list[str] | None = None) 
     """{benchmark: PairedComparison as a dict, plus config_differs, the settings that differ (`differs_in`) and the
     flipped samples (id, A's and B's score)} for the benchmarks both runs hold."""
     from ..leaderboard.compare_pages import flipped_samples
-    from ..leaderboard.load import differing_settings, load_runs
+    from ..leaderboard.load import load_runs, settings
+    from ..results.result_config import differing
     from ..results.stats import paired_compare, values_by_id
 
     a, b = load_runs([run_a, run_b], strict=True)
@@ -54,7 +55,8 @@ def compare_runs(run_a: Path, run_b: Path, benchmarks: list[str] | None = None) 
         row = paired_compare(va, vb, {**cb, **ca}).to_dict()
         ba, bb = a.benchmarks[bid], b.benchmarks[bid]
         row["config_differs"] = ba.config_group != bb.config_group
-        row["differs_in"] = differing_settings([ba.config, bb.config]) if ba.config and bb.config else []
+        row["differs_in"] = (differing([settings(ba.config, ba.recipe), settings(bb.config, bb.recipe)])
+                             if ba.config and bb.config else [])
         row["flipped"] = [{"sample_id": f["sample_id"], "a": f["score_a"], "b": f["score_b"]}
                           for f in flipped_samples(ba, bb)]
         out[bid] = row

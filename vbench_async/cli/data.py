@@ -4,8 +4,11 @@ convert the predecessor's training records."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import UserError
 from .include import add_include_option
@@ -90,7 +93,30 @@ def run_validate(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def check_benchmark(bench, data_root: Path | None, source: str, allow_outside: bool, probe: bool = True) -> dict:
+@dataclass
+class DataReport:
+    """What `data check` found for one benchmark: its records and media, or why its annotations could not be read."""
+
+    error: str | None = None  # the annotation file could not be read: nothing below was checked
+    source: str = ""
+    video_root: str = ""
+    records: int = 0
+    invalid_records: int = 0
+    media_files: int = 0
+    missing: list[str] = field(default_factory=list)
+    unsafe: list[str] = field(default_factory=list)  # paths that leave the data root
+    unreadable: list[str] = field(default_factory=list)  # "path: why"
+
+    @property
+    def bad(self) -> bool:
+        return bool(self.error or self.missing or self.unsafe or self.unreadable)
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        return {"error": self.error} if self.error else {k: v for k, v in out.items() if k != "error"}
+
+
+def check_benchmark(bench, data_root: Path | None, source: str, allow_outside: bool, probe: bool = True) -> DataReport:
     """Missing, unsafe and (`probe`) unreadable media of one benchmark (pure of printing, used by the command and
     tests)."""
     from ..errors import SampleError
@@ -99,7 +125,7 @@ def check_benchmark(bench, data_root: Path | None, source: str, allow_outside: b
     try:
         items = bench.load_samples(data_root, source)
     except UserError as exc:
-        return {"error": str(exc)}
+        return DataReport(error=str(exc))
     resolved = bench.resolve_source(data_root, source)
     samples = [s for s in items if isinstance(s, Sample)]
     missing, unsafe, seen, videos = [], [], set(), []
@@ -117,9 +143,9 @@ def check_benchmark(bench, data_root: Path | None, source: str, allow_outside: b
                     missing.append(str(path))
                 elif i == 0 and s.video and probe:
                     videos.append(path)
-    return {"source": resolved.kind, "video_root": str(resolved.video_root), "records": len(items),
-            "invalid_records": len(items) - len(samples), "media_files": len(seen), "missing": missing,
-            "unsafe": unsafe, "unreadable": unreadable_videos(videos)}
+    return DataReport(source=resolved.kind, video_root=str(resolved.video_root), records=len(items),
+                      invalid_records=len(items) - len(samples), media_files=len(seen), missing=missing,
+                      unsafe=unsafe, unreadable=unreadable_videos(videos))
 
 
 def unreadable_videos(paths: list[Path]) -> list[str]:
@@ -150,36 +176,34 @@ def run_check(args: argparse.Namespace) -> int:
     benches = resolve_benchmarks(args.suite, names or None)
     reports = {b.id: check_benchmark(b, args.data_root, args.source, args.allow_outside_root, not args.no_probe)
                for b in benches}
-    bad = [k for k, r in reports.items() if r.get("error") or r["missing"] or r["unsafe"] or r["unreadable"]]
+    bad = [k for k, r in reports.items() if r.bad]
     if args.json:
-        print(json.dumps(reports, indent=2))
+        print(json.dumps({k: r.to_json() for k, r in reports.items()}, indent=2))
         return 1 if bad else 0
     for name, r in reports.items():
-        if r.get("error"):
-            print(f"{name}: {r['error']}")
+        if r.error:
+            print(f"{name}: {r.error}")
             continue
         status = "ok" if name not in bad else \
-            f"{len(r['missing'])} missing, {len(r['unsafe'])} unsafe, {len(r['unreadable'])} unreadable"
-        print(f"{name}: {r['records']} records ({r['invalid_records']} invalid), {r['media_files']} media files "
-              f"under {r['video_root']} [{r['source']}]: {status}")
-        for path in r["missing"][: args.show]:
-            print(f"  missing: {path}")
-        for line in r["unsafe"][: args.show]:
-            print(f"  unsafe: {line}")
-        for line in r["unreadable"][: args.show]:
-            print(f"  unreadable: {line}")
-        hidden = sum(max(0, len(r[k]) - args.show) for k in ("missing", "unsafe", "unreadable"))
+            f"{len(r.missing)} missing, {len(r.unsafe)} unsafe, {len(r.unreadable)} unreadable"
+        print(f"{name}: {r.records} records ({r.invalid_records} invalid), {r.media_files} media files "
+              f"under {r.video_root} [{r.source}]: {status}")
+        lists = {"missing": r.missing, "unsafe": r.unsafe, "unreadable": r.unreadable}
+        for what, lines in lists.items():
+            for line in lines[: args.show]:
+                print(f"  {what}: {line}")
+        hidden = sum(max(0, len(lines) - args.show) for lines in lists.values())
         if hidden:
             print(f"  ... {hidden} more (use --json for all)")
     print(check_summary(reports, bad, args))
     return 1 if bad else 0
 
 
-def check_summary(reports: dict[str, dict], bad: list[str], args: argparse.Namespace) -> str:
+def check_summary(reports: dict[str, DataReport], bad: list[str], args: argparse.Namespace) -> str:
     """The closing line: how many benchmarks have all their data, and what to do about the others."""
     from ..benchmarks.sources import data_root
 
-    n, absent = len(reports), [k for k, r in reports.items() if r.get("error")]
+    n, absent = len(reports), [k for k, r in reports.items() if r.error]
     root = data_root(args.data_root).root
     line = f"{n - len(bad)} of {n} benchmark(s) have all their data under {root}" + \
         ("" if root.is_dir() else " (that folder does not exist)")

@@ -77,7 +77,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         with engine_console(engine_log_path(args.run_dir), verbose=args.verbose,  # the judge engine's logs
                             engine_in_process=kind.in_process):
-            judged = judge_run_dir(args.run_dir, cfg)
+            judged = judge_run_dir(args.run_dir, cfg, kind)
     except KeyboardInterrupt:
         print(f"verdicts so far are kept in {args.run_dir / 'judge'}; re-run the same command to judge the rest",
               file=sys.stderr)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import types
 import typing
 from pathlib import Path
 from typing import Any, Callable, Collection, TypeVar
@@ -32,7 +31,7 @@ from ..benchmarks.prompts import PromptSettings
 from ..benchmarks.selection import Selection
 from ..frames.frame_settings import FrameSettings
 from ..redact import mark_secret
-from ..settings import bounds_error
+from ..settings import bounds_error, union_members
 
 T = TypeVar("T")
 
@@ -143,7 +142,7 @@ def _dest(f: dataclasses.Field, default: Any) -> str:
 
 def _scalar(hint: Any) -> type:
     """The one non-None type of a field: `int | None` -> int, `tuple[str, ...] | None` -> tuple."""
-    members = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    members = union_members(hint)
     kinds = [typing.get_origin(m) or m for m in members if m is not type(None)]
     if len(kinds) != 1 or not (kinds[0] in _SCALARS or kinds[0] in (bool, tuple)):
         raise TypeError(f"no command-line form for a field of type {hint}")

@@ -68,8 +68,8 @@ def main(args: argparse.Namespace) -> int:
         from .ablations import ablations_main
 
         return ablations_main(args, cfg)
-    kind = backend_kind(cfg.backend)
-    if kind.settings is VLLMSettings:  # before anything touches CUDA: the engine processes inherit the restriction
+    # The kind before the model (resolve_run below): the devices are chosen before anything touches CUDA.
+    if backend_kind(cfg.backend).settings is VLLMSettings:  # the engine processes inherit the restriction
         apply_devices(select_devices(args.gpus, cfg.engine.tensor_parallel_size * cfg.engine.data_parallel_size))
     sigterm_as_ctrl_c()
     resolved = resolve_run(cfg)  # once, here: the runner writes where this says (runs/<name> with --name)
@@ -78,7 +78,7 @@ def main(args: argparse.Namespace) -> int:
     fresh, fresh_parent = not out_dir.exists(), not out_dir.parent.exists()
     try:
         with engine_console(engine_log_path(out_dir), verbose=args.verbose,
-                            engine_in_process=kind.in_process):
+                            engine_in_process=resolved.kind.in_process):
             return _run(args, cfg, shard, resolved)
     except UserError:
         if fresh:  # a usage error before the first result leaves no run directory behind
@@ -143,7 +143,7 @@ def _run(args: argparse.Namespace, cfg: RunConfig, shard: Shard | None, resolved
         from ..evaluation.judge_pass import judge_after_run
         from .judge_report import judge_pass_line
 
-        judged = judge_after_run(run_dir, cfg, cfg.judge_model)
+        judged = judge_after_run(resolved, cfg, cfg.judge_model)
         summary, judge_pass = judged.summary, judged.judge_pass
         summary.run_dir = str(run_dir)  # as the runner's summary has it
         print(judge_pass_line(judge_pass, run_dir))

@@ -14,6 +14,7 @@ from ..errors import UserError
 from .formatting import DefaultsHelpFormatter
 
 if TYPE_CHECKING:
+    from ..backends.factory import BackendKind
     from ..evaluation.run_config import RunConfig
     from ..serve.jobs import JobRecord
     from ..serve.paths import JobPaths
@@ -88,6 +89,11 @@ def add_options(p: argparse.ArgumentParser) -> None:
 
 def base_config(args: argparse.Namespace) -> RunConfig:
     """The server's own settings (every job runs with them): RunConfig's fields from `serve`'s flags."""
+    return _base_and_kind(args)[0]
+
+
+def _base_and_kind(args: argparse.Namespace) -> tuple[RunConfig, BackendKind]:
+    """`base_config` with its backend kind, resolved once here (and checked against the server settings)."""
     from ..backends.factory import backend_kind
     from ..backends.openai import ServerSettings
     from ..backends.vllm import VLLMSettings
@@ -96,16 +102,15 @@ def base_config(args: argparse.Namespace) -> RunConfig:
 
     base = RunConfig(**values_from_args(RunConfig, args, only=("model", *SERVE_FLAGS)),
                      engine=from_args(VLLMSettings, args), server=from_args(ServerSettings, args), progress=False)
-    backend_kind(base.backend).check(base.server)
-    return base
+    kind = backend_kind(base.backend)
+    kind.check(base.server)
+    return base, kind
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..backends.factory import backend_kind
     from .console import engine_console, engine_log_path
 
-    base = base_config(args)
-    kind = backend_kind(base.backend)
+    base, kind = _base_and_kind(args)
     with engine_console(engine_log_path(args.log_dir), verbose=args.verbose, engine_in_process=kind.in_process):
         return _serve(args, base)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..backends.base import Backend, NoRequests
-from ..backends.factory import backend_kind, make_backend
+from ..backends.factory import make_backend
 from ..backends.vllm import VLLMSettings
 from ..phases import mark
 from ..samples import Sample
@@ -29,6 +29,7 @@ from .run_config import RunConfig, run_sampling, run_system_prompt
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..backends.factory import BackendKind
     from ..frames import FrameCache, VideoJob
     from ..models import ModelRef
     from ..scoring.base import Score
@@ -205,9 +206,10 @@ def engine_settings(cfg: RunConfig, plans: list[BenchmarkPlan], workload: Worklo
     return settings
 
 
-def backend_options(cfg: RunConfig, plans: list[BenchmarkPlan], workload: WorkloadPlan | None = None) -> dict[str, Any]:
-    """The settings of the run's backend, as the manifest records them."""
-    return backend_kind(cfg.backend).options(engine_settings(cfg, plans, workload), cfg.server, cfg.concurrency)
+def backend_options(cfg: RunConfig, kind: BackendKind, plans: list[BenchmarkPlan],
+                    workload: WorkloadPlan | None = None) -> dict[str, Any]:
+    """The settings of the run's backend (`kind`, as the entry point resolved it), as the manifest records them."""
+    return kind.options(engine_settings(cfg, plans, workload), cfg.server, cfg.concurrency)
 
 
 def _make_backend(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], workload: WorkloadPlan | None,

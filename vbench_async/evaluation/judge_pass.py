@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backends.base import Backend, Request, SamplingParams
-from ..backends.factory import backend_field, backend_kind, make_backend
+from ..backends.factory import BackendKind, backend_field, backend_kind, make_backend
 from ..backends.openai import ServerSettings
 from ..backends.vllm import VLLMSettings
 from ..errors import EngineDead, SampleError
@@ -40,7 +40,7 @@ from ..results.verdicts import (
 from ..sample_result import Result
 from ..scoring.judges import PROMPT_HASH, Ask, JudgeItem, JudgeProtocol, Outcome, judge_for
 from .judge_outcome import JudgedRun, JudgeFailure, JudgePass
-from .run_config import JUDGE_MODEL_HELP, RunConfig, run_sampling
+from .run_config import JUDGE_MODEL_HELP, ResolvedRun, RunConfig, run_sampling
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +65,14 @@ class JudgeConfig:
     retry_failed: bool = field(default=False, metadata={"help": "judge again the items whose verdict was unparsable"})
 
 
-def resolve_identity(cfg: JudgeConfig) -> tuple[ModelRef, JudgeIdentity]:
-    """(model ref for the backend, identity). A served model (openai backend) is known by its name only."""
+def resolve_identity(cfg: JudgeConfig, kind: BackendKind | None = None) -> tuple[ModelRef, JudgeIdentity]:
+    """(model ref for the backend, identity). A served model (openai backend) is known by its name only. `kind`:
+    `cfg.backend`'s kind as the entry point resolved it (`vbench-async judge`, a run's --judge-model); looked up here
+    only for a direct library call that passes none."""
     from ..models import resolve
 
     sampling = SamplingParams(temperature=0.0, max_tokens=cfg.max_tokens or 0, seed=cfg.seed).to_dict()
-    if not backend_kind(cfg.backend).in_process:
+    if not (kind if kind is not None else backend_kind(cfg.backend)).in_process:
         ref = ModelRef(name=cfg.model, path=cfg.model, family="served", fingerprint=f"served:{cfg.model}")
     else:
         ref = resolve(cfg.model)
@@ -150,22 +152,23 @@ async def judge_pending(backend: Backend, identity: JudgeIdentity, work: list[tu
                      judge_id=identity.judge_id, key=identity.key)
 
 
-def judge_run_dir(run_dir: Path, cfg: JudgeConfig) -> JudgedRun:
+def judge_run_dir(run_dir: Path, cfg: JudgeConfig, kind: BackendKind | None = None) -> JudgedRun:
     """Judge every open-ended item of the run's current result files not judged yet by this judge, then recompute
     summary.json. Returns the new summary with the pass's counts. The run directory's lock is held throughout: a
-    judge pass rewrites summary.json, never while a run writes the directory."""
+    judge pass rewrites summary.json, never while a run writes the directory. `kind`: `cfg.backend`'s kind as the
+    entry point resolved it (`resolve_identity`)."""
     from ..results.rundir_lock import RunDirLock
 
     run_dir = Path(run_dir)
     read_summary(run_dir)  # not a result directory: say so before taking its lock
     with RunDirLock(run_dir):
-        return _judge_locked(run_dir, cfg)
+        return _judge_locked(run_dir, cfg, kind)
 
 
-def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> JudgedRun:
+def _judge_locked(run_dir: Path, cfg: JudgeConfig, kind: BackendKind | None) -> JudgedRun:
     summary = read_summary(run_dir)
     recorded_benchmarks(summary, read_manifest(run_dir))  # a recipe this version does not hold: refused before judging
-    ref, identity = resolve_identity(cfg)
+    ref, identity = resolve_identity(cfg, kind)
     work: list[tuple[JudgeStore, Result]] = []
     stores: list[JudgeStore] = []
     n_skipped = n_skipped_failed = 0
@@ -211,13 +214,15 @@ def _judge_locked(run_dir: Path, cfg: JudgeConfig) -> JudgedRun:
                                                          n_skipped_failed=n_skipped_failed, earlier_failures=earlier))
 
 
-def judge_after_run(run_dir: Path, run_cfg: RunConfig, judge_model: str, **overrides: Any) -> JudgedRun:
+def judge_after_run(resolved: ResolvedRun, run_cfg: RunConfig, judge_model: str, **overrides: Any) -> JudgedRun:
     """Judge a finished run on the run's own backend kind and settings (engine knobs, server URL), then recompute its
-    summary. `overrides` set JudgeConfig fields (max_tokens, concurrency, ...)."""
+    summary. `resolved`: the run as its entry point resolved it (its directory, its backend kind). `overrides` set
+    JudgeConfig fields (max_tokens, concurrency, ...)."""
     cfg = JudgeConfig(model=judge_model, backend=run_cfg.backend, engine=run_cfg.engine, server=run_cfg.server,
                       seed=run_sampling(run_cfg).seed)
     for key, value in overrides.items():
         if not hasattr(cfg, key):
             raise TypeError(f"JudgeConfig has no field {key!r}")
         setattr(cfg, key, value)
-    return judge_run_dir(run_dir, cfg)
+    # the run's kind, unless an override names the judge's own backend (then its kind is looked up)
+    return judge_run_dir(resolved.run_dir, cfg, None if "backend" in overrides else resolved.kind)

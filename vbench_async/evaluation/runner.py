@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..backends.base import CONCURRENCY
-from ..backends.factory import backend_kind, make_backend
+from ..backends.factory import make_backend
 from ..benchmarks.include import included
 from ..errors import DataMissing, SampleError, UserError
 from ..failure_kinds import EnvironmentFault, FailureKind
 from ..phases import mark
 from ..results.manifest import plain
+from ..results.result_config import RecipeIdentity, RecordedFrames, RecordedSampling, ResultConfig
 from ..results.result_file import INVALID_TASK, ResultStore, config_hash
 from ..results.rundir_lock import RunDirLock
 from ..samples import Sample
@@ -26,8 +27,10 @@ from .preflight import check_writable, no_data
 from .run_config import MODES, ResolvedRun, RunConfig, recipe_of, recorded, resolve_run, run_sampling, run_system_prompt
 
 if TYPE_CHECKING:
+    from ..backends.factory import BackendKind
     from ..benchmarks.registry import Benchmark
     from ..frames import FrameCache, FrameSettings, VideoJob
+    from ..frames.spec import FrameSpec
     from ..models import ModelRef
     from ..results.summary_record import Summary
     from ..sharding import ShardSelection
@@ -44,7 +47,8 @@ def run(cfg: RunConfig, on_plan: Callable[[WorkloadPlan | None, dict[str, str]],
     shard, `merged` (whether this shard completed the run and merged it). `on_plan` gets the workload plan of what is
     left to run (None when it could not be made) and the benchmarks not run, before any engine starts. `backends`
     builds the backend, called as `make_backend` is (the evaluation server's keeps one engine across runs).
-    `resolved`: the model and run directory as the entry point resolved them (`resolve_run(cfg)` when not given)."""
+    `resolved`: the model, backend kind and run directory as the entry point resolved them (`resolve_run(cfg)` when
+    not given); nothing below works them out again from `cfg`."""
     if cfg.mode not in MODES:
         raise UserError(f"unknown mode {cfg.mode!r}; choose from {', '.join(MODES)}")
     t_start = time.time()
@@ -54,12 +58,12 @@ def run(cfg: RunConfig, on_plan: Callable[[WorkloadPlan | None, dict[str, str]],
     # One writer per run directory, whatever its config (the shards of one run share it). The selection's own card
     # folders are known for the run only (a server job's must not outlive it).
     with RunDirLock(run_dir, shared=bool(cfg.shard)), included(*cfg.selection.include):
-        return _run_locked(cfg, model, run_dir, t_start, on_plan, backends)
+        return _run_locked(cfg, model, run_dir, t_start, on_plan, backends, resolved.kind)
 
 
 def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
                 on_plan: Callable[[WorkloadPlan | None, dict[str, str]], None] | None,
-                backends: BackendFactory = make_backend) -> Summary:
+                backends: BackendFactory, kind: BackendKind) -> Summary:
     from ..results import summaries
 
     loaded, not_run = _load(cfg)
@@ -67,8 +71,8 @@ def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
     selection = _shard_selection(cfg, model, loaded, run_dir) if cfg.shard else None
     plans = [_plan_benchmark(b, model, cfg, run_dir, samples, selection, cache.decoder) for b, samples in loaded]
     del loaded  # the plans hold what is still to run; finished samples need not stay in memory
-    workload = workload_plan(cfg, model, plans, cache, not_run) if cfg.mode != "preprocess" else None
-    if workload is not None and backend_kind(cfg.backend).sizes_context:
+    workload = workload_plan(cfg, kind, model, plans, cache, not_run) if cfg.mode != "preprocess" else None
+    if workload is not None and kind.sizes_context:
         _mark_overflow(plans, workload)
     if workload is not None:  # the start line says how much of the selection a resumed run already has, and
         workload.n_done = sum(p.n_total - len(p.entries) for p in plans)  # whether an engine starts at all
@@ -79,7 +83,7 @@ def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
 
     stats: dict[str, Any] = {}
     pending = sum(len(p.entries) for p in plans)
-    cfg = dataclasses.replace(cfg, concurrency=requests_in_flight(cfg, workload, pending))  # the manifest says it
+    cfg = dataclasses.replace(cfg, concurrency=requests_in_flight(cfg, kind, workload, pending))  # the manifest says it
     interrupted = False
     stopped: EnvironmentFault | None = None
     try:
@@ -105,7 +109,7 @@ def _run_locked(cfg: RunConfig, model: ModelRef, run_dir: Path, t_start: float,
             run_dir=run_dir,
             model=model,
             run_config=plain(recorded(cfg)),
-            backend_options=backend_options(cfg, plans, workload),
+            backend_options=backend_options(cfg, kind, plans, workload),
             plans=plans,
             loop_stats=stats,
             started_at=t_start,
@@ -161,14 +165,14 @@ def frame_cache(cfg: RunConfig) -> FrameCache:
 
 def plan(cfg: RunConfig) -> WorkloadPlan:
     """The workload plan of the whole selection (finished samples included), without a run directory or an engine:
-    `vbench-async plan`."""
+    `vbench-async plan`, whose entry point this is: the model and backend kind are resolved here, once."""
     loaded, not_run = _load(cfg)  # before the model: no data is said at once
     resolved = resolve_run(cfg)
     model = resolved.model
     cache = frame_cache(cfg)
     plans = [_plan_benchmark(b, model, cfg, resolved.run_dir, samples, decoder=cache.decoder, skip_done=False)
              for b, samples in loaded]
-    return workload_plan(cfg, model, plans, cache, not_run, strict=True)
+    return workload_plan(cfg, resolved.kind, model, plans, cache, not_run, strict=True)
 
 
 def video_jobs(cfg: RunConfig, model: ModelRef, overrides: list[FrameSettings]) -> list[VideoJob]:
@@ -181,18 +185,18 @@ def video_jobs(cfg: RunConfig, model: ModelRef, overrides: list[FrameSettings]) 
     return jobs
 
 
-def workload_plan(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache,
+def workload_plan(cfg: RunConfig, kind: BackendKind, model: ModelRef, plans: list[BenchmarkPlan], cache: FrameCache,
                   not_run: dict[str, str], strict: bool = False) -> WorkloadPlan | None:
-    """The plan of `plans`' pending entries (workload/plan.py). None when the model's processor cannot be read, unless
-    `strict`: a run then goes on unplanned, with the engine's default settings."""
+    """The plan of `plans`' pending entries (workload/plan.py) on the run's backend `kind`. None when the model's
+    processor cannot be read, unless `strict`: a run then goes on unplanned, with the engine's default settings."""
     from ..workload import build_plan
 
     engine = cfg.engine
-    sized = backend_kind(cfg.backend).sizes_context
+    sized = kind.sizes_context
     try:
         return build_plan(
             model, [(p.benchmark, p.spec, p.entries) for p in plans],
-            cache, max_tokens=max((p.config["sampling"]["max_tokens"] for p in plans),
+            cache, max_tokens=max((p.config.sampling.max_tokens or 0 for p in plans),
                                   default=run_sampling(cfg).max_tokens),
             concurrency=min(cfg.concurrency or engine.max_num_seqs, engine.max_num_seqs),  # sequences held at once
             max_model_len=engine.max_model_len if sized else None,
@@ -207,12 +211,12 @@ def workload_plan(cfg: RunConfig, model: ModelRef, plans: list[BenchmarkPlan], c
         return None
 
 
-def requests_in_flight(cfg: RunConfig, workload: WorkloadPlan | None, pending: int) -> int:
+def requests_in_flight(cfg: RunConfig, kind: BackendKind, workload: WorkloadPlan | None, pending: int) -> int:
     """--concurrency, or its default: with the in-process engine, as many pending requests as their frames' memory
     allows (workload/sizing.py); with a server or transformers, CONCURRENCY."""
     if cfg.concurrency:
         return cfg.concurrency
-    if workload is None or not backend_kind(cfg.backend).sizes_context:
+    if workload is None or not kind.sizes_context:
         return CONCURRENCY
     from ..workload import sizing
 
@@ -244,31 +248,28 @@ def _shard_selection(cfg: RunConfig, model: ModelRef, loaded: list[tuple[Benchma
     return select(Shard(*cfg.shard), items, run_dir)
 
 
+def result_config(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, spec: FrameSpec,
+                  decoder: str | None) -> ResultConfig:
+    """What can change `benchmark`'s answers in this run: what its config hash covers and its result file is named
+    after (`results/result_config.py`)."""
+    recipe = benchmark.recipe
+    return ResultConfig(
+        model=model.fingerprint, backend=cfg.backend, decoder=decoder, benchmark=benchmark.id,
+        frames=RecordedFrames.of(spec.to_dict()), prompt=benchmark.prompt_template_hash(), thinking=cfg.thinking,
+        sampling=RecordedSampling.of(run_sampling(cfg, benchmark.id).to_dict()), ablation=cfg.ablation,
+        recipe=RecipeIdentity.of(recipe.identity) if recipe is not None else None)
+
+
 def _plan_benchmark(benchmark: Benchmark, model: ModelRef, cfg: RunConfig, run_dir: Path,
                     samples: list[Sample | SampleError], selection: ShardSelection | None = None,
                     decoder: str | None = None, skip_done: bool = True) -> BenchmarkPlan:
     """One benchmark's part of a run: its frame spec, result store and pending entries (`plan` is the whole
     selection's workload plan, built from these)."""
     spec = benchmark.frame_spec(model, cfg.frame_overrides)
-    recipe = benchmark.recipe
+    config = result_config(benchmark, model, cfg, spec, decoder)
     sampling = run_sampling(cfg, benchmark.id)
-    config = {
-        # What can change an answer: the weights (a content hash, or the hub revision), the serving path (in-process
-        # vLLM, a server, transformers), the decoder that produced the frames, frames, prompt and sampling.
-        "model": model.fingerprint,
-        "backend": cfg.backend,
-        "decoder": decoder,
-        "benchmark": benchmark.id,
-        "frames": spec.to_dict(),
-        "prompt": benchmark.prompt_template_hash(),
-        "thinking": cfg.thinking,
-        "sampling": sampling.to_dict(),
-    }
-    if cfg.ablation is not None:  # present only when set: a real run's config hash stays what it was
-        config["ablation"] = cfg.ablation
-    if recipe is not None:  # likewise: two recipes never share a result file, no recipe keeps the old hashes
-        config["recipe"] = recipe.identity
-    store = ResultStore(run_dir, benchmark.id, config_hash(config), shard=tuple(cfg.shard) if cfg.shard else None)
+    store = ResultStore(run_dir, benchmark.id, config_hash(config.to_json()),
+                        shard=tuple(cfg.shard) if cfg.shard else None)
     kinds = store.failure_kinds() if skip_done else {}
     repaired = repaired_records(kinds, samples, store.invalid_records)
     if repaired:  # evaluated again; each one's failure goes once its new result is written (`replace_repaired`)

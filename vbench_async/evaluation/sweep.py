@@ -15,13 +15,11 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
-from ..backends.factory import backend_kind
 from ..errors import UserError
 from .run_config import ResolvedRun, RunConfig, resolve_run, run_dir_for
 from .runner import frame_cache, run, video_jobs
 
 if TYPE_CHECKING:
-    from ..models import ModelRef
     from ..results.summary_record import Summary
 
 log = logging.getLogger(__name__)
@@ -48,33 +46,32 @@ def run_sweep(cfg: RunConfig, budgets: list[int], on_plan: Callable[..., None] |
     `console(run_dir)` surrounds each pass: the shared preprocessing (the sweep's directory) and each budget's run
     (its directory), as `run`'s console surrounds its run (cli/console.py: the engine's logs in RUN_DIR/logs).
     `on_plan(workload, not_run, budget=, first=)` gets each budget's plan (`first`: the run that starts the engine).
-    `resolved`: the sweep's model and directory as the entry point resolved them (`resolve_run(cfg)` if not given):
+    `resolved`: the sweep's model, backend kind and directory as the entry point resolved them (`resolve_run(cfg)` if
+    not given):
     the budgets' directories go under its run directory (runs/<name>/max_frames-N with --name)."""
     from ..frames import preprocess
 
     resolved = resolved or resolve_run(cfg)
     cfgs = sweep_configs(cfg, budgets, resolved.run_dir)
-    model = resolved.model
     report: dict[str, Any] = {}
     if cfg.mode != "eval":
         with console(resolved.run_dir), frame_cache(cfg) as cache:
-            jobs = video_jobs(cfg, model, [c.frame_overrides for c in cfgs])
+            jobs = video_jobs(cfg, resolved.model, [c.frame_overrides for c in cfgs])
             report = preprocess(jobs, cache, workers=cfg.decode_workers, progress=cfg.progress).to_dict()
     if cfg.mode == "preprocess":
         return report, []
     # The cache holds every budget's frames now: each run reads them (a miss is still decoded on demand).
-    return report, run_on_one_engine([dataclasses.replace(c, mode="eval") for c in cfgs], model.path, budgets,
-                                     on_plan, console, model)
+    return report, run_on_one_engine([dataclasses.replace(c, mode="eval") for c in cfgs], budgets, on_plan, console,
+                                     resolved)
 
 
-def run_on_one_engine(cfgs: list[RunConfig], model_path: str, budgets: list[int],
-                      on_plan: Callable[..., None] | None, console: Callable[[Path], ContextManager[Any]],
-                      model: ModelRef) -> list[Summary]:
+def run_on_one_engine(cfgs: list[RunConfig], budgets: list[int], on_plan: Callable[..., None] | None,
+                      console: Callable[[Path], ContextManager[Any]], resolved: ResolvedRun) -> list[Summary]:
     """The budgets' runs on one engine, kept between them as the evaluation server keeps its own (backends/kept.py):
     the largest budget runs first, so the engine is sized and profiled for the largest frames, and the others are
     planned against that engine. `on_plan(workload, not_run, budget, first)`: `first` for the run that starts the
-    engine. `model`: resolved once by the caller (with its label) and passed to every run. Summaries come back in the
-    order of `cfgs`."""
+    engine. `resolved`: the model (with its label) and backend kind, resolved once by the caller and passed to every
+    run, each with its own directory (its config's OUTPUT_DIR). Summaries come back in the order of `cfgs`."""
     from ..backends.kept import EngineKeeper
 
     keeper = EngineKeeper()
@@ -84,19 +81,19 @@ def run_on_one_engine(cfgs: list[RunConfig], model_path: str, budgets: list[int]
     try:
         for n, i in enumerate(order):
             c = cfgs[i]
-            kept = keeper.engine_settings(c.backend, model_path)
+            kept = keeper.engine_settings(c.backend, resolved.model.path)
             if kept is not None:
                 c = dataclasses.replace(c, engine=kept)
             plan = None if on_plan is None else functools.partial(on_plan, budget=budgets[i], first=n == 0)
-            resolved = ResolvedRun(model, backend_kind(c.backend), run_dir_for(c, model))
-            run_dir = resolved.run_dir
+            run_dir = run_dir_for(c, resolved.model)
             # The engine is closed inside a run's console: its shutdown output is that run's log, not the terminal.
             with console(run_dir):
                 if started_in is not None and resolved.kind.in_process:
                     log.info("the engine is the one started by the run in %s: its start-up and the engine core's own "
                              "output are in that run's logs/engine.log", started_in)
                 try:
-                    summaries[i] = run(c, on_plan=plan, backends=keeper.factory(lambda loop: None), resolved=resolved)
+                    summaries[i] = run(c, on_plan=plan, backends=keeper.factory(lambda loop: None),
+                                       resolved=dataclasses.replace(resolved, run_dir=run_dir))
                 except BaseException:
                     keeper.close()
                     raise

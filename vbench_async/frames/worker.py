@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..worker_process import ReadyMessage
+
 THREADS_ENV = "VBENCH_ASYNC_DECODE_THREADS"
 DECODER_ENV = "VBENCH_ASYNC_DECODER"
 
@@ -79,7 +81,7 @@ def main() -> int:
 
     if decoder in DECODER_MODULES:
         __import__(DECODER_MODULES[decoder])
-    _send(channel, {"ready": True, "pid": os.getpid()})
+    _send(channel, ReadyMessage(ready=True, pid=os.getpid()).to_json())
     for line in sys.stdin:
         if line.strip():
             _send(channel, handle(json.loads(line)))

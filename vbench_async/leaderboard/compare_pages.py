@@ -3,16 +3,16 @@ accuracy against the frame budget for runs of one model that differ only in thei
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..results.result_config import shown
 from ..results.stats import values_by_id
 from ..sample_result import Result
 from .board import truth_text
 from .charts import Chart, line_chart, score_chart
-from .load import BenchRun, Run, benchmark_ids
+from .load import BenchRun, Run, benchmark_ids, settings
 from .thumbnails import Thumbnailer
 
 ALL_PAIRS_UP_TO = 6  # with more runs, each run is compared with the first one only (pages grow as n, not n^2)
@@ -113,8 +113,8 @@ def budget_chart(bid: str, runs: list[Run]) -> Chart | None:
         by_model.setdefault(r.model, []).append((frame_budget(b), b))
     series: dict[str, list[tuple[float, float, float | None, float | None]]] = {}
     for model, cells in by_model.items():
-        rest = {json.dumps({k: v for k, v in b.config.items() if k != "frames"}, sort_keys=True, default=str)
-                for _, b in cells}
+        rest = {shown({k: v for k, v in settings(b.config, b.recipe).items() if k != "frames"})
+                for _, b in cells if b.config is not None}
         budgets = {x for x, _ in cells if x is not None}
         if len(rest) != 1 or len(budgets) < 2:  # not a frame sweep: something else differs, or one budget only
             continue
@@ -126,9 +126,9 @@ def budget_chart(bid: str, runs: list[Run]) -> Chart | None:
 
 def frame_budget(b: BenchRun) -> float | None:
     """The run's frame budget: its `max_frames` setting, else the mean number of frames its samples received."""
-    frames = (b.config or {}).get("frames") or {}
-    for key in ("nframes", "max_frames"):  # an exact count overrides the cap
-        if isinstance(frames.get(key), (int, float)):
-            return float(frames[key])
+    frames = b.config.frames if b.config is not None else None
+    for value in (frames.nframes, frames.max_frames) if frames is not None else ():  # an exact count overrides the cap
+        if value is not None:
+            return float(value)
     seen = [f.n for f in (r.frames_seen() for r in b.results) if f is not None]
     return sum(seen) / len(seen) if seen else None

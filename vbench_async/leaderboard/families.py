@@ -3,8 +3,7 @@ was run with, in the few words shown next to its score."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
+from ..results.result_config import RecordedFrames
 from .load import BenchRun, Run
 
 UNKNOWN = "unknown"
@@ -16,20 +15,20 @@ def run_family(run: Run) -> str:
     return str(run.summary.family or recorded or UNKNOWN)
 
 
-def frame_label(frames: Mapping[str, Any] | None) -> str:
+def frame_label(frames: RecordedFrames | None) -> str:
     """ "8 f, 112 px" / "2 fps, 4-32 f, <=65536 px": the settings that decide which frames and how large."""
-    if not frames:
+    if frames is None or frames.fps is None:
         return ""
-    if frames.get("nframes"):
-        count = f"{frames['nframes']} f"
+    if frames.nframes:
+        count = f"{frames.nframes} f"
     else:
-        count = f"{frames.get('fps'):g} fps, {frames.get('min_frames')}-{frames.get('max_frames')} f"
-    size = f"{frames['side']} px" if frames.get("side") else f"<={frames.get('max_pixels')} px"
+        count = f"{frames.fps:g} fps, {frames.min_frames}-{frames.max_frames} f"
+    size = f"{frames.side} px" if frames.side else f"<={frames.max_pixels} px"
     return f"{count}, {size}"
 
 
 def bench_frames(bench: BenchRun) -> str:
-    return frame_label((bench.config or {}).get("frames"))
+    return frame_label(bench.config.frames if bench.config is not None else None)
 
 
 def grouped(runs: list[Run]) -> list[Run]:

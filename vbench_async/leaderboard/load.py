@@ -23,15 +23,16 @@ from ..errors import UserError
 from ..record_io import RecordError
 from ..results.current import is_complete
 from ..results.manifest_record import Manifest
-from ..results.readings import differing_ids, reading_lines
+from ..results.readings import ReadingEstimates, differing_ids, reading_lines
+from ..results.result_config import ResultConfig
 from ..results.rundir import read_manifest, read_summary, safe_name
 from ..results.stats import Estimate, category_estimates, headline_estimate
 from ..results.summaries import benchmark_status, judged_aggregate
 from ..results.summary_record import BenchmarkSummary, Subset, Summary
 from ..sample_result import Result
-from .config_groups import COMPARED, differing_settings, family_frame_defaults, mark_config_groups
+from .config_groups import family_frame_defaults, mark_config_groups, settings
 
-__all__ = ["CARDS", "BenchRun", "Run", "benchmark_ids", "differing_settings", "load_run", "load_runs", "recipe_label"]
+__all__ = ["CARDS", "BenchRun", "Run", "benchmark_ids", "load_run", "load_runs", "recipe_label", "settings"]
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class BenchRun:
     estimate: Estimate | None  # CI of the headline score (None where the metric is not a mean of sample scores)
     categories: dict[str, dict[str, Estimate]]
     n_expected: int
-    config: dict[str, Any] | None  # the part of the result config that can change a score (None without a manifest)
+    config: ResultConfig | None  # its result config, as the manifest records it (None without a manifest)
     judge: dict[str, Any] | None = None
     config_group: str | None = None  # "A", "B", ... when runs disagree on the config
     config_note: str = ""  # the settings that differ between the variants, with this run's values
@@ -220,12 +221,12 @@ def _load_benchmark(run_dir: Path, bid: str, block: BenchmarkSummary, manifest: 
     judged = judged_aggregate(run_dir, benchmark, path, view=None, block=block)
     results, judge = judged.results, judged.judge
     agg = BenchmarkSummary.of(judged.aggregate)
-    estimates = judged.readings.estimates if judged.readings else {}
+    estimates = judged.readings.estimates if judged.readings else ReadingEstimates()
     if card is None:  # a benchmark this version does not know: show the stored numbers, CI of the plain mean
         stored = {k: v for k, v in block.to_json().items() if k not in ("results_file", "config_hash")}
         agg = BenchmarkSummary.of(stored)
         problem = problem or "unknown benchmark: stored score"
-        estimates = {"official": headline_estimate(results, None)}
+        estimates = ReadingEstimates(official=headline_estimate(results, None))
     scored = reading_lines(results, "official")
     n_expected = int(block.n_expected or block.n_total or len(results))
     config, family = None, None
@@ -233,17 +234,14 @@ def _load_benchmark(run_dir: Path, bid: str, block: BenchmarkSummary, manifest: 
     if manifest is not None:
         family = manifest.model.family
         entry = manifest.benchmarks.get(bid)
-        if entry is not None and entry.config is not None:
-            # the recipe first: where it differs, the row's badge names it rather than one of the settings it moved
-            config = {"recipe": recipe, **{k: entry.config.get(k) for k in COMPARED}}
-            if isinstance(config["frames"], dict):  # pixel defaults follow the family, which may differ
-                config["frames"] = {k: v for k, v in config["frames"].items() if k != "family"}
+        if entry is not None:
+            config = entry.config
     return BenchRun(
-        benchmark=bid, results=results, aggregate=agg, estimate=estimates.get("official"),
+        benchmark=bid, results=results, aggregate=agg, estimate=estimates.official,
         categories=category_estimates(scored, card.categories if card else ()),
         n_expected=n_expected, config=config, judge=judge, problem=problem,
         stored_complete=block.complete is not False, n_bad_lines=len(judged.bad),
-        scored=scored, robust_estimate=estimates.get("robust"),
+        scored=scored, robust_estimate=estimates.robust,
         subset=block.subset if block.subset is not None and block.subset.to_json() else None,
         frame_defaults=family_frame_defaults(bid, family) if config else None, recipe=recipe,
     )

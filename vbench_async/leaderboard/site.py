@@ -16,6 +16,7 @@ import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from ..errors import UserError
+from ..record_io import OutputRecord, RecordError, always
 from ..redact import scrub
 from ..resources import data_dir
 from ..results.manifest_record import GpuInfo, Manifest
@@ -301,19 +303,27 @@ def _claim(out_dir: Path) -> None:
 def _listed(root: Path) -> set[Path]:
     """The files the marker lists, each inside `root` (a marker edited to name anything else is ignored there)."""
     try:
-        files = json.loads((root / MARKER).read_text(encoding="utf-8")).get("files", [])
-    except (OSError, ValueError, AttributeError):
+        files = SiteMarker.from_json(json.loads((root / MARKER).read_text(encoding="utf-8")), MARKER).files
+    except (OSError, ValueError, RecordError):
         return set()  # an older site's marker (plain text) lists nothing: nothing of it is removed
     out = set()
-    for rel in files if isinstance(files, list) else []:
-        if isinstance(rel, str) and rel and not Path(rel).is_absolute() and ".." not in Path(rel).parts:
+    for rel in files:
+        if rel and not Path(rel).is_absolute() and ".." not in Path(rel).parts:
             out.add(root / rel)
     return out
 
 
+@dataclass
+class SiteMarker(OutputRecord):
+    """The file that marks a folder as a site this tool wrote, listing the files it wrote (the next build removes
+    those it no longer writes, and nothing else)."""
+
+    written_by: str = always("vbench-async leaderboard; safe to delete with the folder")
+    files: list[str] = always(default_factory=list)
+
+
 def _write_marker(root: Path, files: list[str]) -> None:
-    text = json.dumps({"written_by": "vbench-async leaderboard; safe to delete with the folder",
-                       "files": sorted(files)}, indent=1) + "\n"
+    text = json.dumps(SiteMarker(files=sorted(files)).to_json(), indent=1) + "\n"
     _atomic(root / MARKER, text.encode("utf-8"))
 
 

@@ -24,7 +24,10 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ..redact import redact_argv, scrub
 from ..settings import to_json
 from ..workload.sizing import machine_memory_bytes
+from .manifest_record import RecordedRunConfig
+from .result_config import ResultConfig
 from .result_file import ResultStore
+from .summary_record import RunStats
 
 if TYPE_CHECKING:
     from ..benchmarks.registry import Benchmark
@@ -49,7 +52,7 @@ class PlannedBenchmark:
     benchmark: Benchmark
     store: ResultStore
     spec: FrameSpec
-    config: dict[str, Any]  # what the config hash covers: model, benchmark, frames, prompt, thinking, sampling
+    config: ResultConfig  # what the config hash covers: model, benchmark, frames, prompt, thinking, sampling
     n_total: int  # samples the benchmark has in this run (or shard)
 
 
@@ -65,28 +68,28 @@ def manifest(model: ModelRef, run_config: Mapping[str, Any], backend_options: Ma
         block = benchmarks.get(p.benchmark.id)
         agg = block.to_json() if block is not None else {}
         per_benchmark[p.benchmark.id] = {
-            "config": p.config,
+            "config": p.config.to_json(),
             "config_hash": p.store.config_hash,
             "results_file": str(p.store.path.relative_to(p.store.run_dir)),
             "frames": p.spec.to_dict(),
             "prompt_variant": p.benchmark.prompt_variant,
-            "prompt_template_hash": p.config.get("prompt"),
+            "prompt_template_hash": p.config.prompt,
             "prompt_templates": prompt_templates(p.benchmark),
             "aggregation": plain(getattr(p.benchmark.card, "aggregation", None)),
             "counts": {k: agg[k] for k in _COUNTS if k in agg} or {"n_expected": p.n_total},
         }
-    sampling = dict(run_config["sampling"])
+    settings = RecordedRunConfig.of(dict(run_config))
     recorded: dict[str, Any] = scrub({
         "manifest_version": MANIFEST_VERSION,
         "model": model_identity(model),
-        "backend": {"name": run_config["backend"], **dict(loop_stats.get("backend", {})),
+        "backend": {"name": settings.backend, **(RunStats.of(loop_stats).backend or {}),
                     "options": dict(backend_options)},
-        "sampling": sampling,
-        "seed": sampling.get("seed"),
-        "thinking": run_config["thinking"],
-        "prompt_variant": (run_config.get("prompt") or {}).get("prompt_variant"),
+        "sampling": settings.sampling.to_json(),
+        "seed": settings.sampling.seed,
+        "thinking": settings.thinking,
+        "prompt_variant": settings.prompt.prompt_variant,
         # the recipe's {name, version} (benchmarks/recipes.py), as each benchmark's config records it; None without
-        "recipe": next((p.config["recipe"] for p in plans if "recipe" in p.config), None),
+        "recipe": next((p.config.recipe.to_json() for p in plans if p.config.recipe is not None), None),
         "run_config": dict(run_config),
         "benchmarks": per_benchmark,
         "counts": totals(benchmarks),

@@ -3,8 +3,8 @@ config and templates, versions, hardware, times, the judge). Read with `read_man
 `results/manifest.py`. How they are read and written: `record_io.py`.
 
 The parts that are other declarations' JSON stay mappings here: the run configuration (`RunConfig`'s own JSON, of
-which only the keys other commands read back are declared), a benchmark's result config (what its config hash
-covers), its frame spec, the sampling settings and the backend's self-description.
+which only the keys other commands read back are declared), the sampling settings and the backend's
+self-description. A benchmark's result config (what its config hash covers) is `result_config.ResultConfig`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..record_io import OutputRecord, read_record
+from .result_config import RecipeIdentity, RecordedFrames, RecordedSampling, ResultConfig
 
 
 @dataclass
@@ -74,9 +75,16 @@ class JudgeRecord(OutputRecord):
 
 @dataclass
 class RunSelection(OutputRecord):
+    suite: str | None = None
+    benchmarks: list[str] | None = None
     include: list[str] = field(default_factory=list)  # the card folders the run read (`results/run_cards.py`)
     max_samples: int | None = None
     data_root: str | None = None
+
+
+@dataclass
+class RecordedPrompt(OutputRecord):
+    prompt_variant: str | None = None
 
 
 @dataclass
@@ -86,27 +94,18 @@ class RecordedRunConfig(OutputRecord):
     selection: RunSelection = field(default_factory=RunSelection)
     cache_dir: str | None = None
     shard: list[int] | None = None  # [K, N]: shard K of N
-
-
-@dataclass
-class RecipeIdentity(OutputRecord):
-    """The run's evaluation recipe (`benchmarks/recipes.py` `Recipe.identity`): what its config hashes cover too."""
-
-    name: str | None = None
-    version: int | None = None
-
-    @property
-    def label(self) -> str:
-        """How the leaderboard names it: "qwen3-vl v1"."""
-        return f"{self.name or '?'} v{self.version}" if self.version is not None else self.name or "?"
+    backend: str | None = None
+    sampling: RecordedSampling = field(default_factory=RecordedSampling)  # every field: the run's, not the user's
+    thinking: bool | None = None
+    prompt: RecordedPrompt = field(default_factory=RecordedPrompt)
 
 
 @dataclass
 class BenchmarkManifest(OutputRecord):
-    config: dict[str, Any] | None = None  # what the config hash covers
+    config: ResultConfig | None = None  # what the config hash covers
     config_hash: str | None = None
     results_file: str | None = None
-    frames: dict[str, Any] | None = None  # FrameSpec.to_dict()
+    frames: RecordedFrames | None = None  # FrameSpec.to_dict()
     prompt_variant: str | None = None
     prompt_template_hash: str | None = None
     prompt_templates: dict[str, Any] = field(default_factory=dict)

@@ -25,6 +25,7 @@ from ..record_io import OutputRecord, RecordError
 from .lines import read_lines
 from .manifest import iso, totals
 from .manifest_record import BenchmarkManifest, Manifest
+from .result_config import ResultConfig, differing, flat, shown
 from .result_file import ResultStore, StoreLocked
 from .rundir import (
     PLAN_DIRNAME,
@@ -60,7 +61,7 @@ class ShardSet:
     index_path: Path
     sample_ids: tuple[str, ...]
     owners: tuple[int, ...]  # shard of each sample id
-    config: Mapping[str, Any] = field(default_factory=dict)
+    config: ResultConfig = field(default_factory=ResultConfig)
 
     def store(self, shard: int | None = None) -> ResultStore:
         return ResultStore(self.run_dir, self.benchmark, self.config_hash, (shard, self.count) if shard is not None
@@ -335,17 +336,8 @@ def _present(s: ShardSet) -> str:
     return f"shard files {', '.join(f'{k}/{s.count}' for k in have)}" if have else "no shard files yet"
 
 
-def _config_diff(configs: list[Mapping[str, Any]]) -> str:
+def _config_diff(configs: list[ResultConfig]) -> str:
     """The config fields (dotted, one level deep) whose values differ between the configs."""
-    def flat(c: Mapping[str, Any]) -> dict[str, Any]:
-        out = {}
-        for k, v in c.items():
-            if isinstance(v, Mapping):
-                out.update({f"{k}.{kk}": json.dumps(vv, sort_keys=True) for kk, vv in v.items()})
-            else:
-                out[k] = json.dumps(v, sort_keys=True)
-        return out
-
-    flats = [flat(c) for c in configs]
-    keys = sorted({k for f in flats for k in f if len({g.get(k) for g in flats}) > 1})
-    return ", ".join(f"{k} ({' vs '.join(str(f.get(k)) for f in flats)})" for k in keys)
+    flats = [flat(c.to_json()) for c in configs]
+    return ", ".join(f"{k} ({' vs '.join(shown(f[k] if k in f else None) for f in flats)})"
+                     for k in sorted(differing(flats)))

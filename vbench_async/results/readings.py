@@ -83,6 +83,14 @@ def _interval(est: Estimate | None, score: Any) -> dict[str, Any] | None:
     return {"low": est.ci_low, "high": est.ci_high, "se": est.se, "level": est.level, "n_clusters": est.n_clusters}
 
 
+@dataclass(frozen=True)
+class ReadingEstimates:
+    """Each reading's headline estimate (its interval), None where the headline is not a mean of sample scores."""
+
+    official: Estimate | None = None
+    robust: Estimate | None = None
+
+
 @dataclass
 class ReadingAggregate:
     """A benchmark's numbers under both readings: the official aggregate (the headline), the robust one, and each
@@ -90,7 +98,7 @@ class ReadingAggregate:
 
     official: dict[str, Any]
     robust: dict[str, Any]
-    estimates: dict[str, Estimate | None]
+    estimates: ReadingEstimates
     differing: list[str]
     reading: str | None
     n_guessed: int
@@ -101,13 +109,13 @@ class ReadingAggregate:
         out = dict(self.official)
         out["reading"] = self.reading
         out["chance"] = self.chance
-        interval = _interval(self.estimates.get("official"), out.get("score"))
+        interval = _interval(self.estimates.official, out["score"] if "score" in out else None)
         if interval:
             out["interval"] = interval
         if self.reading is not None:
             robust: dict[str, Any] = {k: self.robust[k] for k in ("score", "headline", "headline_status")
                                       if k in self.robust}
-            robust_interval = _interval(self.estimates.get("robust"), robust.get("score"))
+            robust_interval = _interval(self.estimates.robust, robust["score"] if "score" in robust else None)
             if robust_interval:
                 robust["interval"] = robust_interval
             out["robust"] = robust
@@ -125,8 +133,8 @@ def aggregate_readings(benchmark: Benchmark, lines: Sequence[Result | Mapping[st
         aggs[reading] = benchmark.aggregate(seen)
         ests[reading] = headline_estimate(seen, benchmark.card.aggregation) if seen else None
         del seen  # one reading's copies of the lines at a time: at 100,000 lines each set is hundreds of MB
-    return ReadingAggregate(aggs["official"], aggs["robust"], ests, differing_ids(results), headline_reading(results),
-                            sum(1 for r in results if guessed(r)), chance_level(results))
+    return ReadingAggregate(aggs["official"], aggs["robust"], ReadingEstimates(**ests), differing_ids(results),
+                            headline_reading(results), sum(1 for r in results if guessed(r)), chance_level(results))
 
 
 def summary_block(aggregate: Mapping[str, Any], judge: dict[str, Any] | None, stale: list[str],

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..record_io import OutputRecord, RecordError, always, read_record
+from .result_config import ResultConfig
 
 PLAN_FORMAT = 1  # both files' "format"
 
@@ -39,7 +40,7 @@ class ShardIndex(OutputRecord):
     config_hash: str = always("")
     count: int = always(0)
     plan: str = always("")  # the plan's key
-    config: dict[str, Any] = always(default_factory=dict)  # the benchmark's result config (what its hash covers)
+    config: ResultConfig = always(default_factory=ResultConfig)  # the benchmark's result config (what its hash covers)
     sample_ids: list[str] = always(default_factory=list)
     shards: list[int] = always(default_factory=list)  # the shard of each sample id, in the same order
 

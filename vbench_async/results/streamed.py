@@ -30,7 +30,15 @@ from ..sample_result import READINGS, Result
 from ..scoring.chance import chance_level
 from .current import complete_count
 from .lines import BadLine, iter_lines
-from .readings import ReadingAggregate, guessed, official_read, reading_basis, readings_differ, summary_block
+from .readings import (
+    ReadingAggregate,
+    ReadingEstimates,
+    guessed,
+    official_read,
+    reading_basis,
+    readings_differ,
+    summary_block,
+)
 from .stats import Estimate, headline_estimate
 from .summary_record import BenchmarkSummary
 from .verdict_record import Verdict
@@ -105,7 +113,7 @@ def streamed_aggregate(run_dir: Path, benchmark: Benchmark, results_path: Path,
         if reading == READINGS[0]:
             chance = chance_level(seen)  # task types and option counts: the same under either reading
         del seen
-    readings = ReadingAggregate(aggs["official"], aggs["robust"], ests, tally.differing,
+    readings = ReadingAggregate(aggs["official"], aggs["robust"], ReadingEstimates(**ests), tally.differing,
                                 reading_basis(tally.any_official, tally.any_robust), tally.n_guessed, chance)
     return StreamedAggregate(summary_block(readings.block(), judge.info(tally), stale, bad), tally.n_final)
 

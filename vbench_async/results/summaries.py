@@ -234,8 +234,9 @@ def recorded_benchmarks(summary: Summary, recorded: Manifest | None) -> dict[str
     from ..benchmarks.registry import recorded_benchmark
 
     entries = recorded.benchmarks if recorded is not None else {}
-    return {bid: recorded_benchmark(bid, entries[bid].config if bid in entries else None)
-            for bid in summary.benchmarks}
+    recipes = {bid: e.config.recipe for bid, e in entries.items() if e.config is not None and e.config.recipe}
+    return {bid: recorded_benchmark(bid, recipes[bid].name, recipes[bid].version) if bid in recipes
+            else recorded_benchmark(bid, None) for bid in summary.benchmarks}
 
 
 def recompute_summary(run_dir: Path) -> Summary:

@@ -66,6 +66,17 @@ class Score:
     robust: Reading | None = None
 
     @property
+    def source(self) -> str | None:
+        """The extraction step that found the answer (`details["source"]`; `extract.Candidate.source`)."""
+        found = self.details.get("source")
+        return found if isinstance(found, str) else None
+
+    @property
+    def needs_judge(self) -> bool:
+        """The scorer hands this output to an LLM judge (`details["needs_judge"]`: free text)."""
+        return bool(self.details.get("needs_judge"))
+
+    @property
     def differs(self) -> bool:
         """Whether the official and the robust grader disagree on this sample (False without an official value)."""
         return bool(self.official and self.robust and self.official.value is not None

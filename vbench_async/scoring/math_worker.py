@@ -15,6 +15,8 @@ import json
 import sys
 from typing import Any, Callable
 
+from ..worker_process import ReadyMessage
+
 
 def _functions() -> dict[str, Callable[..., Any]]:
     from .math_task import _plain_verify, check_equivalence
@@ -26,7 +28,7 @@ def main() -> None:
     import math_verify  # noqa: F401 - before the ready message: the import is start-up, not a check's time
 
     functions = _functions()
-    sys.stdout.write(json.dumps({"ready": True}) + "\n")
+    sys.stdout.write(json.dumps(ReadyMessage(ready=True).to_json()) + "\n")
     sys.stdout.flush()
     for line in sys.stdin:
         try:

@@ -51,7 +51,7 @@ def score(sample: Sample | Mapping[str, Any], output: str, protocol: str | None 
         output = "" if output is None else str(output)
     result = _run(scorer, sample, output)
     # Free text needs a judge: the careful grader claims no value for it (`value` keeps the ROUGE-L fallback).
-    needs_judge = bool(result.details.get("needs_judge"))
+    needs_judge = result.needs_judge
     value = result.details.get(kind.robust_metric, 0.0) if kind.robust_metric else result.value
     robust = Reading(None if needs_judge else value, result.extracted, needs_judge=needs_judge)
     official = _official(proto, sample, output) if proto is not None else None
@@ -110,7 +110,7 @@ def format_score(output: str, result: Score, mode: str = "answer_tag") -> float:
     if mode == "answer_tag":
         if not isinstance(output, str) or not extract.has_answer_tag(output):
             return 0.0
-        return 1.0 if result.well_formed and result.details.get("source") == "answer_tag" else 0.5
+        return 1.0 if result.well_formed and result.source == "answer_tag" else 0.5
     if mode == "well_formed":
         return 1.0 if result.well_formed else 0.0
     if mode == "none":

@@ -22,6 +22,7 @@ from typing import Any, Mapping
 from ..errors import UserError
 from ..evaluation.run_config import RunConfig
 from ..record_io import OutputRecord, always
+from ..results.manifest_record import RecordedRunConfig
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled")
 # Caps far above any real setting: one job must not stall the serial queue or the machine (400,000 requests in
@@ -66,8 +67,8 @@ class JobSpec:
         return dict(self.settings)
 
     def describe(self) -> str:
-        selection = self.settings.get("selection") or {}
-        return str(selection.get("suite") or ",".join(selection.get("benchmarks") or ()))
+        selection = RecordedRunConfig.of(dict(self.settings)).selection
+        return selection.suite or ",".join(selection.benchmarks or ())
 
     def run_config(self, base: RunConfig) -> RunConfig:
         """`base` (the server's settings: model, backend, engine, server, cache, concurrency) with what this job asks

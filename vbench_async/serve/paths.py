@@ -19,10 +19,13 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ..errors import UserError
 from ..results.rundir import JUDGE_DIRNAME, MANIFEST_FILE, PLAN_DIRNAME, RESULTS_DIRNAME, SITE_DIRNAME, SUMMARY_FILE
+
+if TYPE_CHECKING:
+    from ..backends.factory import BackendKind
 
 # What a run writes at the top of its run directory (results/rundir.py, the result store's lock, the logs).
 _RUN_DIRS = {RESULTS_DIRNAME, PLAN_DIRNAME, JUDGE_DIRNAME, SITE_DIRNAME, "logs"}
@@ -91,8 +94,9 @@ class JobPaths:
                 "include_roots": [str(p) for p in self.include_roots],
                 "model_roots": [str(p) for p in self.model_roots]}
 
-    def check(self, cfg: Any) -> None:
-        """Refuse (PathRefused) a job's RunConfig that names a path outside what the server allows."""
+    def check(self, cfg: Any, kind: BackendKind) -> None:
+        """Refuse (PathRefused) a job's RunConfig that names a path outside what the server allows. `kind`: the
+        server's backend kind (every job's)."""
         sel = cfg.selection
         if sel.allow_outside_root and not self.allow_outside_root:
             raise PathRefused("job field selection.allow_outside_root is refused: this server reads annotation "
@@ -112,9 +116,7 @@ class JobPaths:
                                   "and data roots; put it in a folder given to the server with --include DIR")
         self.check_model(cfg.model, "model")
         if cfg.judge_model:
-            from ..backends.factory import backend_kind
-
-            if backend_kind(cfg.backend).in_process:  # a served judge (openai) is a name the server answers to
+            if kind.in_process:  # a served judge (openai) is a name the server answers to
                 self.check_model(cfg.judge_model, "judge_model")
         if cfg.output_dir is not None:
             self.check_run_dir(Path(cfg.output_dir))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ..backends.factory import backend_kind
 from ..backends.kept import EngineKeeper, JobCancelled
 from ..errors import EngineDead, UserError
 from ..evaluation.run_config import RunConfig, resolve_run
@@ -58,6 +59,8 @@ class EvalServer:
     def __init__(self, base: RunConfig, max_finished: int = 1000,
                  write_site: Callable[[Path], Path] | None = None, paths: JobPaths | None = None):
         self.base = base
+        # The server's backend kind, once: every job runs on it (a job cannot set its backend, a server's own setting).
+        self.kind = backend_kind(base.backend)
         # The server's own model is always a job's to name (a job that names none evaluates it).
         self.paths = (paths if paths is not None else JobPaths.of()).with_model(base.model)
         self._write_site = write_site
@@ -78,7 +81,7 @@ class EvalServer:
     # -- the API the HTTP layer calls ------------------------------------------------------------------------------
     def submit(self, spec: JobSpec) -> Job:
         """Queue a job; PathRefused (HTTP 403) when it names a path the server's configuration does not allow."""
-        self.paths.check(spec.run_config(self.base))
+        self.paths.check(spec.run_config(self.base), self.kind)
         job = Job(spec)
         with self._lock:
             self._forget_old()
@@ -151,7 +154,6 @@ class EvalServer:
             self._run(job)
 
     def _run(self, job: Job) -> None:
-        from ..backends.factory import backend_kind
         from ..benchmarks.include import included
 
         running = _Running(job)
@@ -160,13 +162,14 @@ class EvalServer:
         cfg: RunConfig | None = None
         try:
             cfg = job.spec.run_config(self.base)
-            self.paths.check(cfg)  # again: a folder may have changed while the job waited
+            self.paths.check(cfg, self.kind)  # again: a folder may have changed while the job waited
             scope.enter_context(included(*cfg.selection.include))  # its card folders, for this job only
             self.paths.check_suite(cfg.selection.suite)
-            if not backend_kind(cfg.backend).in_process and cfg.model != self.base.model:
+            if not self.kind.in_process and cfg.model != self.base.model:
                 raise UserError(f"this server sends requests to {self.base.server.base_url}, which serves "
                                 f"{self.base.model}; start a server for {cfg.model} to evaluate it")
-            # Once, here, as `run` does: <output root>/<name> with a job's `name`, else <output root>/<model name>.
+            # Once, here, as `run` does: <output root>/<name> with a job's `name`, else <output root>/<model name>;
+            # its kind is the server's (`self.kind`).
             resolved = resolve_run(cfg, self.paths.output_root)
             cfg = dataclasses.replace(cfg, output_dir=resolved.run_dir)  # the manifest records where it wrote
             self.paths.check_run_dir(resolved.run_dir)
@@ -191,7 +194,7 @@ class EvalServer:
                 if cfg.judge_model:  # as `run --judge-model` does: the same backend kind and settings
                     from ..evaluation.judge_pass import judge_after_run
 
-                    summary = {**judge_after_run(Path(job.run_dir), cfg, cfg.judge_model).to_json(),
+                    summary = {**judge_after_run(resolved, cfg, cfg.judge_model).to_json(),
                                "run_dir": job.run_dir}
             if cfg.site:  # before the status: a client seeing "done" sees where the site will be
                 job.site = self._site_due(Path(job.run_dir))

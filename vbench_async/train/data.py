@@ -138,11 +138,11 @@ def _check(sample: Sample) -> None:
 def render(sample: Sample, template: str | Mapping[str, str] | None) -> str:
     """Prompt text of a records-mode sample: a named template (one, or per task type), else question + options."""
     from ..benchmarks import prompts
+    from ..benchmarks.cards import template_of
     from ..scoring.task_types import canonical_or_given
 
     if isinstance(template, Mapping):
-        canonical = canonical_or_given(sample.task_type)
-        template = template.get(sample.task_type) or template.get(canonical) or template.get("default")
+        template = template_of(template, sample.task_type, canonical_or_given(sample.task_type))
     if template:
         try:
             return prompts.render(template, sample)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import types
 import typing
 from typing import Any
 
@@ -69,7 +68,7 @@ def _default(f: dataclasses.Field) -> Any:
 
 def _members(hint: Any) -> list[Any]:
     """The field's types but None: `int | None` -> [int]."""
-    members = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    members = settings.union_members(hint)
     return [typing.get_origin(m) or m for m in members if m is not type(None)]
 
 
