@@ -134,8 +134,8 @@ def test_only_a_record_that_was_not_a_sample_counts_as_repaired(tmp_path):
     """A sample whose answer could not be scored fails with record_invalid too: a resume keeps that line (and re-runs
     nothing); a broken record made valid is re-run, and its old line goes only once its new result is written."""
     from vbench_async.evaluation.runner import repaired_records
-    from vbench_async.results.result_file import INVALID_TASK, ResultStore
-    from vbench_async.sample_result import Result
+    from vbench_async.results.result_file import ResultStore
+    from vbench_async.sample_result import INVALID_TASK, Result
     from vbench_async.samples import Sample, SampleError
 
     store = ResultStore(tmp_path, "b", "h")

@@ -22,12 +22,11 @@ from vbench_async.backends.base import Completion, SamplingParams
 from vbench_async.benchmarks import get_benchmark, score_sample
 from vbench_async.errors import SampleError
 from vbench_async.evaluation.pipeline import Pipeline, WorkItem
-from vbench_async.failure_kinds import is_final
 from vbench_async.results.result_file import ResultStore, read_results
 from vbench_async.results.streamed import streamed_aggregate
 from vbench_async.results.summaries import judged_aggregate
 from vbench_async.results.verdicts import JudgeIdentity, activate_judge, answer_hash, judge_store
-from vbench_async.sample_result import Result
+from vbench_async.sample_result import Result, is_final
 from vbench_async.samples import Sample
 from vbench_async.scoring.judges import judge_for
 

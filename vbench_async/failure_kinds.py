@@ -16,12 +16,8 @@ from __future__ import annotations
 import errno
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .errors import UserError
-
-if TYPE_CHECKING:
-    from .sample_result import Result
 
 
 class Fate(StrEnum):
@@ -121,11 +117,6 @@ _ENV_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUO
 
 class EnvironmentFault(UserError):
     """The run cannot go on in this environment (a full disk, a read-only directory). Finished lines are kept."""
-
-
-def is_final(result: Result) -> bool:
-    """Whether a result line settles its sample: no error, or an error the input itself caused."""
-    return not result.failed or is_final_kind(result.error_kind)
 
 
 def is_final_kind(kind: str | None) -> bool:

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from .failure_kinds import FailureKind, is_final_kind
 from .record_io import field_kinds, json_schema, type_problem
 from .scoring.base import Reading
 
@@ -21,6 +22,7 @@ from .scoring.base import Reading
 COMPLETION_FIELDS = ("prompt_tokens", "output_tokens", "finish_reason", "latency_s")
 # The two readings of an output (scoring.Reading as a dict): the benchmark's own protocol and the careful grader.
 READINGS = ("official", "robust")
+INVALID_TASK = "invalid"  # the task type of the line of a record that is not a sample (the runner writes its stub)
 # A field with this metadata belongs to a view of a line (`Result.seen_as`), never to the stored line.
 _VIEW = {"view": True, "json": False}
 
@@ -266,6 +268,11 @@ class Result:
         return self.line_score if self.seen_reading is not None else self.score
 
 
+def is_final(result: Result) -> bool:
+    """Whether a result line settles its sample: no error, or an error the input itself caused."""
+    return not result.failed or is_final_kind(result.error_kind)
+
+
 def as_results(lines: Iterable[Result | Mapping[str, Any]]) -> list[Result]:
     return [Result.of(r) for r in lines]
 
@@ -288,12 +295,29 @@ def record_problem(line: Any) -> str | None:
     return None
 
 
-def result_problem(line: Any) -> str | None:
-    """Why `line` is not a result line, or None when it is: each field against its declared type (absent or null
-    allowed for what older lines lack), a score a finite number in [0, 1], an error with a kind and a message."""
+def result_problem(line: Any, config_hash: str | None = None) -> str | None:
+    """Why `line` is not a result line (of a file of `config_hash`, when given), or None when it is: each field
+    against its declared type (absent or null allowed for what older lines lack), a score a finite number in [0, 1],
+    an error with a kind and a message."""
     if (problem := record_problem(line)) is not None:
         return problem
-    return type_problem(Result, line) or score_problem(line.get("score")) or error_problem(line.get("error"))
+    problem = type_problem(Result, line) or score_problem(line.get("score")) or error_problem(line.get("error"))
+    if problem is None and config_hash is not None and line.get("config_hash") != config_hash:
+        return f"config_hash {line.get('config_hash')!r} does not match the file's {config_hash}"
+    return problem
+
+
+def failure_kind_of(line: Mapping[str, Any]) -> str | None:
+    """A checked stored line's failure kind ("unknown" for an error without one), None where the model answered:
+    what a resuming run reads of each line without building the record."""
+    error = line.get("error")
+    return str(error.get("kind") or "unknown") if error else None
+
+
+def is_invalid_record_line(line: Mapping[str, Any]) -> bool:
+    """The line is the `record_invalid` stub of a record that is not a sample (task type `INVALID_TASK`), not that
+    of a sample whose answer could not be scored."""
+    return failure_kind_of(line) == FailureKind.RECORD_INVALID and line.get("task_type") == INVALID_TASK
 
 
 def score_problem(score: Any) -> str | None:

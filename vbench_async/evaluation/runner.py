@@ -18,8 +18,9 @@ from ..failure_kinds import EnvironmentFault, FailureKind
 from ..phases import mark
 from ..results.manifest import plain
 from ..results.result_config import RecipeIdentity, RecordedFrames, RecordedSampling, ResultConfig
-from ..results.result_file import INVALID_TASK, ResultStore, config_hash
+from ..results.result_file import ResultStore, config_hash
 from ..results.rundir_lock import RunDirLock
+from ..sample_result import INVALID_TASK
 from ..samples import Sample
 from .execute import BackendFactory, backend_options, execute
 from .pipeline import BenchmarkPlan, PlanEntry

@@ -71,7 +71,7 @@ def lay_out(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
     carry none, the others are marked (`cfg`) and their row gets one short badge naming the setting that differs."""
     usual: dict[str, str | None] = {}
     for cid in columns:
-        counts = Counter(c.get("config_group") for r in rows if (c := r["cells"].get(cid)) and c.get("config_group"))
+        counts = Counter(c["config_group"] for r in rows if (c := r["cells"].get(cid)) and c["config_group"])
         usual[cid] = counts.most_common(1)[0][0] if counts else None
     for row in rows:
         row["facts"] = model_facts(row["run"])
@@ -82,9 +82,9 @@ def lay_out(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
             cell = row["cells"].get(cid)
             if cell is None:
                 continue
-            markers = [m for m in (cell.get("markers") or "").split("; ") if m]
+            markers = [m for m in (cell["markers"] or "").split("; ") if m]
             config = next((m for m in markers if m.startswith("config ")), None)
-            odd = bool(config) and cell.get("config_group") != usual[cid]
+            odd = bool(config) and cell["config_group"] != usual[cid]
             if odd and config:
                 shown = badge("config: " + (config.split(": ", 1)[1] if ": " in config else config))
                 notes.setdefault(shown.text, shown)

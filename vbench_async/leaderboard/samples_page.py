@@ -19,13 +19,14 @@ _KEEP = ("run", "sample_id", "task_type", "question", "options", "answer", "outp
 
 def sample_rows(records: list[dict[str, Any]], results: list[Result], card: Any,
                 thumbs: Thumbnailer | None) -> list[dict[str, Any]]:
-    """`records`: rows of tables.samples_table; `results`: the lines they came from, in the same order (their frame
-    records name the video file to fall back on). `card`: the benchmark's card (None for an unknown benchmark)."""
+    """`records`: rows of tables.samples_table (every column present); `results`: the lines they came from, in the
+    same order (their frame records name the video file to fall back on). `card`: the benchmark's card (None for an
+    unknown benchmark)."""
     out = []
     for row, line in zip(records, results, strict=True):
         strip = thumbs.strip(line.frames) if thumbs is not None else None
-        out.append({**{k: row.get(k) for k in _KEEP}, "official": row.get("official_score"),
-                    "robust": row.get("robust_score"), "truth": truth_text(row.get("answer")),
+        out.append({**{k: row[k] for k in _KEEP}, "official": row["official_score"],
+                    "robust": row["robust_score"], "truth": truth_text(row["answer"]),
                     "categories": categories_of(row, card),
                     "frames": strip.to_dict() if strip is not None else None})
     return out
@@ -35,9 +36,9 @@ def categories_of(row: dict[str, Any], card: Any) -> list[str]:
     """The row's groups as "breakdown: group" labels (task type first), as the category filter lists them."""
     from ..benchmarks.aggregate import category_value
 
-    out = [f"task type: {row['task_type']}"] if row.get("task_type") else []
+    out = [f"task type: {row['task_type']}"] if row["task_type"] else []
     for cat in getattr(card, "categories", ()) or ():
-        group = category_value(cat, row.get("fields") or {})
+        group = category_value(cat, row["fields"] or {})
         if group is not None:
             out.append(f"{cat.name}: {group}")
     return out

@@ -223,7 +223,7 @@ def samples_table(runs: list[Run], bid: str) -> pd.DataFrame:
                          "robust_score": None if err else x.value_under("robust"),
                          "readings_differ": x.sample_id in differ,
                          "well_formed": x.well_formed, "judge_verdict": judge.verdict if judge is not None else None,
-                         "error_kind": x.error_kind, "error": err.get("message"),
+                         "error_kind": x.error_kind, "error": x.error_message if err else None,
                          "fields": dict(x.fields), "prompt": x.prompt,
                          "frames": _frames_seen(x.frames)})
     return pd.DataFrame(rows, columns=["run", "model", "sample_id", "task_type", "video", "question", "options",
@@ -250,8 +250,7 @@ class ScoreCell:
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> ScoreCell:
-        return cls(str(row.get("model")), row.get("score"), row.get("ci_low"), row.get("ci_high"),
-                   bool(row.get("markers")))
+        return cls(str(row["model"]), row["score"], row["ci_low"], row["ci_high"], bool(row["markers"]))
 
     def chart_item(self) -> tuple[str, float | None, float | None, float | None, bool]:
         return self.model, self.score, self.ci_low, self.ci_high, self.flagged

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping
 
-from ..failure_kinds import is_final
-from ..sample_result import Result
+from ..sample_result import Result, is_final
 
 if TYPE_CHECKING:
     from .summary_record import BenchmarkSummary

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar, overload
 
-from ..sample_result import error_problem, record_problem, result_problem, score_problem
+from ..sample_result import failure_kind_of, result_problem
+from .verdict_record import verdict_problem
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -24,11 +25,6 @@ T = TypeVar("T")
 # <benchmark>.<config hash>[.shard-K-of-N].jsonl: the hash every line of the file must carry.
 _RESULT_FILE = re.compile(r"\.([0-9a-f]{12})(?:\.shard-\d+-of-\d+)?\.jsonl$")
 JUDGE_DIRNAME = "judge"
-# A judge's verdict line (judge/): field -> accepted types (result lines are checked against `Result` itself).
-_TEXT = (str, type(None))
-_JUDGE_TYPES: dict[str, tuple[type, ...]] = {"answer_hash": (str,), "verdict": _TEXT, "output": _TEXT,
-                                            "judge_id": _TEXT}
-_COUNTS = ("prompt_tokens", "output_tokens")
 
 
 @dataclass(frozen=True)
@@ -56,28 +52,8 @@ def expected_hash(path: Path) -> str | None:
 def line_problem(rec: Any, path: Path) -> str | None:
     """Why `rec` is not a valid line of the file at `path`, or None when it is."""
     if path.parent.name == JUDGE_DIRNAME:
-        return _verdict_problem(rec)
-    problem = result_problem(rec)
-    if problem is None:
-        want = expected_hash(path)
-        if want is not None and rec.get("config_hash") != want:
-            return f"config_hash {rec.get('config_hash')!r} does not match the file's {want}"
-    return problem
-
-
-def _verdict_problem(rec: Any) -> str | None:
-    if (problem := record_problem(rec)) is not None:
-        return problem
-    for name, types in _JUDGE_TYPES.items():
-        if name in rec and not isinstance(rec[name], types):
-            return f"{name} is a {type(rec[name]).__name__}"
-    problem = score_problem(rec.get("score")) or error_problem(rec.get("error"))
-    if problem is not None:
-        return problem
-    for name in _COUNTS:
-        if name in rec and (isinstance(rec[name], bool) or not isinstance(rec[name], int)):
-            return f"{name} is not an integer"
-    return None
+        return verdict_problem(rec)
+    return result_problem(rec, expected_hash(path))
 
 
 def check_line(line: str, path: Path) -> None:
@@ -140,7 +116,7 @@ def iter_lines(path: Path, problems: list[BadLine] | None = None) -> Iterator[tu
                     bad.append(BadLine(path, first, f"sample {sid[:80]!r} answered here is replaced by line {lineno} "
                                                     "(a run never writes a second line for an answered sample: "
                                                     "appended by hand or by another tool?)"))
-                if rec.get("error") is None:
+                if failure_kind_of(rec) is None:
                     answered[sid] = lineno
             yield lineno, rec
     if bad:

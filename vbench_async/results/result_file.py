@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Mapping, TextIO
 
 from ..errors import UserError
-from ..failure_kinds import FailureKind, environment_fault, is_final_kind
+from ..failure_kinds import environment_fault, is_final_kind
 from ..redact import scrub
-from ..sample_result import Result
+from ..sample_result import Result, failure_kind_of, is_invalid_record_line, record_problem
 from .lines import BadLine, check_line, line_problem, read_lines
 from .rundir import ShardId, results_path
 
@@ -62,16 +62,12 @@ class ResultStore:
         """Each sample's latest line as its error kind ("unknown" for an error without one), None where the model
         answered. Holds one short value per line while reading, never the lines (a resumed run of 100,000 samples
         keeps only their ids)."""
-        def kind(line: dict[str, Any]) -> str | None:
-            r = Result.read({"sample_id": line["sample_id"], "error": line.get("error")})
-            return (r.error_kind or "unknown") if r.failed else None
-
-        return read_lines(self.path, view=kind)
+        return read_lines(self.path, view=failure_kind_of)
 
     def invalid_records(self) -> set[str]:
         """Ids whose latest line is the `record_invalid` line of a record that was not a sample (its stub's task type
         is `INVALID_TASK`), not that of a sample whose answer could not be scored."""
-        return {sid for sid, stub in read_lines(self.path, view=_is_invalid_record).items() if stub}
+        return {sid for sid, stub in read_lines(self.path, view=is_invalid_record_line).items() if stub}
 
     def completed_ids(self, retry_failed: bool = False, kinds: Mapping[str, str | None] | None = None) -> set[str]:
         """Ids whose line settles them: without retry_failed, lines with a transient error are tried again.
@@ -210,15 +206,6 @@ def _line(result: Mapping[str, Any]) -> str:
     return line + "\n"
 
 
-INVALID_TASK = "invalid"  # the task type of the line of a record that is not a sample (the runner writes its stub)
-
-
-def _is_invalid_record(line: Mapping[str, Any]) -> bool:
-    error = line.get("error")
-    return (isinstance(error, dict) and error.get("kind") == FailureKind.RECORD_INVALID
-            and line.get("task_type") == INVALID_TASK)
-
-
 def _invalid_record_of(line: bytes, ids: Collection[str]) -> bool:
     """Whether a raw line is the `record_invalid` line of a record (not a sample) among `ids` (a line that does not
     parse is not)."""
@@ -226,9 +213,9 @@ def _invalid_record_of(line: bytes, ids: Collection[str]) -> bool:
         rec = json.loads(line)
     except (ValueError, RecursionError):
         return False
-    if not isinstance(rec, dict) or not isinstance(rec.get("sample_id"), str):
+    if record_problem(rec) is not None:
         return False
-    return _is_invalid_record(rec) and rec["sample_id"] in ids
+    return is_invalid_record_line(rec) and rec["sample_id"] in ids
 
 
 def _cut_torn_tail(path: Path) -> None:

@@ -25,8 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping
 
-from ..failure_kinds import is_final
-from ..sample_result import READINGS, Result
+from ..sample_result import READINGS, Result, is_final
 from ..scoring.chance import chance_level
 from .current import complete_count
 from .lines import BadLine, iter_lines
@@ -70,7 +69,7 @@ _REPARSED = frozenset({"stvg"})
 @dataclass
 class StreamedAggregate:
     """A result file's summary block (`JudgedResults.summary_block()`'s) and how many of its current lines settle
-    their sample (`results.current.is_final`), for `complete`."""
+    their sample (`sample_result.is_final`), for `complete`."""
 
     block: dict[str, Any]
     n_final: int

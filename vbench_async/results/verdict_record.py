@@ -11,11 +11,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..record_io import OutputRecord, RecordError, always, read_record
+from ..record_io import OutputRecord, RecordError, always, read_record, type_problem
+from ..sample_result import error_problem, record_problem, score_problem
 from .manifest_record import JudgeRecord
 
-# The fields of a verdict line that the line reader (`lines._verdict_problem`) does not check, with their JSON type: a
-# value of another type (a hand-edited line) reads as absent, as if the line lacked it.
+# The fields of a verdict line that `verdict_problem` does not check, with their JSON type: a value of another type (a
+# hand-edited line) reads as absent, as if the line lacked it.
 _UNCHECKED: dict[str, type] = {"benchmark": str, "protocol": str, "prompt_hash": str, "steps": list, "info": dict}
 
 
@@ -70,6 +71,15 @@ class Verdict:
         """What the judge said: the reply the protocol could not read when it names one, else the last reply."""
         reply = self.info.get("reply") or self.output
         return reply if isinstance(reply, str) else None
+
+
+def verdict_problem(line: Any) -> str | None:
+    """Why `line` is not a verdict line, or None when it is: the fields `Verdict` declares (but `_UNCHECKED`) against
+    their types, a score a finite number in [0, 1], an error with a kind and a message."""
+    if (problem := record_problem(line)) is not None:
+        return problem
+    checked = {k: v for k, v in line.items() if k not in _UNCHECKED}
+    return type_problem(Verdict, checked) or score_problem(line.get("score")) or error_problem(line.get("error"))
 
 
 @dataclass
