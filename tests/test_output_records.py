@@ -74,3 +74,20 @@ def test_a_fresh_records_required_keys_are_written_at_their_default():
     from vbench_async.results.summary_record import ShardInfo
 
     assert ShardInfo(index=0, count=2).to_json() == {"index": 0, "count": 2}
+
+
+def test_the_recorded_frames_and_sampling_declare_exactly_the_fields_the_run_writes() -> None:
+    """`RecordedFrames` and `RecordedSampling` are the lenient read-back forms of `FrameSpec` and `SamplingParams` (a
+    recorded spec is read as written, never rebuilt through `FrameSpec`'s family checks): they must not drift from
+    the declarations they mirror."""
+    import dataclasses
+
+    from vbench_async.backends.base import SamplingParams
+    from vbench_async.frames.spec import FrameSpec
+    from vbench_async.results.result_config import RecordedFrames, RecordedSampling
+
+    def names(cls: type) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls) if f.metadata.get("json", True)]
+
+    assert names(RecordedFrames) == names(FrameSpec)
+    assert names(RecordedSampling) == names(SamplingParams)
